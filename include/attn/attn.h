@@ -1,0 +1,20 @@
+/* libattn: the attention-backend layer of an LLM inference engine.
+ * Include this for the application-facing API. Backend and plugin authors
+ * additionally use attn/backend.h and attn/plugin.h (included here too). */
+#ifndef ATTN_ATTN_H
+#define ATTN_ATTN_H
+
+#include "attn/export.h"
+#include "attn/status.h"
+#include "attn/types.h"
+#include "attn/log.h"
+#include "attn/config.h"
+#include "attn/cpu.h"
+#include "attn/platform.h"
+#include "attn/metadata.h"
+#include "attn/backend.h"
+#include "attn/registry.h"
+#include "attn/select.h"
+#include "attn/plugin.h"
+
+#endif

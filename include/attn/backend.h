@@ -1,0 +1,242 @@
+/* The backend contract — the header for backend and plugin authors.
+ * Applications use opaque handles (select.h); only this header defines the
+ * descriptor and ops structs. Every struct starts with its ABI version and
+ * size; initialise with designated initializers; slots marked (optional) may
+ * be NULL/0.
+ *
+ * A backend is a descriptor (static data: what it can run, validated by one
+ * generic walk that produces vLLM's reasons in vLLM's order) plus a kernel
+ * provider (the code that runs it). A registry locator names where the
+ * attn_backend object lives: built in, or "module.so:symbol". */
+#ifndef ATTN_BACKEND_H
+#define ATTN_BACKEND_H
+
+#include "attn/config.h"
+#include "attn/metadata.h"
+#include "attn/platform.h"
+
+ATTN_EXTERN_C_BEGIN
+
+#define ATTN_BACKEND_ABI_VERSION 1u
+
+/* ---- descriptor ------------------------------------------------------- */
+
+/* What a validation hook sees. has_cc false = no capability (CPU/XPU). */
+typedef struct attn_check_ctx {
+    const attn_platform *platform;
+    const attn_selector_config *cfg;
+    bool has_cc;
+    int cc_major, cc_minor;
+} attn_check_ctx;
+
+/* Head sizes: membership when n_sizes > 0; otherwise min/max/multiple_of
+ * (0 = unbounded). All zero = any head size. */
+typedef struct attn_head_rule {
+    const int *sizes;
+    int n_sizes;
+    int min, max, multiple_of;
+} attn_head_rule;
+
+typedef struct attn_cc {
+    int major, minor;
+} attn_cc;
+
+typedef struct attn_kv_shape {
+    int ndim;
+    int64_t dims[6];
+    const char *dim_names[6]; /* "2", "num_blocks", "block_size", "num_kv_heads", "head_size" */
+} attn_kv_shape;
+
+typedef struct attn_builder_ops attn_builder_ops;
+
+typedef struct attn_backend_desc {
+    uint32_t abi_version; /* ATTN_BACKEND_ABI_VERSION */
+    uint32_t struct_size; /* sizeof(attn_backend_desc) */
+    const char *name;         /* registry name, e.g. "FLASH_ATTN" */
+    const char *display_name; /* get_name() when it differs (optional) */
+    const char *platforms;    /* human text: "CUDA", "ROCm", "CPU" ... */
+    uint32_t dtypes;          /* ATTN_DTYPE_BIT mask */
+    uint64_t kv_dtypes;       /* ATTN_KV_BIT mask */
+    bool kv_none_rejected;    /* true only for TURBOQUANT-style rules */
+    const int *block_sizes;   /* divisibility by any entry; n == 0: any */
+    int n_block_sizes;
+    int preferred_block_size; /* 0: rule of reference §3 (16 if supported...) */
+    attn_head_rule heads;
+    attn_cc cc_min, cc_max;   /* {0,0} = unbounded */
+    bool is_mla;
+    bool is_sparse;
+    bool supports_sink;
+    bool supports_mm_prefix;
+    bool supports_per_head_quant_scales;
+    bool supports_non_causal;
+    bool supports_batch_invariance;
+    uint32_t attn_types;      /* ATTN_TYPE_BIT mask */
+    attn_cg_support cg_support;
+    bool can_return_lse_for_decode;
+    attn_kv_layout required_layout;
+    uint32_t import_requires; /* bit per attn_component needed to load its code */
+
+    /* (optional) dynamic rules; when set they replace the static field. */
+    bool (*supports_head_size)(const attn_check_ctx *c, int head_size);
+    bool (*supports_dtype)(const attn_check_ctx *c, attn_dtype d);
+    bool (*supports_kv_cache_dtype)(const attn_check_ctx *c, attn_kv_dtype kv);
+    bool (*supports_block_size)(const attn_check_ctx *c, int block_size);
+    bool (*supports_sink_fn)(const attn_check_ctx *c);
+    bool (*supports_per_head_quant_scales_fn)(const attn_check_ctx *c);
+    bool (*supports_compute_capability)(const attn_check_ctx *c);
+    /* (optional) extra check: NULL = fine, else the reason (static text, or
+     * written into buf). */
+    const char *(*supports_combination)(const attn_check_ctx *c, char *buf, size_t size);
+
+    /* (optional) logical KV-cache shape; NULL = no cache (attention-free). */
+    attn_status (*kv_cache_shape)(int num_blocks, int block_size, int num_kv_heads,
+                                  int head_size, attn_kv_dtype kv, attn_kv_shape *out);
+    /* (optional) permutation from logical shape to memory order for a layout
+     * (reference §12). NULL = identity. Returns ATTN_UNSUPPORTED for
+     * include_layers when cross-layer layout is unsupported. */
+    attn_status (*kv_stride_order)(attn_kv_layout layout, bool include_layers, int *order,
+                                   int *n);
+    const attn_builder_ops *builder; /* per-step metadata builder */
+} attn_backend_desc;
+
+/* ---- kernels -------------------------------------------------------------- */
+
+/* Per-layer parameters a kernel needs. */
+typedef struct attn_layer_params {
+    int num_heads;
+    int num_kv_heads;
+    int head_size;
+    int head_size_v;           /* 0 = head_size */
+    float scale;               /* softmax scale; 0 = 1/sqrt(head_size) */
+    float logits_soft_cap;     /* 0 = off: s = cap * tanh(s / cap) */
+    int sliding_window;        /* 0 = off; query at position p sees keys in (p - window, p] */
+    const float *sinks;        /* [num_heads] learned sink logits, or NULL */
+    const float *alibi_slopes; /* [num_heads] or NULL */
+    attn_attn_type attn_type;
+    attn_dtype dtype;          /* q, k, v and out element type */
+    attn_kv_dtype kv_cache_dtype;
+    /* MLA only */
+    int kv_lora_rank;
+    int qk_rope_head_dim;
+    int qk_nope_head_dim;
+    int v_head_dim;
+} attn_layer_params;
+
+/* One layer's paged cache as a kernel sees it: element offsets and strides,
+ * with the head_size axis contiguous. Covers every layout (FlashAttention,
+ * FlashInfer, CPU, NHD/HND) and the MLA latent cache (v unused). */
+typedef struct attn_kv_view {
+    void *data;
+    attn_elem elem;
+    int num_blocks;
+    int block_size;
+    int num_kv_heads;
+    int head_size;
+    int head_size_v;
+    int64_t k_offset, v_offset;
+    int64_t stride_block, stride_token, stride_head;
+    float k_scale, v_scale;          /* fp8: real = stored * scale */
+    const float *k_scale_per_head;   /* [num_kv_heads] or NULL */
+    const float *v_scale_per_head;
+} attn_kv_view;
+
+typedef struct attn_forward_args {
+    const attn_layer_params *layer;
+    const attn_common_metadata *common;
+    const void *metadata; /* the backend's own, from its builder */
+    const void *q;        /* [num_actual_tokens][num_heads][head_size] */
+    const attn_kv_view *kv;
+    void *out;            /* [num_actual_tokens][num_heads][head_size_v] */
+    float *lse;           /* (optional) [num_actual_tokens][num_heads], natural log */
+    /* encoder-only / encoder attention without a cache: K/V given directly,
+     * [num_actual_tokens][num_kv_heads][head_size]. NULL = read the cache. */
+    const void *k;
+    const void *v;
+} attn_forward_args;
+
+/* MLA: the cache holds one latent row per token (kv_lora_rank + rope). */
+typedef struct attn_mla_args {
+    const attn_layer_params *layer;
+    const attn_common_metadata *common;
+    const void *metadata;
+    const attn_kv_view *kv;
+    /* forward_mqa: q [tokens][heads][kv_lora_rank + rope] (absorbed),
+     * out [tokens][heads][kv_lora_rank].
+     * forward_mha: q [tokens][heads][qk_nope + rope], out [tokens][heads][v_head_dim],
+     * w_uk [heads][qk_nope][kv_lora_rank], w_uv [heads][kv_lora_rank][v_head_dim]
+     * decompress the latent cache into per-head keys and values. */
+    const void *q;
+    void *out;
+    float *lse; /* (optional) */
+    const void *w_uk;
+    const void *w_uv;
+    const int32_t *topk_indices; /* (optional, sparse) [tokens][topk], -1 = unused */
+    int topk;
+} attn_mla_args;
+
+typedef struct attn_kernel_ops {
+    uint32_t struct_size;
+    /* (optional) per-layer state; NULL create = stateless (impl is NULL). */
+    attn_status (*create)(const attn_layer_params *layer, void **impl);
+    void (*destroy)(void *impl);
+    /* standard attention; NULL for MLA backends */
+    attn_status (*forward)(void *impl, const attn_forward_args *a);
+    /* MLA decode / prefill; NULL for standard backends */
+    attn_status (*forward_mqa)(void *impl, const attn_mla_args *a);
+    attn_status (*forward_mha)(void *impl, const attn_mla_args *a);
+    /* (optional) known-answer test run before the backend may be chosen;
+     * ATTN_SELFTEST_FAILED with "max error <e> on <shape>" in detail. */
+    attn_status (*self_test)(char *detail, size_t size);
+    /* (optional) the variant in use, e.g. "avx512-bf16", "avx2", "portable" */
+    const char *(*variant)(void);
+} attn_kernel_ops;
+
+/* ---- per-step metadata builders ------------------------------------------- */
+
+typedef struct attn_builder_init {
+    const attn_backend_desc *desc;
+    const attn_layer_params *layer; /* the KV group's spec */
+    int block_size;
+    int num_blocks;
+    int max_num_reqs;
+    int max_num_tokens;
+    int max_blocks_per_req;
+    int num_speculative_tokens;
+    int num_threads;
+} attn_builder_init;
+
+struct attn_builder_ops {
+    uint32_t struct_size;
+    const char *type_name;        /* builders with equal type_name and spec share one build per step */
+    attn_cg_support cg_support;
+    int reorder_batch_threshold;  /* 0 = none; N: queries of length <= N are decodes */
+    bool supports_update_block_table;
+    /* Allocates all scratch up front: build never allocates. */
+    attn_status (*create)(const attn_builder_init *init, void **state);
+    void (*destroy)(void *state);
+    /* The returned metadata lives in state until the next build. */
+    attn_status (*build)(void *state, int common_prefix_len, const attn_common_metadata *cm,
+                         bool fast_build, const void **md);
+    attn_status (*build_for_capture)(void *state, const attn_common_metadata *cm,
+                                     const void **md); /* (optional) default build(0) */
+    /* (optional) reuse md built by another group, swapping the block table. */
+    attn_status (*update_block_table)(void *state, const void *md, const int32_t *block_table,
+                                      int block_table_stride, const int64_t *slot_mapping,
+                                      const void **new_md);
+    /* (optional) JSON object text describing md (for `attn simulate`). Returns
+     * the length needed, like snprintf. */
+    int (*describe)(const void *md, char *buf, size_t size);
+};
+
+/* ---- the object a locator resolves to ---------------------------------- */
+
+typedef struct attn_backend {
+    uint32_t abi_version; /* ATTN_BACKEND_ABI_VERSION */
+    uint32_t struct_size; /* sizeof(attn_backend) */
+    const attn_backend_desc *desc;
+    const attn_kernel_ops *kernel; /* NULL: descriptor only (simulated machines emulate) */
+} attn_backend;
+
+ATTN_EXTERN_C_END
+
+#endif

@@ -1,0 +1,41 @@
+/* The selector configuration: everything about a layer and launch that
+ * decides which attention backend can run it (vLLM's AttentionSelectorConfig
+ * plus has_sliding_window and num_heads). Plain data; compare with
+ * attn_selector_config_equal, print with attn_selector_config_repr. */
+#ifndef ATTN_CONFIG_H
+#define ATTN_CONFIG_H
+
+#include "attn/types.h"
+
+ATTN_EXTERN_C_BEGIN
+
+typedef struct attn_selector_config {
+    int head_size;
+    attn_dtype dtype;
+    attn_kv_dtype kv_cache_dtype; /* ATTN_KV_NONE = not given */
+    int block_size;               /* 0 = not user-specified (None) */
+    bool use_mla;
+    bool has_sink;
+    bool use_sparse;
+    bool use_mm_prefix;
+    bool use_per_head_quant_scales;
+    attn_attn_type attn_type;
+    bool has_sliding_window;
+    bool use_non_causal;
+    bool use_batch_invariant;
+    int num_heads; /* 0 = None (plain attention layers do not pass it) */
+} attn_selector_config;
+
+/* head_size 0 (must be set), bf16, kv "auto", block None, decoder, flags off. */
+ATTN_API void attn_selector_config_init(attn_selector_config *cfg);
+ATTN_API bool attn_selector_config_equal(const attn_selector_config *a,
+                                         const attn_selector_config *b);
+ATTN_API uint64_t attn_selector_config_hash(const attn_selector_config *cfg);
+/* "AttentionSelectorConfig(head_size=128, dtype=torch.bfloat16, ...)" as vLLM
+ * prints it (§2 field order, with has_sliding_window after attn_type).
+ * Returns the length that the full text needs, like snprintf. */
+ATTN_API int attn_selector_config_repr(const attn_selector_config *cfg, char *buf, size_t size);
+
+ATTN_EXTERN_C_END
+
+#endif

@@ -1,0 +1,64 @@
+/* Models as the attention layer sees them: one spec per layer (heads, head
+ * size, window, soft-cap, sinks, MLA dims, attention type), grouped into
+ * KV-cache groups of equal specs. Loaded from a preset name (data/models/),
+ * a Hugging Face config.json, or plain shape numbers. */
+#ifndef ATTN_MODEL_H
+#define ATTN_MODEL_H
+
+#include "attn/config.h"
+#include "attn/backend.h"
+
+ATTN_EXTERN_C_BEGIN
+
+typedef struct attn_layer_spec {
+    attn_attn_type attn_type;
+    int num_heads;       /* query heads */
+    int num_kv_heads;
+    int head_size;       /* for MLA: kv_lora_rank + qk_rope_head_dim (576 for DeepSeek-V3) */
+    int head_size_v;     /* 0 = head_size */
+    int sliding_window;  /* 0 = full attention */
+    float logits_soft_cap;
+    bool has_sink;
+    bool use_mla;
+    bool use_sparse;
+    int kv_lora_rank, qk_rope_head_dim, qk_nope_head_dim, v_head_dim;
+    int index_topk;      /* sparse MLA */
+    bool use_mm_prefix;
+} attn_layer_spec;
+
+typedef struct attn_model attn_model;
+
+/* Preset name (e.g. "llama-3.1-8b"), or a path to a config.json. Malformed
+ * input: ATTN_PARSE_ERROR / ATTN_INVALID_ARGUMENT naming the field. */
+ATTN_API attn_status attn_model_load(const char *name_or_path, attn_model **out);
+ATTN_API attn_status attn_model_from_json(const char *json, const char *name, attn_model **out);
+/* A decoder-only model of `layers` identical full-attention layers. */
+ATTN_API attn_status attn_model_from_shape(int layers, int heads, int kv_heads, int head_size,
+                                           attn_dtype dtype, attn_model **out);
+ATTN_API void attn_model_free(attn_model *m);
+
+ATTN_API const char *attn_model_name(const attn_model *m);
+ATTN_API attn_dtype attn_model_dtype(const attn_model *m);
+ATTN_API int attn_model_num_layers(const attn_model *m);
+ATTN_API const attn_layer_spec *attn_model_layer(const attn_model *m, int layer);
+/* KV-cache groups: layers with equal specs, in order of first appearance. */
+ATTN_API int attn_model_num_groups(const attn_model *m);
+ATTN_API const attn_layer_spec *attn_model_group_spec(const attn_model *m, int group);
+ATTN_API int attn_model_group_layers(const attn_model *m, int group, const int **layers);
+ATTN_API int attn_model_layer_group(const attn_model *m, int layer);
+
+/* The selector configuration for one layer spec under launch options. */
+ATTN_API void attn_model_selector_config(const attn_model *m, const attn_layer_spec *spec,
+                                         attn_kv_dtype kv_cache_dtype, int user_block_size,
+                                         attn_selector_config *out);
+/* Kernel parameters for one layer spec. */
+ATTN_API void attn_model_layer_params(const attn_model *m, const attn_layer_spec *spec,
+                                      attn_kv_dtype kv_cache_dtype, attn_layer_params *out);
+
+/* Presets shipped with libattn. */
+ATTN_API int attn_model_preset_count(void);
+ATTN_API const char *attn_model_preset_name(int i);
+
+ATTN_EXTERN_C_END
+
+#endif

@@ -1,0 +1,57 @@
+/* The registry: backend name -> locator -> code. Every name of vLLM's
+ * catalog plus libattn's own (CPU_ATTN, CPU_MLA, REFERENCE) is known; a
+ * locator is "builtin:NAME" or "path/module.so:symbol". Resolving a name can
+ * fail the way a Python import fails (module absent, dependency missing,
+ * symbol missing, wrong ABI); the failure text is the reason
+ * "ImportError: <detail>". Overrides and new names may be registered at run
+ * time, normally by plugins before the first selection. */
+#ifndef ATTN_REGISTRY_H
+#define ATTN_REGISTRY_H
+
+#include "attn/backend.h"
+
+ATTN_EXTERN_C_BEGIN
+
+/* Names in declaration order (vLLM's enum order, then libattn's own, then
+ * names registered at run time). */
+ATTN_API int attn_registry_count(void);
+ATTN_API const char *attn_registry_name(int i);
+ATTN_API bool attn_registry_contains(const char *name);
+/* "FLASH_ATTN, FLASH_ATTN_DIFFKV, ..." — the valid options text. */
+ATTN_API const char *attn_registry_valid_names(void);
+
+/* Override the locator of a known name, or add a new name. locator is
+ * "builtin:NAME" or "file.so:symbol" (file resolved through ATTN_PLUGIN_PATH
+ * when relative). */
+ATTN_API attn_status attn_register_backend(const char *name, const char *locator);
+/* Register an in-memory backend object (what plugins usually do). */
+ATTN_API attn_status attn_register_backend_object(const char *name, const attn_backend *b);
+ATTN_API bool attn_registry_is_overridden(const char *name);
+ATTN_API attn_status attn_registry_clear_override(const char *name);
+/* Current locator (override or default). ATTN_NOT_REGISTERED for CUSTOM
+ * (or any name without one): "Backend CUSTOM must be registered before
+ * use. ..." in attn_last_error(). */
+ATTN_API attn_status attn_registry_get_locator(const char *name, const char **locator);
+
+/* Resolve a name to its code for a platform. ATTN_IMPORT_ERROR with the
+ * loader's text in attn_last_error() when it cannot be loaded. */
+ATTN_API attn_status attn_backend_resolve(const attn_platform *p, const char *name,
+                                          const attn_backend **out);
+
+/* Generic validation: every failed check of reference §3, in order. Writes
+ * up to max reasons into reasons[] (each into its own buffer of reason_size
+ * bytes) and returns the number of reasons (0 = valid). */
+#define ATTN_REASON_MAX 256
+#define ATTN_REASONS_MAX 16
+ATTN_API int attn_backend_validate(const attn_backend_desc *d, const attn_platform *p,
+                                   const attn_selector_config *cfg,
+                                   char reasons[][ATTN_REASON_MAX], int max);
+/* get_preferred_block_size(default) of reference §3. */
+ATTN_API int attn_backend_preferred_block_size(const attn_backend_desc *d,
+                                               const attn_platform *p, int default_size);
+ATTN_API bool attn_backend_supports_block_size(const attn_backend_desc *d,
+                                               const attn_platform *p, int block_size);
+
+ATTN_EXTERN_C_END
+
+#endif

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Installs the Debian packages the build and tests need, only when missing.
+# Safe to run repeatedly; does nothing when everything is present.
+set -euo pipefail
+need=()
+have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }
+for p in build-essential cmake pkg-config ocl-icd-libopencl1 ocl-icd-opencl-dev pocl-opencl-icd clinfo chromium; do
+    have_pkg "$p" || need+=("$p")
+done
+if [ "${#need[@]}" -eq 0 ]; then
+    exit 0
+fi
+echo "setup-deps: installing ${need[*]}"
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${need[@]}"

@@ -1,0 +1,2 @@
+/* Keeps the test-support library non-empty. */
+typedef int attn__testsupport_empty;

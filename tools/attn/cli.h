@@ -1,0 +1,34 @@
+/* Shared pieces of the `attn` CLI. Each subcommand lives in its own file and
+ * defines `int attn_cmd_<name>(int argc, char **argv)` (argv[0] is the
+ * subcommand name). Exit codes: 0 success, 2 usage error, 3 selection or
+ * startup failure, 1 anything else. */
+#ifndef ATTN_TOOLS_CLI_H
+#define ATTN_TOOLS_CLI_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#define ATTN_EXIT_OK 0
+#define ATTN_EXIT_ERROR 1
+#define ATTN_EXIT_USAGE 2
+#define ATTN_EXIT_FAILED 3
+
+int attn_cmd_platforms(int argc, char **argv);
+int attn_cmd_backends(int argc, char **argv);
+int attn_cmd_select(int argc, char **argv);
+int attn_cmd_serve(int argc, char **argv);
+int attn_cmd_bench(int argc, char **argv);
+int attn_cmd_simulate(int argc, char **argv);
+int attn_cmd_models(int argc, char **argv);
+
+/* Option helpers: "--name VALUE" or "--name=VALUE". Return true when argv[*i]
+ * is the option; *val receives the value and *i advances past it. A missing
+ * value prints a usage error and sets *bad. */
+bool attn_cli_opt(int argc, char **argv, int *i, const char *name, const char **val, bool *bad);
+bool attn_cli_flag(char **argv, int i, const char *name);
+bool attn_cli_is_help(const char *arg);
+/* Parses a decimal int in [lo, hi]; prints "attn <cmd>: --opt: ..." on error. */
+bool attn_cli_int(const char *cmd, const char *opt, const char *s, long lo, long hi, long *out);
+int attn_cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#endif

@@ -1,0 +1,64 @@
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+bool attn_cli_is_help(const char *arg)
+{
+    return !strcmp(arg, "--help") || !strcmp(arg, "-h");
+}
+
+bool attn_cli_flag(char **argv, int i, const char *name)
+{
+    return !strcmp(argv[i], name);
+}
+
+bool attn_cli_opt(int argc, char **argv, int *i, const char *name, const char **val, bool *bad)
+{
+    const char *a = argv[*i];
+    size_t n = strlen(name);
+    if (strncmp(a, name, n) != 0)
+        return false;
+    if (a[n] == '=') {
+        *val = a + n + 1;
+        return true;
+    }
+    if (a[n] != '\0')
+        return false;
+    if (*i + 1 >= argc) {
+        fprintf(stderr, "attn: option %s needs a value\n", name);
+        *bad = true;
+        *val = NULL;
+        return true;
+    }
+    *i += 1;
+    *val = argv[*i];
+    return true;
+}
+
+bool attn_cli_int(const char *cmd, const char *opt, const char *s, long lo, long hi, long *out)
+{
+    char *end = NULL;
+    errno = 0;
+    long v = s ? strtol(s, &end, 10) : 0;
+    if (!s || !*s || *end || errno || v < lo || v > hi) {
+        fprintf(stderr, "attn %s: %s: expected an integer in [%ld, %ld], got '%s'\n", cmd, opt, lo,
+                hi, s ? s : "");
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
+int attn_cli_usage_error(const char *cmd, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "attn %s: ", cmd);
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\nTry 'attn %s --help'.\n", cmd);
+    va_end(ap);
+    return ATTN_EXIT_USAGE;
+}
