@@ -1,2 +1,0 @@
-/* Keeps the test-support library non-empty. */
-typedef int attn__testsupport_empty;
