@@ -59,6 +59,25 @@ ATTN_API void attn_model_layer_params(const attn_model *m, const attn_layer_spec
 ATTN_API int attn_model_preset_count(void);
 ATTN_API const char *attn_model_preset_name(int i);
 
+/* Additions (model engineer). */
+/* Hugging Face model_type ("llama", "gemma2", ...; "" for shape models) and the
+ * file the model was read from ("" if none). */
+ATTN_API const char *attn_model_type(const attn_model *m);
+ATTN_API const char *attn_model_source(const attn_model *m);
+/* "model.layers.3.self_attn", "decoder.layers.0.encoder_attn", ... */
+ATTN_API const char *attn_model_layer_name(const attn_model *m, int layer);
+/* Whether layers of this spec keep a paged KV cache. Decoder self-attention
+ * and cross-attention (ENCODER_DECODER) do; encoder self-attention (ENCODER)
+ * and encoder-only layers run on the pass's own K/V without a cache, as in
+ * vLLM. They still form a group and still select a backend. */
+ATTN_API bool attn_layer_spec_has_kv_cache(const attn_layer_spec *spec);
+ATTN_API bool attn_model_group_has_kv_cache(const attn_model *m, int group);
+/* Finds data/models/<name>.json in $ATTN_DATA_DIR, the source data dir, then
+ * the installed data dir. ATTN_NOT_FOUND (listing the presets) if absent. */
+ATTN_API attn_status attn_model_preset_path(const char *name, char *buf, size_t size);
+/* The data directories searched, in order (at most max); returns the count. */
+ATTN_API int attn_model_data_dirs(const char **dirs, int max);
+
 ATTN_EXTERN_C_END
 
 #endif

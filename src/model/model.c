@@ -1,0 +1,393 @@
+/* Models as the attention layer sees them.
+ *
+ * Contract: a model is immutable once built. Its layers are in execution
+ * order; KV-cache groups are the distinct layer specs in order of first
+ * appearance (layer i belongs to the group whose spec equals its own), so the
+ * same config always yields the same group numbering. Encoder self-attention
+ * layers (attn_type ENCODER) and encoder-only layers form groups like any
+ * other (each needs a backend), but have no KV cache: see
+ * attn_model_group_has_kv_cache. The selector config for a spec follows what
+ * vLLM's layers pass: num_heads only for MLA layers, block size only when the
+ * user gave one, has_sliding_window when the layer has a window. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "attn/model.h"
+#include "model/model_impl.h"
+#include "util/error.h"
+#include "util/json.h"
+
+#ifndef ATTN_DATA_DIR
+#define ATTN_DATA_DIR ""
+#endif
+#ifndef ATTN_INSTALL_DATA_DIR
+#define ATTN_INSTALL_DATA_DIR ""
+#endif
+
+/* The presets shipped in data/models/ (one <name>.json each). */
+static const char *const k_presets[] = {
+    "llama-3.1-8b", "mistral-7b",  "qwen2.5-7b", "phi-3-mini",    "gemma-2-9b",
+    "gpt-oss-20b",  "deepseek-v3", "bert-base",  "whisper-small",
+};
+#define PRESET_COUNT ((int)(sizeof k_presets / sizeof k_presets[0]))
+
+attn_status attn__model_alloc(const char *name, int layers, attn_model **out)
+{
+    *out = NULL;
+    if (layers <= 0 || layers > 100000)
+        return attn__fail(ATTN_INVALID_ARGUMENT, "model: number of layers %d out of range", layers);
+    attn_model *m = calloc(1, sizeof *m);
+    if (!m)
+        return attn__fail(ATTN_OUT_OF_MEMORY, "model: out of memory");
+    m->layers = calloc((size_t)layers, sizeof *m->layers);
+    m->layer_names = calloc((size_t)layers, sizeof *m->layer_names);
+    m->layer_group = calloc((size_t)layers, sizeof *m->layer_group);
+    m->group_layers = calloc((size_t)layers, sizeof *m->group_layers);
+    if (!m->layers || !m->layer_names || !m->layer_group || !m->group_layers) {
+        attn_model_free(m);
+        return attn__fail(ATTN_OUT_OF_MEMORY, "model: out of memory");
+    }
+    m->num_layers = layers;
+    m->dtype = ATTN_DTYPE_BF16;
+    snprintf(m->name, sizeof m->name, "%s", name ? name : "model");
+    for (int i = 0; i < layers; i++)
+        snprintf(m->layer_names[i], sizeof m->layer_names[i], "layers.%d.attn", i);
+    *out = m;
+    return ATTN_OK;
+}
+
+bool attn__layer_spec_equal(const attn_layer_spec *a, const attn_layer_spec *b)
+{
+    return a->attn_type == b->attn_type && a->num_heads == b->num_heads &&
+           a->num_kv_heads == b->num_kv_heads && a->head_size == b->head_size &&
+           a->head_size_v == b->head_size_v && a->sliding_window == b->sliding_window &&
+           a->logits_soft_cap == b->logits_soft_cap && a->has_sink == b->has_sink &&
+           a->use_mla == b->use_mla && a->use_sparse == b->use_sparse &&
+           a->kv_lora_rank == b->kv_lora_rank && a->qk_rope_head_dim == b->qk_rope_head_dim &&
+           a->qk_nope_head_dim == b->qk_nope_head_dim && a->v_head_dim == b->v_head_dim &&
+           a->index_topk == b->index_topk && a->use_mm_prefix == b->use_mm_prefix;
+}
+
+attn_status attn__model_finish(attn_model *m)
+{
+    int n = m->num_layers;
+    free(m->group_first);
+    free(m->group_count);
+    free(m->group_offset);
+    m->group_first = calloc((size_t)n, sizeof(int));
+    m->group_count = calloc((size_t)n, sizeof(int));
+    m->group_offset = calloc((size_t)n, sizeof(int));
+    if (!m->group_first || !m->group_count || !m->group_offset)
+        return attn__fail(ATTN_OUT_OF_MEMORY, "model: out of memory");
+    int groups = 0;
+    for (int i = 0; i < n; i++) {
+        int g = 0;
+        while (g < groups && !attn__layer_spec_equal(&m->layers[m->group_first[g]], &m->layers[i]))
+            g++;
+        if (g == groups)
+            m->group_first[groups++] = i;
+        m->layer_group[i] = g;
+        m->group_count[g]++;
+    }
+    int off = 0;
+    for (int g = 0; g < groups; g++) {
+        m->group_offset[g] = off;
+        off += m->group_count[g];
+    }
+    int *fill = calloc((size_t)groups, sizeof(int));
+    if (!fill)
+        return attn__fail(ATTN_OUT_OF_MEMORY, "model: out of memory");
+    for (int i = 0; i < n; i++) {
+        int g = m->layer_group[i];
+        m->group_layers[m->group_offset[g] + fill[g]++] = i;
+    }
+    free(fill);
+    m->num_groups = groups;
+    return ATTN_OK;
+}
+
+attn_status attn_model_from_shape(int layers, int heads, int kv_heads, int head_size,
+                                  attn_dtype dtype, attn_model **out)
+{
+    ATTN__CHECK_NULL(out);
+    *out = NULL;
+    if (layers <= 0)
+        return attn__fail(ATTN_INVALID_ARGUMENT, "model: layers must be > 0 (got %d)", layers);
+    if (heads <= 0)
+        return attn__fail(ATTN_INVALID_ARGUMENT, "model: heads must be > 0 (got %d)", heads);
+    if (kv_heads <= 0 || heads % kv_heads != 0)
+        return attn__fail(ATTN_INVALID_ARGUMENT,
+                          "model: kv_heads must be > 0 and divide heads (%d, %d)", kv_heads, heads);
+    if (head_size <= 0)
+        return attn__fail(ATTN_INVALID_ARGUMENT, "model: head_size must be > 0 (got %d)",
+                          head_size);
+    if ((int)dtype < 0 || dtype >= ATTN_DTYPE_COUNT)
+        return attn__fail(ATTN_INVALID_ARGUMENT, "model: invalid dtype %d", (int)dtype);
+    char name[96];
+    snprintf(name, sizeof name, "shape-%dx%dh%dkv%d", layers, heads, kv_heads, head_size);
+    attn_model *m;
+    attn_status st = attn__model_alloc(name, layers, &m);
+    if (st != ATTN_OK)
+        return st;
+    m->dtype = dtype;
+    for (int i = 0; i < layers; i++) {
+        attn_layer_spec *s = &m->layers[i];
+        s->attn_type = ATTN_TYPE_DECODER;
+        s->num_heads = heads;
+        s->num_kv_heads = kv_heads;
+        s->head_size = head_size;
+    }
+    st = attn__model_finish(m);
+    if (st != ATTN_OK) {
+        attn_model_free(m);
+        return st;
+    }
+    *out = m;
+    return ATTN_OK;
+}
+
+void attn_model_free(attn_model *m)
+{
+    if (!m)
+        return;
+    free(m->layers);
+    free(m->layer_names);
+    free(m->layer_group);
+    free(m->group_first);
+    free(m->group_count);
+    free(m->group_offset);
+    free(m->group_layers);
+    free(m);
+}
+
+/* ---- loading -------------------------------------------------------------------------- */
+
+static bool file_exists(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+static bool valid_preset_name(const char *name)
+{
+    if (!*name || strlen(name) > 100)
+        return false;
+    for (const char *p = name; *p; p++) {
+        char c = *p;
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '-' || c == '_' || c == '.'))
+            return false;
+    }
+    return strstr(name, "..") == NULL;
+}
+
+int attn_model_data_dirs(const char **dirs, int max)
+{
+    int n = 0;
+    const char *env = getenv("ATTN_DATA_DIR");
+    if (env && *env && n < max)
+        dirs[n++] = env;
+    if (ATTN_DATA_DIR[0] && n < max)
+        dirs[n++] = ATTN_DATA_DIR;
+    if (ATTN_INSTALL_DATA_DIR[0] && n < max)
+        dirs[n++] = ATTN_INSTALL_DATA_DIR;
+    return n;
+}
+
+attn_status attn_model_preset_path(const char *name, char *buf, size_t size)
+{
+    ATTN__CHECK_NULL(name);
+    ATTN__CHECK_NULL(buf);
+    if (!valid_preset_name(name))
+        return attn__fail(ATTN_INVALID_ARGUMENT, "model preset name '%s' is not valid", name);
+    const char *dirs[3];
+    int nd = attn_model_data_dirs(dirs, 3);
+    for (int i = 0; i < nd; i++) {
+        int w = snprintf(buf, size, "%s/models/%s.json", dirs[i], name);
+        if (w > 0 && (size_t)w < size && file_exists(buf))
+            return ATTN_OK;
+    }
+    if (size)
+        buf[0] = 0;
+    char known[512] = "";
+    size_t kl = 0;
+    for (int i = 0; i < PRESET_COUNT && kl < sizeof known; i++)
+        kl += (size_t)snprintf(known + kl, sizeof known - kl, "%s%s", i ? ", " : "", k_presets[i]);
+    return attn__fail(ATTN_NOT_FOUND,
+                      "unknown model '%s': no file models/%s.json in the data directories "
+                      "($ATTN_DATA_DIR, %s, %s). Presets: %s",
+                      name, name, ATTN_DATA_DIR[0] ? ATTN_DATA_DIR : "-",
+                      ATTN_INSTALL_DATA_DIR[0] ? ATTN_INSTALL_DATA_DIR : "-", known);
+}
+
+static bool looks_like_path(const char *s)
+{
+    size_t n = strlen(s);
+    return strchr(s, '/') != NULL || (n > 5 && strcmp(s + n - 5, ".json") == 0);
+}
+
+static attn_status load_file(const char *path, const char *name, attn_model **out)
+{
+    char *text = NULL;
+    size_t len = 0;
+    attn_status st = attn__read_file(path, &text, &len);
+    if (st != ATTN_OK)
+        return attn__fail(st, "cannot read model config '%s': %s", path, attn_last_error());
+    st = attn__model_from_hf(text, len, name, path, out);
+    free(text);
+    if (st == ATTN_OK)
+        snprintf((*out)->source, sizeof (*out)->source, "%s", path);
+    return st;
+}
+
+attn_status attn_model_load(const char *name_or_path, attn_model **out)
+{
+    ATTN__CHECK_NULL(out);
+    *out = NULL;
+    ATTN__CHECK_NULL(name_or_path);
+    if (looks_like_path(name_or_path) || file_exists(name_or_path))
+        return load_file(name_or_path, name_or_path, out);
+    char path[1024];
+    attn_status st = attn_model_preset_path(name_or_path, path, sizeof path);
+    if (st != ATTN_OK)
+        return st;
+    return load_file(path, name_or_path, out);
+}
+
+attn_status attn_model_from_json(const char *json, const char *name, attn_model **out)
+{
+    ATTN__CHECK_NULL(out);
+    *out = NULL;
+    ATTN__CHECK_NULL(json);
+    return attn__model_from_hf(json, strlen(json), name ? name : "model", "<json>", out);
+}
+
+/* ---- accessors -------------------------------------------------------------------------- */
+
+const char *attn_model_name(const attn_model *m) { return m ? m->name : NULL; }
+const char *attn_model_type(const attn_model *m) { return m ? m->model_type : NULL; }
+const char *attn_model_source(const attn_model *m) { return m ? m->source : NULL; }
+attn_dtype attn_model_dtype(const attn_model *m) { return m ? m->dtype : ATTN_DTYPE_BF16; }
+int attn_model_num_layers(const attn_model *m) { return m ? m->num_layers : 0; }
+
+const attn_layer_spec *attn_model_layer(const attn_model *m, int layer)
+{
+    if (!m || layer < 0 || layer >= m->num_layers)
+        return NULL;
+    return &m->layers[layer];
+}
+
+const char *attn_model_layer_name(const attn_model *m, int layer)
+{
+    if (!m || layer < 0 || layer >= m->num_layers)
+        return NULL;
+    return m->layer_names[layer];
+}
+
+int attn_model_num_groups(const attn_model *m) { return m ? m->num_groups : 0; }
+
+const attn_layer_spec *attn_model_group_spec(const attn_model *m, int group)
+{
+    if (!m || group < 0 || group >= m->num_groups)
+        return NULL;
+    return &m->layers[m->group_first[group]];
+}
+
+int attn_model_group_layers(const attn_model *m, int group, const int **layers)
+{
+    if (layers)
+        *layers = NULL;
+    if (!m || group < 0 || group >= m->num_groups)
+        return 0;
+    if (layers)
+        *layers = &m->group_layers[m->group_offset[group]];
+    return m->group_count[group];
+}
+
+int attn_model_layer_group(const attn_model *m, int layer)
+{
+    if (!m || layer < 0 || layer >= m->num_layers)
+        return -1;
+    return m->layer_group[layer];
+}
+
+bool attn_layer_spec_has_kv_cache(const attn_layer_spec *spec)
+{
+    /* vLLM runs encoder self-attention and encoder-only attention on K/V of
+     * the current pass; only decoder self-attention and cross-attention
+     * (the encoder's K/V, written once) keep a paged cache. */
+    return spec && (spec->attn_type == ATTN_TYPE_DECODER ||
+                    spec->attn_type == ATTN_TYPE_ENCODER_DECODER);
+}
+
+bool attn_model_group_has_kv_cache(const attn_model *m, int group)
+{
+    return attn_layer_spec_has_kv_cache(attn_model_group_spec(m, group));
+}
+
+void attn_model_selector_config(const attn_model *m, const attn_layer_spec *spec,
+                                attn_kv_dtype kv_cache_dtype, int user_block_size,
+                                attn_selector_config *out)
+{
+    if (!out)
+        return;
+    attn_selector_config_init(out);
+    if (!spec)
+        return;
+    out->head_size = spec->head_size;
+    out->dtype = m ? m->dtype : ATTN_DTYPE_BF16;
+    out->kv_cache_dtype = kv_cache_dtype;
+    out->block_size = user_block_size > 0 ? user_block_size : 0;
+    out->use_mla = spec->use_mla;
+    out->has_sink = spec->has_sink;
+    out->use_sparse = spec->use_sparse;
+    out->use_mm_prefix = spec->use_mm_prefix;
+    out->attn_type = spec->attn_type;
+    out->has_sliding_window = spec->sliding_window > 0;
+    /* Plain Attention layers do not pass num_heads; MLAAttention does. */
+    out->num_heads = spec->use_mla ? spec->num_heads : 0;
+}
+
+void attn_model_layer_params(const attn_model *m, const attn_layer_spec *spec,
+                             attn_kv_dtype kv_cache_dtype, attn_layer_params *out)
+{
+    if (!out)
+        return;
+    memset(out, 0, sizeof *out);
+    if (!spec)
+        return;
+    out->num_heads = spec->num_heads;
+    out->num_kv_heads = spec->num_kv_heads;
+    out->head_size = spec->head_size;
+    out->head_size_v = spec->head_size_v;
+    if (m && m->query_pre_attn_scalar > 0)
+        out->scale = 1.0f / sqrtf(m->query_pre_attn_scalar);
+    else if (spec->use_mla && spec->qk_nope_head_dim + spec->qk_rope_head_dim > 0)
+        out->scale = 1.0f / sqrtf((float)(spec->qk_nope_head_dim + spec->qk_rope_head_dim));
+    else if (spec->head_size > 0)
+        out->scale = 1.0f / sqrtf((float)spec->head_size);
+    if (m && m->scale_mult > 0)
+        out->scale *= m->scale_mult;
+    out->logits_soft_cap = spec->logits_soft_cap;
+    out->sliding_window = spec->sliding_window;
+    out->sinks = NULL; /* sink logits are weights: the serving side supplies them */
+    out->alibi_slopes = NULL;
+    out->attn_type = spec->attn_type;
+    out->dtype = m ? m->dtype : ATTN_DTYPE_BF16;
+    out->kv_cache_dtype = kv_cache_dtype;
+    out->kv_lora_rank = spec->kv_lora_rank;
+    out->qk_rope_head_dim = spec->qk_rope_head_dim;
+    out->qk_nope_head_dim = spec->qk_nope_head_dim;
+    out->v_head_dim = spec->v_head_dim;
+}
+
+int attn_model_preset_count(void) { return PRESET_COUNT; }
+
+const char *attn_model_preset_name(int i)
+{
+    return (i >= 0 && i < PRESET_COUNT) ? k_presets[i] : NULL;
+}
