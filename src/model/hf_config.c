@@ -359,13 +359,13 @@ static attn_status read_windows(hf *c, int layers, win_info *w)
     for (int i = 0; lt_present && st == ATTN_OK && i < layers; i++) {
         char key[40];
         snprintf(key, sizeof key, "layer_types[%d]", i);
-        if (rule_name && rule[i] != lt[i])
+        if (lt[i] && has_flag && !flag)
+            st = field_error(c, "use_sliding_window",
+                             "is false but layer_types[%d] is sliding_attention", i);
+        else if (rule_name && rule[i] != lt[i])
             st = field_error(c, key, "'%s' contradicts the %s rule (layer %d %s)",
                              lt[i] ? "sliding_attention" : "full_attention", rule_name, i,
                              rule[i] ? "slides" : "is full");
-        else if (lt[i] && has_flag && !flag)
-            st = field_error(c, "use_sliding_window",
-                             "is false but layer_types[%d] is sliding_attention", i);
     }
     memcpy(w->sliding, lt_present ? lt : rule, (size_t)layers * sizeof *lt);
     free(lt);
