@@ -77,6 +77,19 @@ ATTN_API bool attn_model_group_has_kv_cache(const attn_model *m, int group);
 ATTN_API attn_status attn_model_preset_path(const char *name, char *buf, size_t size);
 /* The data directories searched, in order (at most max); returns the count. */
 ATTN_API int attn_model_data_dirs(const char **dirs, int max);
+/* Facts taken from documented defaults while reading the config
+ * ("num_key_value_heads absent: 32 (= num_attention_heads)"). */
+ATTN_API int attn_model_num_notes(const attn_model *m);
+ATTN_API const char *attn_model_note(const attn_model *m, int i);
+/* The KV-spec kind of a layer (reference §14): "full_attention",
+ * "sliding_window", "mla_attention", "sliding_window_mla",
+ * "encoder_only_attention", "cross_attention". */
+ATTN_API const char *attn_layer_spec_kind(const attn_layer_spec *spec);
+/* Layer indices as short text: "0-31", "0,2,...,40", "3,7,9". */
+ATTN_API void attn_model_layers_text(const int *layers, int n, char *buf, size_t size);
+/* One JSON object: name, model_type, source, dtype, num_layers, notes, and
+ * per group its kind, layers and spec. Caller frees *out. */
+ATTN_API attn_status attn_model_to_json(const attn_model *m, char **out);
 
 ATTN_EXTERN_C_END
 

@@ -20,6 +20,7 @@
 #include "model/model_impl.h"
 #include "util/error.h"
 #include "util/json.h"
+#include "util/strbuf.h"
 
 #ifndef ATTN_DATA_DIR
 #define ATTN_DATA_DIR ""
@@ -390,4 +391,156 @@ int attn_model_preset_count(void) { return PRESET_COUNT; }
 const char *attn_model_preset_name(int i)
 {
     return (i >= 0 && i < PRESET_COUNT) ? k_presets[i] : NULL;
+}
+
+int attn_model_num_notes(const attn_model *m) { return m ? m->num_notes : 0; }
+
+const char *attn_model_note(const attn_model *m, int i)
+{
+    return (m && i >= 0 && i < m->num_notes) ? m->notes[i] : NULL;
+}
+
+const char *attn_layer_spec_kind(const attn_layer_spec *s)
+{
+    if (!s)
+        return NULL;
+    if (s->attn_type == ATTN_TYPE_ENCODER_ONLY)
+        return "encoder_only_attention";
+    if (s->attn_type == ATTN_TYPE_ENCODER_DECODER)
+        return "cross_attention";
+    if (s->use_mla)
+        return s->sliding_window > 0 ? "sliding_window_mla" : "mla_attention";
+    return s->sliding_window > 0 ? "sliding_window" : "full_attention";
+}
+
+void attn_model_layers_text(const int *l, int n, char *buf, size_t size)
+{
+    if (!buf || !size)
+        return;
+    buf[0] = 0;
+    if (!l || n <= 0)
+        return;
+    if (n == 1) {
+        snprintf(buf, size, "%d", l[0]);
+        return;
+    }
+    int step = l[1] - l[0];
+    bool arith = step > 0;
+    for (int i = 2; arith && i < n; i++)
+        arith = l[i] - l[i - 1] == step;
+    if (arith && step == 1)
+        snprintf(buf, size, "%d-%d", l[0], l[n - 1]);
+    else if (arith && n > 3)
+        snprintf(buf, size, "%d,%d,...,%d", l[0], l[1], l[n - 1]);
+    else {
+        size_t off = 0;
+        for (int i = 0; i < n && off < size; i++) {
+            if (i == 8 && n > 9) {
+                snprintf(buf + off, size - off, ",...,%d", l[n - 1]);
+                break;
+            }
+            off += (size_t)snprintf(buf + off, size - off, "%s%d", i ? "," : "", l[i]);
+        }
+    }
+}
+
+attn_status attn_model_to_json(const attn_model *m, char **out)
+{
+    ATTN__CHECK_NULL(out);
+    *out = NULL;
+    ATTN__CHECK_NULL(m);
+    attn__sb sb;
+    attn__jw w;
+    attn__sb_init(&sb);
+    attn__jw_init(&w, &sb, true);
+    attn__jw_obj_begin(&w);
+    attn__jw_key(&w, "name");
+    attn__jw_str(&w, m->name);
+    attn__jw_key(&w, "model_type");
+    attn__jw_str(&w, m->model_type);
+    attn__jw_key(&w, "source");
+    attn__jw_str(&w, m->source);
+    attn__jw_key(&w, "dtype");
+    attn__jw_str(&w, attn_dtype_name(m->dtype));
+    attn__jw_key(&w, "num_layers");
+    attn__jw_int(&w, m->num_layers);
+    attn__jw_key(&w, "notes");
+    attn__jw_arr_begin(&w);
+    for (int i = 0; i < m->num_notes; i++)
+        attn__jw_str(&w, m->notes[i]);
+    attn__jw_arr_end(&w);
+    attn__jw_key(&w, "groups");
+    attn__jw_arr_begin(&w);
+    for (int g = 0; g < m->num_groups; g++) {
+        const attn_layer_spec *s = attn_model_group_spec(m, g);
+        const int *l;
+        int n = attn_model_group_layers(m, g, &l);
+        char text[128];
+        attn_model_layers_text(l, n, text, sizeof text);
+        attn_layer_params p;
+        attn_model_layer_params(m, s, ATTN_KV_AUTO, &p);
+        attn__jw_obj_begin(&w);
+        attn__jw_key(&w, "group");
+        attn__jw_int(&w, g);
+        attn__jw_key(&w, "kind");
+        attn__jw_str(&w, attn_layer_spec_kind(s));
+        attn__jw_key(&w, "attn_type");
+        attn__jw_str(&w, attn_attn_type_name(s->attn_type));
+        attn__jw_key(&w, "has_kv_cache");
+        attn__jw_bool(&w, attn_layer_spec_has_kv_cache(s));
+        attn__jw_key(&w, "num_layers");
+        attn__jw_int(&w, n);
+        attn__jw_key(&w, "layers_text");
+        attn__jw_str(&w, text);
+        attn__jw_key(&w, "layers");
+        attn__jw_arr_begin(&w);
+        for (int k = 0; k < n; k++)
+            attn__jw_int(&w, l[k]);
+        attn__jw_arr_end(&w);
+        attn__jw_key(&w, "first_layer_name");
+        attn__jw_str(&w, m->layer_names[l[0]]);
+        attn__jw_key(&w, "num_heads");
+        attn__jw_int(&w, s->num_heads);
+        attn__jw_key(&w, "num_kv_heads");
+        attn__jw_int(&w, s->num_kv_heads);
+        attn__jw_key(&w, "head_size");
+        attn__jw_int(&w, s->head_size);
+        attn__jw_key(&w, "sliding_window");
+        attn__jw_int(&w, s->sliding_window);
+        attn__jw_key(&w, "logits_soft_cap");
+        attn__jw_num(&w, s->logits_soft_cap);
+        attn__jw_key(&w, "scale");
+        attn__jw_num(&w, p.scale);
+        attn__jw_key(&w, "has_sink");
+        attn__jw_bool(&w, s->has_sink);
+        attn__jw_key(&w, "use_mla");
+        attn__jw_bool(&w, s->use_mla);
+        attn__jw_key(&w, "use_sparse");
+        attn__jw_bool(&w, s->use_sparse);
+        attn__jw_key(&w, "use_mm_prefix");
+        attn__jw_bool(&w, s->use_mm_prefix);
+        if (s->use_mla) {
+            attn__jw_key(&w, "kv_lora_rank");
+            attn__jw_int(&w, s->kv_lora_rank);
+            attn__jw_key(&w, "qk_rope_head_dim");
+            attn__jw_int(&w, s->qk_rope_head_dim);
+            attn__jw_key(&w, "qk_nope_head_dim");
+            attn__jw_int(&w, s->qk_nope_head_dim);
+            attn__jw_key(&w, "v_head_dim");
+            attn__jw_int(&w, s->v_head_dim);
+            if (s->use_sparse) {
+                attn__jw_key(&w, "index_topk");
+                attn__jw_int(&w, s->index_topk);
+            }
+        }
+        attn__jw_obj_end(&w);
+    }
+    attn__jw_arr_end(&w);
+    attn__jw_obj_end(&w);
+    if (sb.oom) {
+        attn__sb_free(&sb);
+        return attn__fail(ATTN_OUT_OF_MEMORY, "model: out of memory");
+    }
+    *out = attn__sb_take(&sb);
+    return ATTN_OK;
 }
