@@ -1,0 +1,292 @@
+/* REFERENCE kernel: one query row at a time, every product and sum in
+ * double, softmax by the online rule in double (exact enough to be the
+ * oracle at any length), keys read through the block table element by
+ * element at the view's strides, so any layout and block size works. The
+ * semantics are stated once in reference.h. Single-threaded on purpose: it
+ * is the slow, obviously right answer. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backends/reference/reference.h"
+#include "util/error.h"
+#include "util/numeric.h"
+
+typedef struct {
+    const attn_forward_args *a;
+    attn_elem qe; /* element of q, out and direct K/V */
+    size_t kv_esz;
+} ref_ctx;
+
+/* Address of key (or value) row j of request r for kv head h. */
+static const void *kv_row(const ref_ctx *c, int r, int j, int h, bool value, attn_elem *elem)
+{
+    const attn_forward_args *a = c->a;
+    const attn_layer_params *l = a->layer;
+    if (a->k) {
+        int64_t tok = (int64_t)a->common->query_start_loc[r] + j;
+        int hs = value ? attn__fwd_head_size_v(l) : l->head_size;
+        size_t esz = attn_elem_size(c->qe);
+        const char *base = value ? a->v : a->k;
+        *elem = c->qe;
+        return base + ((tok * l->num_kv_heads + h) * hs) * esz;
+    }
+    const attn_kv_view *kv = a->kv;
+    const attn_common_metadata *cm = a->common;
+    int32_t blk = cm->block_table[(int64_t)r * cm->block_table_stride + j / kv->block_size];
+    int64_t off = (value ? kv->v_offset : kv->k_offset) + blk * kv->stride_block +
+                  (int64_t)(j % kv->block_size) * kv->stride_token + (int64_t)h * kv->stride_head;
+    *elem = kv->elem;
+    return (const char *)kv->data + off * (int64_t)c->kv_esz;
+}
+
+static void row(const ref_ctx *c, int r, int i, int head, double *q, double *acc)
+{
+    const attn_forward_args *a = c->a;
+    const attn_layer_params *l = a->layer;
+    const attn_common_metadata *cm = a->common;
+    int D = l->head_size, Dv = attn__fwd_head_size_v(l);
+    int group = l->num_heads / l->num_kv_heads;
+    int kvh = head / group;
+    int64_t tok = (int64_t)cm->query_start_loc[r] + i;
+    int qlen = cm->query_start_loc[r + 1] - cm->query_start_loc[r];
+    int kv_len = attn__fwd_kv_len(a, r);
+    int pos = kv_len - qlen + i;
+    bool causal = attn__fwd_causal(a);
+    double scale = attn__fwd_scale(l);
+    double cap = l->logits_soft_cap;
+    double slope = l->alibi_slopes ? l->alibi_slopes[head] : 0.0;
+    double ks = a->k ? 1.0 : attn__kv_scale(a->kv, kvh, false);
+    double vs = a->k ? 1.0 : attn__kv_scale(a->kv, kvh, true);
+
+    for (int d = 0; d < D; d++)
+        q[d] = attn__load_elem(a->q, c->qe, (size_t)(tok * l->num_heads + head) * D + d);
+    for (int d = 0; d < Dv; d++)
+        acc[d] = 0.0;
+    double m = -INFINITY, sum = 0.0;
+    for (int j = 0; j < kv_len; j++) {
+        if (causal && j > pos)
+            break;
+        if (l->sliding_window > 0 && j <= pos - l->sliding_window)
+            continue;
+        attn_elem e;
+        const void *kp = kv_row(c, r, j, kvh, false, &e);
+        double s = 0.0;
+        for (int d = 0; d < D; d++)
+            s += q[d] * (double)attn__load_elem(kp, e, (size_t)d);
+        s *= ks * scale;
+        if (cap > 0.0)
+            s = cap * tanh(s / cap);
+        s += slope * (double)(j - pos);
+        double mnew = s > m ? s : m;
+        double alpha = exp(m - mnew); /* exp(-inf) = 0 on the first key */
+        double p = exp(s - mnew);
+        const void *vp = kv_row(c, r, j, kvh, true, &e);
+        for (int d = 0; d < Dv; d++)
+            acc[d] = acc[d] * alpha + p * vs * (double)attn__load_elem(vp, e, (size_t)d);
+        sum = sum * alpha + p;
+        m = mnew;
+    }
+    if (l->sinks) {
+        double sk = l->sinks[head];
+        double mnew = sk > m ? sk : m;
+        double alpha = exp(m - mnew);
+        for (int d = 0; d < Dv; d++)
+            acc[d] *= alpha;
+        sum = sum * alpha + exp(sk - mnew);
+        m = mnew;
+    }
+    size_t ob = (size_t)(tok * l->num_heads + head) * Dv;
+    for (int d = 0; d < Dv; d++)
+        attn__store_elem(a->out, c->qe, ob + d, sum > 0.0 ? (float)(acc[d] / sum) : 0.0f);
+    if (a->lse)
+        a->lse[tok * l->num_heads + head] = sum > 0.0 ? (float)(m + log(sum)) : -INFINITY;
+}
+
+attn_status attn__reference_forward(const attn_forward_args *a)
+{
+    attn_status st = attn__fwd_check(a);
+    if (st != ATTN_OK)
+        return st;
+    const attn_layer_params *l = a->layer;
+    const attn_common_metadata *cm = a->common;
+    if (cm->num_actual_tokens == 0)
+        return ATTN_OK;
+    int D = l->head_size, Dv = attn__fwd_head_size_v(l);
+    double *buf = malloc(sizeof(double) * (size_t)(D + Dv));
+    if (!buf)
+        return attn__fail(ATTN_OUT_OF_MEMORY, "REFERENCE: out of memory");
+    ref_ctx c = {.a = a, .qe = attn_dtype_elem(l->dtype)};
+    if (!a->k)
+        c.kv_esz = attn_elem_size(a->kv->elem);
+    for (int r = 0; r < cm->num_reqs; r++) {
+        int qlen = cm->query_start_loc[r + 1] - cm->query_start_loc[r];
+        for (int i = 0; i < qlen; i++)
+            for (int h = 0; h < l->num_heads; h++)
+                row(&c, r, i, h, buf, buf + D);
+    }
+    free(buf);
+    return ATTN_OK;
+}
+
+static attn_status ref_forward(void *impl, const attn_forward_args *a)
+{
+    (void)impl;
+    return attn__reference_forward(a);
+}
+
+static const char *ref_variant(void)
+{
+    return "scalar-double";
+}
+
+static const attn_kernel_ops ref_kernel = {
+    .struct_size = sizeof(attn_kernel_ops),
+    .forward = ref_forward,
+    .variant = ref_variant,
+};
+
+/* ---- builder: the oracle reads the common metadata as is ---------------- */
+
+typedef struct {
+    int unused;
+} ref_md;
+
+static attn_status ref_builder_create(const attn_builder_init *init, void **state)
+{
+    ATTN__CHECK_NULL(init);
+    ATTN__CHECK_NULL(state);
+    *state = calloc(1, sizeof(ref_md));
+    return *state ? ATTN_OK : attn__fail(ATTN_OUT_OF_MEMORY, "REFERENCE builder: out of memory");
+}
+
+static void ref_builder_destroy(void *state)
+{
+    free(state);
+}
+
+static attn_status ref_builder_build(void *state, int common_prefix_len,
+                                     const attn_common_metadata *cm, bool fast_build,
+                                     const void **md)
+{
+    (void)common_prefix_len;
+    (void)fast_build;
+    ATTN__CHECK_NULL(state);
+    ATTN__CHECK_NULL(cm);
+    ATTN__CHECK_NULL(md);
+    *md = state;
+    return ATTN_OK;
+}
+
+static attn_status ref_update_block_table(void *state, const void *md, const int32_t *bt,
+                                          int stride, const int64_t *slots, const void **new_md)
+{
+    (void)md;
+    (void)bt;
+    (void)stride;
+    (void)slots;
+    ATTN__CHECK_NULL(new_md);
+    *new_md = state;
+    return ATTN_OK;
+}
+
+static int ref_describe(const void *md, char *buf, size_t size)
+{
+    (void)md;
+    const char *s = "{\"kind\": \"reference\", \"reads\": \"common metadata\"}";
+    size_t n = strlen(s);
+    if (buf && size > 0) {
+        size_t c = n < size - 1 ? n : size - 1;
+        memcpy(buf, s, c);
+        buf[c] = '\0';
+    }
+    return (int)n;
+}
+
+const attn_builder_ops attn__builder_reference = {
+    .struct_size = sizeof(attn_builder_ops),
+    .type_name = "ReferenceMetadataBuilder",
+    .cg_support = ATTN_CG_NEVER,
+    .reorder_batch_threshold = 0,
+    .supports_update_block_table = true,
+    .create = ref_builder_create,
+    .destroy = ref_builder_destroy,
+    .build = ref_builder_build,
+    .update_block_table = ref_update_block_table,
+    .describe = ref_describe,
+};
+
+/* ---- descriptor ----------------------------------------------------------- */
+
+/* (2, num_blocks, block_size, num_kv_heads, head_size); the kernel reads any
+ * strides, so both layouts are fine (HND permutes block_size and heads). */
+static attn_status ref_kv_shape(int nb, int bs, int kvh, int hs, attn_kv_dtype kv,
+                                attn_kv_shape *out)
+{
+    (void)kv;
+    ATTN__CHECK_NULL(out);
+    if (nb <= 0 || bs <= 0 || kvh <= 0 || hs <= 0)
+        return attn__fail(ATTN_INVALID_ARGUMENT,
+                          "KV cache shape needs positive sizes (num_blocks=%d, block_size=%d, "
+                          "num_kv_heads=%d, head_size=%d)",
+                          nb, bs, kvh, hs);
+    static const char *const names[] = {"2", "num_blocks", "block_size", "num_kv_heads",
+                                        "head_size"};
+    memset(out, 0, sizeof *out);
+    out->ndim = 5;
+    int64_t dims[5] = {2, nb, bs, kvh, hs};
+    for (int i = 0; i < 5; i++) {
+        out->dims[i] = dims[i];
+        out->dim_names[i] = names[i];
+    }
+    return ATTN_OK;
+}
+
+static attn_status ref_stride_order(attn_kv_layout layout, bool include_layers, int *order,
+                                    int *n)
+{
+    ATTN__CHECK_NULL(order);
+    ATTN__CHECK_NULL(n);
+    static const int nhd[] = {0, 1, 2, 3, 4}, hnd[] = {0, 1, 3, 2, 4};
+    static const int nhd_l[] = {2, 0, 1, 3, 4, 5}, hnd_l[] = {2, 4, 0, 1, 3, 5};
+    const int *src = include_layers ? (layout == ATTN_LAYOUT_HND ? hnd_l : nhd_l)
+                                    : (layout == ATTN_LAYOUT_HND ? hnd : nhd);
+    *n = include_layers ? 6 : 5;
+    memcpy(order, src, sizeof(int) * (size_t)*n);
+    return ATTN_OK;
+}
+
+const attn_backend_desc attn__desc_reference = {
+    .abi_version = ATTN_BACKEND_ABI_VERSION,
+    .struct_size = sizeof(attn_backend_desc),
+    .name = "REFERENCE",
+    .platforms = "CPU",
+    .dtypes = ATTN_DTYPE_BIT(ATTN_DTYPE_FP16) | ATTN_DTYPE_BIT(ATTN_DTYPE_BF16) |
+              ATTN_DTYPE_BIT(ATTN_DTYPE_FP32),
+    .kv_dtypes = ATTN_KV_BIT(ATTN_KV_AUTO) | ATTN_KV_BIT(ATTN_KV_FLOAT16) |
+                 ATTN_KV_BIT(ATTN_KV_BFLOAT16) | ATTN_KV_BIT(ATTN_KV_FP8) |
+                 ATTN_KV_BIT(ATTN_KV_FP8_E4M3) | ATTN_KV_BIT(ATTN_KV_FP8_E5M2),
+    .n_block_sizes = 0, /* any */
+    .heads = {0},       /* any */
+    .is_mla = false,
+    .supports_sink = true,
+    .supports_per_head_quant_scales = true,
+    .supports_non_causal = true,
+    .supports_batch_invariance = true,
+    .attn_types = ATTN_TYPE_BIT(ATTN_TYPE_DECODER) | ATTN_TYPE_BIT(ATTN_TYPE_ENCODER) |
+                  ATTN_TYPE_BIT(ATTN_TYPE_ENCODER_ONLY) |
+                  ATTN_TYPE_BIT(ATTN_TYPE_ENCODER_DECODER),
+    .cg_support = ATTN_CG_NEVER,
+    .can_return_lse_for_decode = true,
+    .required_layout = ATTN_LAYOUT_DEFAULT,
+    .kv_cache_shape = ref_kv_shape,
+    .kv_stride_order = ref_stride_order,
+    .builder = &attn__builder_reference,
+};
+
+const attn_backend attn__backend_reference = {
+    .abi_version = ATTN_BACKEND_ABI_VERSION,
+    .struct_size = sizeof(attn_backend),
+    .desc = &attn__desc_reference,
+    .kernel = &ref_kernel,
+};
