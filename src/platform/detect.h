@@ -1,0 +1,111 @@
+/* Hardware probes of the platform layer (internal).
+ *
+ * Each probe loads its runtime with dlopen (no link-time dependency), runs
+ * once per process (thread-safe) and returns a pointer to a result that is
+ * never freed and never changes, so callers may call it any number of times
+ * and keep the pointer. A probe never fails: "absent" is a result with
+ * present == false and a reason holding the loader's or runtime's own text
+ * ("libcuda.so.1: cannot open shared object file: No such file or directory").
+ *
+ * Test hooks: ATTN_CUDA_LIBRARY, ATTN_HIP_LIBRARY and ATTN_OPENCL_LIBRARY
+ * replace the default library names (read once, at the first probe), so a
+ * fake driver can stand in for the real one. */
+#ifndef ATTN_PLATFORM_DETECT_H
+#define ATTN_PLATFORM_DETECT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "attn/cpu.h"
+#include "util/strbuf.h"
+
+#define ATTN__PROBE_MAX_DEVICES 16
+#define ATTN__PROBE_MAX_CL_PLATFORMS 8
+
+typedef struct attn__gpu_device {
+    char name[128];
+    int cc_major, cc_minor; /* CUDA: compute capability; ROCm: parsed from gfx_arch (-1 if
+                               the arch is outside what the ROCm rules accept) */
+    char gfx_arch[32];      /* ROCm only: "gfx942" (feature suffix such as ":xnack-" dropped) */
+    uint64_t memory_bytes;
+} attn__gpu_device;
+
+typedef struct attn__gpu_probe {
+    bool present;         /* runtime loaded, initialised and reported >= 1 device */
+    char library[256];    /* the library that loaded ("" when none did) */
+    char reason[512];     /* why not present; "" when present */
+    int device_count;     /* as reported by the runtime */
+    int listed;           /* entries filled in devices[] (<= ATTN__PROBE_MAX_DEVICES) */
+    attn__gpu_device devices[ATTN__PROBE_MAX_DEVICES];
+    void *handle;         /* dlopen handle, kept open for the process; NULL if none */
+} attn__gpu_probe;
+
+typedef struct attn__opencl_device {
+    int platform;         /* index into attn__opencl_probe.platforms */
+    char name[128];
+    char vendor[128];
+    char version[128];    /* CL_DEVICE_VERSION */
+    char driver_version[64];
+    const char *type;     /* "cpu" "gpu" "accelerator" "custom" "default" */
+    unsigned compute_units;
+    uint64_t global_mem_bytes;
+    uint64_t max_alloc_bytes;
+    bool fp16;            /* cl_khr_fp16 in the extensions */
+    bool fp64;            /* cl_khr_fp64 */
+    const char *extensions; /* space-separated; never NULL ("" if unknown) */
+} attn__opencl_device;
+
+typedef struct attn__opencl_platform {
+    char name[128];
+    char vendor[128];
+    char version[128];
+    int device_count;     /* devices of this platform listed in the probe */
+} attn__opencl_platform;
+
+typedef struct attn__opencl_probe {
+    bool present;         /* ICD loader found and >= 1 device */
+    char library[256];
+    char reason[512];
+    int platform_count;
+    attn__opencl_platform platforms[ATTN__PROBE_MAX_CL_PLATFORMS];
+    int device_count;     /* entries in devices[] */
+    attn__opencl_device devices[ATTN__PROBE_MAX_DEVICES];
+    void *handle;
+} attn__opencl_probe;
+
+/* Opens the first library of names that loads (RTLD_NOW | RTLD_LOCAL), or
+ * only getenv(env_override) when that is set and non-empty. On failure
+ * returns NULL and writes the first loader error into reason. */
+void *attn__probe_dlopen(const char *env_override, const char *const *names, char *library,
+                         size_t library_size, char *reason, size_t reason_size);
+
+const attn__gpu_probe *attn__probe_cuda(void);
+const attn__gpu_probe *attn__probe_rocm(void);
+const attn__opencl_probe *attn__probe_opencl(void);
+
+/* gfx arch -> capability as the ROCm rules do it (reference §6b): the digits
+ * after "gfx": 2-3 digits -> one-digit major (gfx90a 9.0, gfx942 9.4),
+ * 4 digits -> two-digit major (gfx1100 11.0); other lengths or a major
+ * outside 9..12 -> ATTN_INVALID_ARGUMENT. A ":feature" suffix is ignored. */
+attn_status attn__rocm_capability(const char *gfx, int *major, int *minor);
+
+/* CPU helpers shared by the detected and the simulated CPU platforms. */
+/* Token -> feature (case-insensitive); ATTN_INVALID_ARGUMENT if unknown. */
+attn_status attn__cpu_feature_parse(const char *tok, attn_cpu_feature *out);
+/* Features that f needs (bit set); a feature is usable only with all of them. */
+uint64_t attn__cpu_feature_requires(attn_cpu_feature f);
+/* hidden plus every feature that depends on something hidden. */
+uint64_t attn__cpu_hide_closure(uint64_t hidden);
+/* Bits of every feature in the table. */
+uint64_t attn__cpu_all_features(void);
+/* true for x86 feature bits, false for arm ones. */
+bool attn__cpu_feature_is_x86(attn_cpu_feature f);
+/* This machine's identity and unmasked state (ATTN_CPU_MASK not applied). */
+const attn_cpu_info *attn__cpu_info_unmasked(void);
+/* {"vendor", "model", "arch", "cores", "memory_bytes",
+ *  "features": {"present": [...], "usable": [...], "masked": [...]}} */
+void attn__cpu_write_json(attn__jw *w, const attn_cpu_info *ci);
+/* Space-separated feature tokens of bits into buf ("-" when empty). */
+void attn__cpu_feature_list(uint64_t bits, char *buf, size_t size);
+
+#endif
