@@ -1,0 +1,368 @@
+/* Per-layer KV-cache memory laid out by the selected backend.
+ *
+ * Contract: the backend owns the logical shape (desc->kv_cache_shape) and
+ * the permutation to memory order (desc->kv_stride_order, reference §12);
+ * this file only turns them into element strides and an attn_kv_view, so
+ * FlashAttention (2,nb,bs,h,d), FlashInfer/Triton (nb,2,bs,h,d), CPU_ATTN
+ * (2,nb,h,bs,d), MLA (nb,bs,d), NHD and HND all come out of one rule. Axes
+ * are identified by the shape's dim names, never by position or value. The
+ * head_size axis must be innermost in memory: kernels read rows. Cache
+ * memory comes from an anonymous mapping, so a pool sized for a large
+ * simulated device costs only the pages actually written. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "attn/kvcache.h"
+#include "attn/platform.h"
+#include "util/error.h"
+
+attn_kv_layout attn_kv_layout_resolve(const attn_backend_desc *d, const attn_platform *p,
+                                      attn_kv_layout requested)
+{
+    if (d && d->required_layout != ATTN_LAYOUT_DEFAULT)
+        return d->required_layout;
+    /* FlashInfer switches to its TRTLLM kernels on Blackwell (cc 10.x), which
+     * read HND; the descriptor's static field cannot say "only on 10.x". */
+    int major = 0, minor = 0;
+    if (d && d->name && p && (!strcmp(d->name, "FLASHINFER") || !strcmp(d->name, "TRITON_FLASHINFER")) &&
+        attn_platform_get_kind(p) == ATTN_PLATFORM_CUDA && attn_platform_capability(p, &major, &minor) &&
+        major == 10)
+        return ATTN_LAYOUT_HND;
+    if (p && attn_platform_get_kind(p) == ATTN_PLATFORM_XPU)
+        return ATTN_LAYOUT_NHD;
+    if (requested == ATTN_LAYOUT_NHD || requested == ATTN_LAYOUT_HND)
+        return requested;
+    return ATTN_LAYOUT_NHD;
+}
+
+int attn_kv_shape_format(const attn_kv_shape *s, char *buf, size_t size)
+{
+    if (!s)
+        return snprintf(buf, size, "()");
+    size_t o = 0;
+    int total = 0;
+    for (int i = 0; i < s->ndim; i++) {
+        int w = snprintf(buf ? buf + o : NULL, buf && o < size ? size - o : 0, "%s%lld",
+                         i ? ", " : "(", (long long)s->dims[i]);
+        total += w;
+        o = (size_t)total;
+    }
+    int w = snprintf(buf && o < size ? buf + o : NULL, buf && o < size ? size - o : 0, ")");
+    return total + w;
+}
+
+enum { AX_TWO, AX_BLOCKS, AX_BS, AX_HEADS, AX_HEAD, AX_COUNT };
+
+static int attn__axis_of_name(const char *n)
+{
+    if (!strcmp(n, "2"))
+        return AX_TWO;
+    if (!strcmp(n, "num_blocks"))
+        return AX_BLOCKS;
+    if (!strcmp(n, "block_size"))
+        return AX_BS;
+    if (!strcmp(n, "num_kv_heads"))
+        return AX_HEADS;
+    if (!strncmp(n, "head_size", 9) || !strncmp(n, "slot_size", 9))
+        return AX_HEAD;
+    return -1;
+}
+
+/* Without names, accept only shapes whose axes the values determine. */
+static attn_status attn__infer_axes(const attn_kv_shape *s, int nb, int bs, int kvh, int *ax)
+{
+    int n = s->ndim;
+    for (int i = 0; i < n; i++)
+        ax[i] = -1;
+    ax[0] = s->dims[0] == 2 && nb != 2 ? AX_TWO : (s->dims[0] == nb ? AX_BLOCKS : -1);
+    ax[n - 1] = AX_HEAD;
+    for (int i = 1; i < n - 1; i++) {
+        int64_t v = s->dims[i];
+        int hits = (v == 2) + (v == nb) + (v == bs) + (v == kvh);
+        if (hits != 1)
+            return attn__fail(ATTN_UNSUPPORTED,
+                              "KV cache shape axis %d (size %lld) has no name and its size is "
+                              "ambiguous",
+                              i, (long long)v);
+        ax[i] = v == 2 ? AX_TWO : v == nb ? AX_BLOCKS : v == bs ? AX_BS : AX_HEADS;
+    }
+    if (ax[0] < 0)
+        return attn__fail(ATTN_UNSUPPORTED, "KV cache shape axis 0 has no name");
+    return ATTN_OK;
+}
+
+static bool attn__elem_for_layout(attn_kv_dtype kv, attn_dtype model, attn_elem *elem)
+{
+    attn_status st = attn_kv_dtype_elem(kv, model, elem);
+    if (st == ATTN_OK)
+        return true;
+    attn_clear_error();
+    if (kv == ATTN_KV_FP8_INC) {
+        *elem = ATTN_ELEM_FP8_E4M3; /* Intel Neural Compressor's fp8 is e4m3 */
+        return true;
+    }
+    *elem = ATTN_ELEM_U8; /* packed / per-token-scaled formats: bytes */
+    return false;
+}
+
+attn_status attn_kv_layout_compute(const attn_backend_desc *d, attn_kv_layout layout,
+                                   int num_blocks, int block_size, int num_kv_heads, int head_size,
+                                   int head_size_v, attn_kv_dtype kv, attn_dtype model_dtype,
+                                   attn_kv_layout_info *out)
+{
+    ATTN__CHECK_NULL(d);
+    ATTN__CHECK_NULL(out);
+    const char *name = d->name ? d->name : "?";
+    if (!d->kv_cache_shape)
+        return attn__fail(ATTN_UNSUPPORTED, "backend %s defines no KV cache shape", name);
+    if (num_blocks < 1 || block_size < 1 || num_kv_heads < 1 || head_size < 1 || head_size_v < 0)
+        return attn__fail(ATTN_INVALID_ARGUMENT,
+                          "KV layout needs positive sizes (num_blocks=%d, block_size=%d, "
+                          "num_kv_heads=%d, head_size=%d, head_size_v=%d)",
+                          num_blocks, block_size, num_kv_heads, head_size, head_size_v);
+    if ((unsigned)model_dtype >= ATTN_DTYPE_COUNT)
+        return attn__fail(ATTN_INVALID_ARGUMENT, "KV layout: invalid model dtype %d",
+                          (int)model_dtype);
+    if (layout != ATTN_LAYOUT_NHD && layout != ATTN_LAYOUT_HND)
+        layout = ATTN_LAYOUT_NHD;
+
+    attn_kv_layout_info li;
+    memset(&li, 0, sizeof li);
+    attn_status st = d->kv_cache_shape(num_blocks, block_size, num_kv_heads, head_size, kv,
+                                       &li.shape);
+    if (st != ATTN_OK)
+        return st; /* the backend's own message, e.g. "Block size must be a multiple of 16." */
+    int n = li.shape.ndim;
+    if (n < 2 || n > 6)
+        return attn__fail(ATTN_INTERNAL, "backend %s: KV cache shape has %d dims", name, n);
+    for (int i = 0; i < n; i++)
+        if (li.shape.dims[i] <= 0)
+            return attn__fail(ATTN_INTERNAL, "backend %s: KV cache shape dim %d is %lld", name, i,
+                              (long long)li.shape.dims[i]);
+
+    int ax[6];
+    bool named = true;
+    for (int i = 0; i < n; i++)
+        named = named && li.shape.dim_names[i];
+    if (named) {
+        for (int i = 0; i < n; i++) {
+            ax[i] = attn__axis_of_name(li.shape.dim_names[i]);
+            if (ax[i] < 0)
+                return attn__fail(ATTN_UNSUPPORTED, "backend %s: unknown KV cache axis '%s'", name,
+                                  li.shape.dim_names[i]);
+        }
+    } else if ((st = attn__infer_axes(&li.shape, num_blocks, block_size, num_kv_heads, ax)) !=
+               ATTN_OK) {
+        return st;
+    }
+    int where[AX_COUNT];
+    for (int a = 0; a < AX_COUNT; a++)
+        where[a] = -1;
+    for (int i = 0; i < n; i++) {
+        if (where[ax[i]] >= 0)
+            return attn__fail(ATTN_UNSUPPORTED, "backend %s: KV cache axis %d appears twice", name,
+                              ax[i]);
+        where[ax[i]] = i;
+    }
+    if (where[AX_BLOCKS] < 0 || where[AX_BS] < 0 || where[AX_HEAD] < 0)
+        return attn__fail(ATTN_UNSUPPORTED,
+                          "backend %s: KV cache shape lacks num_blocks, block_size or head_size",
+                          name);
+
+    /* Stride order: memory position i holds logical dim order[i]. */
+    int order[6], count = n;
+    for (int i = 0; i < n; i++)
+        order[i] = i;
+    if (d->kv_stride_order) {
+        st = d->kv_stride_order(layout, false, order, &count);
+        if (st != ATTN_OK)
+            return st;
+        if (count != n)
+            return attn__fail(ATTN_INTERNAL,
+                              "backend %s: stride order has %d entries for a %d-dim shape", name,
+                              count, n);
+        int seen = 0;
+        for (int i = 0; i < n; i++) {
+            if (order[i] < 0 || order[i] >= n || (seen & (1 << order[i])))
+                return attn__fail(ATTN_INTERNAL, "backend %s: stride order is not a permutation",
+                                  name);
+            seen |= 1 << order[i];
+        }
+    }
+    if (order[n - 1] != where[AX_HEAD])
+        return attn__fail(ATTN_UNSUPPORTED,
+                          "backend %s: the head_size axis is not innermost in the %s layout", name,
+                          attn_layout_name(layout));
+    int64_t stride = 1;
+    for (int i = n - 1; i >= 0; i--) {
+        li.strides[order[i]] = stride;
+        stride *= li.shape.dims[order[i]];
+    }
+    memcpy(li.stride_order, order, sizeof(int) * (size_t)n);
+    li.layout = layout;
+    li.elems_per_layer = stride;
+
+    bool plain = attn__elem_for_layout(kv, model_dtype, &li.elem);
+    size_t esz = attn_elem_size(li.elem);
+    li.bytes_per_layer = (uint64_t)stride * esz;
+    li.bytes_per_block = li.bytes_per_layer / (uint64_t)num_blocks;
+
+    int64_t last = li.shape.dims[where[AX_HEAD]];
+    int hsv = head_size_v > 0 ? head_size_v : head_size;
+    bool two = where[AX_TWO] >= 0;
+    /* K|V side by side in the last axis (FLASH_ATTN_DIFFKV). */
+    bool side = !two && !d->is_mla && !strcmp(named ? li.shape.dim_names[where[AX_HEAD]] : "",
+                                              "head_size+head_size_v");
+    if (side)
+        hsv = (int)(last - head_size);
+    attn_kv_view *v = &li.view;
+    v->data = NULL;
+    v->elem = li.elem;
+    v->num_blocks = num_blocks;
+    v->block_size = block_size;
+    v->num_kv_heads = where[AX_HEADS] >= 0 ? (int)li.shape.dims[where[AX_HEADS]] : 1;
+    v->head_size = head_size;
+    v->head_size_v = two || side ? hsv : 0;
+    v->k_offset = 0;
+    v->v_offset = two ? li.strides[where[AX_TWO]] : side ? head_size : 0;
+    v->stride_block = li.strides[where[AX_BLOCKS]];
+    v->stride_token = li.strides[where[AX_BS]];
+    v->stride_head = where[AX_HEADS] >= 0 ? li.strides[where[AX_HEADS]] : 0;
+    v->k_scale = 1.0f;
+    v->v_scale = 1.0f;
+    li.has_v = two || side;
+    /* The writer handles plain and fp8 rows whose K (and V) fit the axis. */
+    li.writable = plain && last >= (side ? head_size + hsv : head_size) &&
+                  (!two || last >= hsv);
+    *out = li;
+    return ATTN_OK;
+}
+
+/* ---- memory -------------------------------------------------------------- */
+
+struct attn_kv_cache {
+    attn_kv_layout_info li;
+    int num_layers;
+    void *mem;
+    size_t bytes;
+    float *k_scale, *v_scale; /* [num_layers] */
+    float *ph;                /* [num_layers][2][num_kv_heads] */
+    bool *has_ph;             /* [num_layers] */
+};
+
+attn_status attn_kv_cache_create(const attn_kv_layout_info *li, int num_layers,
+                                 attn_kv_cache **out)
+{
+    ATTN__CHECK_NULL(li);
+    ATTN__CHECK_NULL(out);
+    *out = NULL;
+    if (num_layers < 1)
+        return attn__fail(ATTN_INVALID_ARGUMENT, "KV cache needs at least one layer (got %d)",
+                          num_layers);
+    if (li->bytes_per_layer == 0 || li->view.num_kv_heads < 1)
+        return attn__fail(ATTN_INVALID_ARGUMENT, "KV cache: empty layout");
+    uint64_t total = li->bytes_per_layer * (uint64_t)num_layers;
+    if (total / (uint64_t)num_layers != li->bytes_per_layer || total > ((uint64_t)1 << 46))
+        return attn__fail(ATTN_OUT_OF_MEMORY, "KV cache of %d layers x %llu bytes is too large",
+                          num_layers, (unsigned long long)li->bytes_per_layer);
+    attn_kv_cache *c = calloc(1, sizeof *c);
+    if (!c)
+        return attn__fail(ATTN_OUT_OF_MEMORY, "KV cache: out of memory");
+    c->li = *li;
+    c->num_layers = num_layers;
+    c->bytes = (size_t)total;
+    int h = li->view.num_kv_heads;
+    c->k_scale = malloc(sizeof(float) * (size_t)num_layers);
+    c->v_scale = malloc(sizeof(float) * (size_t)num_layers);
+    c->ph = calloc((size_t)num_layers * 2 * (size_t)h, sizeof(float));
+    c->has_ph = calloc((size_t)num_layers, sizeof(bool));
+    /* MAP_NORESERVE: the pool may be sized for a simulated 80 GB device;
+     * pages are committed only when a block is written. */
+    void *m = mmap(NULL, c->bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                   -1, 0);
+    c->mem = m == MAP_FAILED ? NULL : m;
+    if (!c->k_scale || !c->v_scale || !c->ph || !c->has_ph || !c->mem) {
+        attn_kv_cache_free(c);
+        return attn__fail(ATTN_OUT_OF_MEMORY, "KV cache: cannot reserve %llu bytes",
+                          (unsigned long long)total);
+    }
+    for (int l = 0; l < num_layers; l++)
+        c->k_scale[l] = c->v_scale[l] = 1.0f;
+    *out = c;
+    return ATTN_OK;
+}
+
+void attn_kv_cache_free(attn_kv_cache *c)
+{
+    if (!c)
+        return;
+    if (c->mem)
+        munmap(c->mem, c->bytes);
+    free(c->k_scale);
+    free(c->v_scale);
+    free(c->ph);
+    free(c->has_ph);
+    free(c);
+}
+
+int attn_kv_cache_num_layers(const attn_kv_cache *c)
+{
+    return c ? c->num_layers : 0;
+}
+
+attn_status attn_kv_cache_view(const attn_kv_cache *c, int layer, attn_kv_view *out)
+{
+    ATTN__CHECK_NULL(c);
+    ATTN__CHECK_NULL(out);
+    if (layer < 0 || layer >= c->num_layers)
+        return attn__fail(ATTN_OUT_OF_RANGE, "KV cache: layer %d outside 0..%d", layer,
+                          c->num_layers - 1);
+    *out = c->li.view;
+    out->data = (char *)c->mem + (size_t)layer * c->li.bytes_per_layer;
+    out->k_scale = c->k_scale[layer];
+    out->v_scale = c->v_scale[layer];
+    int h = c->li.view.num_kv_heads;
+    if (c->has_ph[layer]) {
+        out->k_scale_per_head = c->ph + (size_t)layer * 2 * (size_t)h;
+        out->v_scale_per_head = out->k_scale_per_head + h;
+    }
+    return ATTN_OK;
+}
+
+static bool attn__scale_ok(float s)
+{
+    return isfinite(s) && s > 0.0f;
+}
+
+attn_status attn_kv_cache_set_scales(attn_kv_cache *c, int layer, float k_scale, float v_scale,
+                                     const float *k_scale_per_head, const float *v_scale_per_head)
+{
+    ATTN__CHECK_NULL(c);
+    if (layer < 0 || layer >= c->num_layers)
+        return attn__fail(ATTN_OUT_OF_RANGE, "KV cache: layer %d outside 0..%d", layer,
+                          c->num_layers - 1);
+    if (!attn__scale_ok(k_scale) || !attn__scale_ok(v_scale))
+        return attn__fail(ATTN_INVALID_ARGUMENT,
+                          "KV cache scales must be finite and > 0 (k %g, v %g)", (double)k_scale,
+                          (double)v_scale);
+    if (!k_scale_per_head != !v_scale_per_head)
+        return attn__fail(ATTN_INVALID_ARGUMENT,
+                          "KV cache: per-head scales need both K and V arrays");
+    int h = c->li.view.num_kv_heads;
+    for (int i = 0; k_scale_per_head && i < h; i++)
+        if (!attn__scale_ok(k_scale_per_head[i]) || !attn__scale_ok(v_scale_per_head[i]))
+            return attn__fail(ATTN_INVALID_ARGUMENT,
+                              "KV cache: per-head scale of head %d must be finite and > 0", i);
+    c->k_scale[layer] = k_scale;
+    c->v_scale[layer] = v_scale;
+    c->has_ph[layer] = k_scale_per_head != NULL;
+    if (k_scale_per_head) {
+        float *dst = c->ph + (size_t)layer * 2 * (size_t)h;
+        memcpy(dst, k_scale_per_head, sizeof(float) * (size_t)h);
+        memcpy(dst + h, v_scale_per_head, sizeof(float) * (size_t)h);
+    }
+    return ATTN_OK;
+}
