@@ -1,0 +1,147 @@
+/* MLA (multi-head latent attention, DeepSeek V2/V3/R1): the latent KV cache,
+ * the checked entry points and the metadata every MLA builder produces.
+ *
+ * The cache holds one row per token, shared by all query heads: the
+ * compressed latent (kv_lora_rank values) followed by the rope key part
+ * (qk_rope_head_dim values); head_size = kv_lora_rank + qk_rope_head_dim
+ * (576 for DeepSeek-V3), num_kv_heads = 1. A layer runs in two ways:
+ *   - decode (forward_mqa): queries absorbed into latent space
+ *     (q_nope . W_UK, followed by q_rope) attend over the latent rows
+ *     directly and yield the latent output; the caller up-projects it with
+ *     W_UV per head (attn_mla_up_project);
+ *   - prefill (forward_mha): each head's keys (qk_nope via W_UK, plus the
+ *     shared rope part) and values (v_head_dim via W_UV) are decompressed
+ *     from the latent rows, then standard causal attention.
+ * Both paths give the same result; attn_mla_forward runs a whole mixed batch
+ * the way an engine does (decodes absorbed, prefills decompressed).
+ *
+ * Token indexing: q, out and lse are indexed by the token's place in the
+ * batch (query_start_loc). An entry point touches only the rows of the
+ * requests it handles: with MLA metadata (attn_mla_metadata from an MLA
+ * builder) forward_mqa handles the decodes [0, num_decodes) and forward_mha
+ * the prefills [num_decodes, num_reqs); with metadata NULL each handles
+ * every request. Queries see the keys at positions <= their own
+ * (position = seq_len - query_len + i). */
+#ifndef ATTN_MLA_H
+#define ATTN_MLA_H
+
+#include "attn/backend.h"
+
+ATTN_EXTERN_C_BEGIN
+
+/* ---- checked dispatch ------------------------------------------------------
+ * Call a backend's kernel through the right slot. The wrong entry point
+ * (forward on an MLA backend, forward_mqa/forward_mha on a standard one)
+ * returns ATTN_WRONG_ENTRY_POINT naming the right one, e.g. "CPU_ATTN is not
+ * an MLA backend: call forward, not forward_mqa", and touches no memory. A
+ * backend without kernel code (descriptor only) returns ATTN_UNSUPPORTED. */
+ATTN_API attn_status attn_backend_forward(const attn_backend *b, void *impl,
+                                          const attn_forward_args *a);
+ATTN_API attn_status attn_backend_forward_mqa(const attn_backend *b, void *impl,
+                                              const attn_mla_args *a);
+ATTN_API attn_status attn_backend_forward_mha(const attn_backend *b, void *impl,
+                                              const attn_mla_args *a);
+
+/* ---- the latent cache ------------------------------------------------------
+ * vLLM's concat_and_cache_mla: row t of `latent` ([num_tokens][kv_lora_rank])
+ * followed by row t of `k_rope` ([num_tokens][head_size - kv_lora_rank]) goes
+ * to cache slot slot_mapping[t] (block * block_size + offset; -1 = padding,
+ * skipped). An MLA view states kv_lora_rank in head_size_v (the latent part
+ * is what the absorbed path reads as values); a view with head_size_v 0 or
+ * equal to head_size means a rope part of ATTN_MLA_DEFAULT_ROPE_DIM.
+ * Inputs are `dtype` elements; the cache's element type decides the storage:
+ * fp8 (e4m3/e5m2) stores value / kv->k_scale, saturating. Every slot is
+ * checked before anything is written. */
+#define ATTN_MLA_DEFAULT_ROPE_DIM 64
+ATTN_API attn_status attn_mla_write_latent(const attn_kv_view *kv, const int64_t *slot_mapping,
+                                           int num_tokens, const void *latent,
+                                           const void *k_rope, attn_dtype dtype);
+/* kv_lora_rank of an MLA view under the rule above. */
+ATTN_API int attn_mla_view_latent_dim(const attn_kv_view *kv);
+
+/* Bytes of one cached latent row for an element type (head_size elements). */
+ATTN_API size_t attn_mla_row_bytes(int head_size, attn_elem elem);
+
+/* ---- the projections around forward_mqa --------------------------------------
+ * q [tokens][heads][qk_nope + rope] -> q_absorbed [tokens][heads][kv_lora_rank
+ * + rope]: the nope part through W_UK ([heads][qk_nope][kv_lora_rank]), the
+ * rope part copied. Accumulates in fp32; elements of layer->dtype. */
+ATTN_API attn_status attn_mla_absorb_q(const attn_layer_params *layer, int num_tokens,
+                                       const void *q, const void *w_uk, void *q_absorbed);
+/* o_latent [tokens][heads][kv_lora_rank] -> out [tokens][heads][v_head_dim]
+ * through W_UV ([heads][kv_lora_rank][v_head_dim]). */
+ATTN_API attn_status attn_mla_up_project(const attn_layer_params *layer, int num_tokens,
+                                         const void *o_latent, const void *w_uv, void *out);
+
+/* ---- one layer, whole batch --------------------------------------------------
+ * What an engine calls per MLA layer and step, after writing the step's new
+ * latent rows: decodes (the first num_decode_tokens tokens of the MLA
+ * metadata in a->metadata) are absorbed through W_UK, run by forward_mqa and
+ * up-projected through W_UV; prefills run by forward_mha. A sparse backend
+ * (descriptor is_sparse) runs every token through forward_mqa with
+ * a->topk_indices. a->q is [tokens][heads][qk_nope + rope], a->out
+ * [tokens][heads][v_head_dim], a->lse (optional) [tokens][heads].
+ * `scratch` (>= attn_mla_forward_scratch_size bytes, 64-byte aligned) holds
+ * the absorbed queries and latent outputs so that no step allocates. */
+ATTN_API size_t attn_mla_forward_scratch_size(const attn_layer_params *layer, int max_tokens);
+ATTN_API attn_status attn_mla_forward(const attn_backend *b, void *impl, const attn_mla_args *a,
+                                      void *scratch, size_t scratch_size);
+
+/* ---- metadata of the MLA builders --------------------------------------------
+ * Requests whose query length is within the builder's reorder threshold (and,
+ * for the UNIFORM class, equal to the first request's) are decodes; the
+ * engine puts them first. The split stops at the first request that is not a
+ * decode: every later request is a prefill (forward_mha handles any length). */
+typedef enum attn_mla_query_class {
+    ATTN_MLA_QUERY_SINGLE = 0,  /* decodes have query length 1 */
+    ATTN_MLA_QUERY_UNIFORM = 1, /* decodes share one query length <= threshold */
+    ATTN_MLA_QUERY_VARLEN = 2   /* decodes any query length <= threshold */
+} attn_mla_query_class;
+
+ATTN_API const char *attn_mla_query_class_name(attn_mla_query_class c); /* "single" ... */
+
+/* One piece of split-KV decode work: rows [row_begin, row_end) of request
+ * req (row = token_in_request * num_heads + head) over keys
+ * [kv_begin, kv_end). Pieces of one (req, rows) with several KV ranges are
+ * merged through their LSE. */
+typedef struct attn_mla_work {
+    int32_t req;
+    int32_t row_begin, row_end;
+    int32_t kv_begin, kv_end;
+    int32_t split;    /* index among the pieces of the same rows; 0 = first */
+    int32_t nsplits;  /* pieces of the same rows */
+    int32_t partial;  /* slot in the partial-result area when nsplits > 1, else -1 */
+} attn_mla_work;
+
+#define ATTN_MLA_METADATA_MAGIC 0x4d4c4131u /* "MLA1" */
+
+typedef struct attn_mla_metadata {
+    uint32_t magic;        /* ATTN_MLA_METADATA_MAGIC */
+    uint32_t struct_size;  /* sizeof(attn_mla_metadata) */
+    attn_common_metadata common; /* copy; pointers borrowed for this step */
+    attn_mla_query_class query_class;
+    int reorder_batch_threshold; /* effective (raised for speculative decoding) */
+    int num_decodes, num_decode_tokens;
+    int num_prefills, num_prefill_tokens;
+    int max_decode_query_len, max_decode_seq_len;
+    int max_prefill_query_len, max_prefill_seq_len;
+    /* Split-KV decode partition for the CPU kernels (num_threads of the
+     * builder; rows grouped for num_heads of the spec); 0 pieces when the
+     * builder had no layer spec. */
+    const attn_mla_work *decode_work;
+    int num_decode_work;
+    int num_partials;  /* partial-result slots the pieces use */
+    int work_heads;    /* num_heads the partition was made for */
+} attn_mla_metadata;
+
+/* The decode/prefill split of vLLM's split_decodes_and_prefills for a
+ * common metadata: exposed for engines and tests. require_uniform: the
+ * UNIFORM class. Fills the four counts; never fails on consistent input. */
+ATTN_API void attn_mla_split_decodes(const attn_common_metadata *cm, int threshold,
+                                     bool require_uniform, int *num_decodes,
+                                     int *num_decode_tokens, int *num_prefills,
+                                     int *num_prefill_tokens);
+
+ATTN_EXTERN_C_END
+
+#endif

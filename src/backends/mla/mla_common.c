@@ -1,0 +1,672 @@
+/* The MLA entry points every backend shares: checked dispatch to the right
+ * kernel slot, the latent cache write, the W_UK / W_UV projections around
+ * the absorbed path, one-call layer execution for engines, and the call
+ * validation used by REFERENCE_MLA and CPU_MLA.
+ *
+ * Invariant: a function that fails has written nothing - every check runs
+ * before the first store. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backends/mla/mla_internal.h"
+#include "util/error.h"
+#include "util/numeric.h"
+#include "util/threadpool.h"
+
+/* ---- checked dispatch ------------------------------------------------------ */
+
+#define ATTN__HAS_SLOT(k, slot)                                                                    \
+    ((k)->struct_size >= offsetof(attn_kernel_ops, slot) + sizeof((k)->slot) && (k)->slot)
+
+static const char *attn__bname(const attn_backend *b)
+{
+    return b->desc && b->desc->name ? b->desc->name : "backend";
+}
+
+static bool attn__is_mla(const attn_backend *b)
+{
+    if (b->desc)
+        return b->desc->is_mla;
+    return ATTN__HAS_SLOT(b->kernel, forward_mqa);
+}
+
+static attn_status attn__dispatch_check(const attn_backend *b)
+{
+    ATTN__CHECK_NULL(b);
+    if (b->abi_version != ATTN_BACKEND_ABI_VERSION)
+        return attn__fail(ATTN_ABI_MISMATCH, "%s: backend ABI version %u, libattn expects %u",
+                          attn__bname(b), b->abi_version, ATTN_BACKEND_ABI_VERSION);
+    if (!b->kernel)
+        return attn__fail(ATTN_UNSUPPORTED,
+                          "%s has no kernel code here (descriptor only): it cannot run on this "
+                          "machine",
+                          attn__bname(b));
+    return ATTN_OK;
+}
+
+attn_status attn_backend_forward(const attn_backend *b, void *impl, const attn_forward_args *a)
+{
+    attn_status st = attn__dispatch_check(b);
+    if (st != ATTN_OK)
+        return st;
+    ATTN__CHECK_NULL(a);
+    if (!ATTN__HAS_SLOT(b->kernel, forward)) {
+        if (attn__is_mla(b))
+            return attn__fail(ATTN_WRONG_ENTRY_POINT,
+                              "%s is an MLA backend: call forward_mqa (decode) or forward_mha "
+                              "(prefill), not forward",
+                              attn__bname(b));
+        return attn__fail(ATTN_WRONG_ENTRY_POINT, "%s has no forward entry point",
+                          attn__bname(b));
+    }
+    return b->kernel->forward(impl, a);
+}
+
+attn_status attn_backend_forward_mqa(const attn_backend *b, void *impl, const attn_mla_args *a)
+{
+    attn_status st = attn__dispatch_check(b);
+    if (st != ATTN_OK)
+        return st;
+    ATTN__CHECK_NULL(a);
+    if (!ATTN__HAS_SLOT(b->kernel, forward_mqa)) {
+        if (!attn__is_mla(b))
+            return attn__fail(ATTN_WRONG_ENTRY_POINT,
+                              "%s is not an MLA backend: call forward, not forward_mqa",
+                              attn__bname(b));
+        return attn__fail(ATTN_WRONG_ENTRY_POINT, "%s has no forward_mqa entry point",
+                          attn__bname(b));
+    }
+    return b->kernel->forward_mqa(impl, a);
+}
+
+attn_status attn_backend_forward_mha(const attn_backend *b, void *impl, const attn_mla_args *a)
+{
+    attn_status st = attn__dispatch_check(b);
+    if (st != ATTN_OK)
+        return st;
+    ATTN__CHECK_NULL(a);
+    if (!ATTN__HAS_SLOT(b->kernel, forward_mha)) {
+        if (!attn__is_mla(b))
+            return attn__fail(ATTN_WRONG_ENTRY_POINT,
+                              "%s is not an MLA backend: call forward, not forward_mha",
+                              attn__bname(b));
+        if (b->desc && b->desc->is_sparse)
+            return attn__fail(ATTN_WRONG_ENTRY_POINT,
+                              "%s is a sparse MLA backend: call forward_mqa for every token, not "
+                              "forward_mha",
+                              attn__bname(b));
+        return attn__fail(ATTN_WRONG_ENTRY_POINT, "%s has no forward_mha entry point",
+                          attn__bname(b));
+    }
+    return b->kernel->forward_mha(impl, a);
+}
+
+/* ---- small helpers ---------------------------------------------------------- */
+
+attn_elem attn__mla_dtype_elem(attn_dtype d)
+{
+    switch (d) {
+    case ATTN_DTYPE_FP16: return ATTN_ELEM_F16;
+    case ATTN_DTYPE_BF16: return ATTN_ELEM_BF16;
+    default: return ATTN_ELEM_F32;
+    }
+}
+
+static size_t attn__esz(attn_elem e)
+{
+    switch (e) {
+    case ATTN_ELEM_F32: return 4;
+    case ATTN_ELEM_F16:
+    case ATTN_ELEM_BF16: return 2;
+    default: return 1;
+    }
+}
+
+static bool attn__kv_elem_ok(attn_elem e)
+{
+    return e == ATTN_ELEM_F32 || e == ATTN_ELEM_F16 || e == ATTN_ELEM_BF16 ||
+           e == ATTN_ELEM_FP8_E4M3 || e == ATTN_ELEM_FP8_E5M2;
+}
+
+static bool attn__is_fp8(attn_elem e)
+{
+    return e == ATTN_ELEM_FP8_E4M3 || e == ATTN_ELEM_FP8_E5M2;
+}
+
+size_t attn_mla_row_bytes(int head_size, attn_elem elem)
+{
+    if (head_size <= 0 || (unsigned)elem >= ATTN_ELEM_COUNT)
+        return 0;
+    return (size_t)head_size * attn__esz(elem);
+}
+
+int attn_mla_view_latent_dim(const attn_kv_view *kv)
+{
+    if (!kv || kv->head_size <= 0)
+        return 0;
+    if (kv->head_size_v > 0 && kv->head_size_v < kv->head_size)
+        return kv->head_size_v;
+    return kv->head_size > ATTN_MLA_DEFAULT_ROPE_DIM ? kv->head_size - ATTN_MLA_DEFAULT_ROPE_DIM
+                                                     : kv->head_size;
+}
+
+float attn__mla_softmax_scale(const attn_layer_params *layer)
+{
+    if (layer->scale != 0.0f)
+        return layer->scale;
+    int d = layer->qk_nope_head_dim > 0 ? layer->qk_nope_head_dim + layer->qk_rope_head_dim
+                                        : layer->head_size;
+    return d > 0 ? (float)(1.0 / sqrt((double)d)) : 1.0f;
+}
+
+/* ---- the latent cache write ---------------------------------------------------- */
+
+static attn_status attn__check_view(const char *who, const attn_kv_view *kv)
+{
+    if (!kv->data)
+        return attn__fail(ATTN_NULL_ARGUMENT, "%s: the KV view has no memory (data is NULL)", who);
+    if (kv->num_blocks <= 0 || kv->block_size <= 0 || kv->head_size <= 0)
+        return attn__fail(ATTN_INVALID_ARGUMENT,
+                          "%s: the KV view needs num_blocks, block_size and head_size > 0 "
+                          "(got %d, %d, %d)",
+                          who, kv->num_blocks, kv->block_size, kv->head_size);
+    if (!attn__kv_elem_ok(kv->elem))
+        return attn__fail(ATTN_UNSUPPORTED,
+                          "%s: latent cache element %s is not supported (f32, f16, bf16, "
+                          "fp8_e4m3, fp8_e5m2)",
+                          who, attn_elem_name(kv->elem));
+    if (kv->stride_token < kv->head_size || kv->stride_block < 0 || kv->k_offset < 0)
+        return attn__fail(ATTN_INVALID_ARGUMENT,
+                          "%s: the latent rows overlap (stride_token %lld < head_size %d) or a "
+                          "stride is negative",
+                          who, (long long)kv->stride_token, kv->head_size);
+    if (attn__is_fp8(kv->elem) && !(isfinite(kv->k_scale) && kv->k_scale > 0.0f))
+        return attn__fail(ATTN_INVALID_ARGUMENT,
+                          "%s: an fp8 latent cache needs a finite k_scale > 0 (got %g)", who,
+                          (double)kv->k_scale);
+    return ATTN_OK;
+}
+
+attn_status attn_mla_write_latent(const attn_kv_view *kv, const int64_t *slot_mapping,
+                                  int num_tokens, const void *latent, const void *k_rope,
+                                  attn_dtype dtype)
+{
+    ATTN__CHECK_NULL(kv);
+    if (num_tokens < 0)
+        return attn__fail(ATTN_INVALID_ARGUMENT, "attn_mla_write_latent: num_tokens %d < 0",
+                          num_tokens);
+    if ((unsigned)dtype >= ATTN_DTYPE_COUNT)
+        return attn__fail(ATTN_INVALID_ARGUMENT, "attn_mla_write_latent: unknown dtype %d",
+                          (int)dtype);
+    attn_status st = attn__check_view("attn_mla_write_latent", kv);
+    if (st != ATTN_OK)
+        return st;
+    if (num_tokens == 0)
+        return ATTN_OK;
+    ATTN__CHECK_NULL(slot_mapping);
+    ATTN__CHECK_NULL(latent);
+    int R = attn_mla_view_latent_dim(kv);
+    int P = kv->head_size - R;
+    if (P > 0 && !k_rope)
+        return attn__fail(ATTN_NULL_ARGUMENT,
+                          "attn_mla_write_latent: argument 'k_rope' is NULL (rope part %d)", P);
+    int64_t nslots = (int64_t)kv->num_blocks * kv->block_size;
+    for (int t = 0; t < num_tokens; t++) {
+        int64_t s = slot_mapping[t];
+        if (s == -1)
+            continue;
+        if (s < 0 || s >= nslots)
+            return attn__fail(ATTN_OUT_OF_RANGE,
+                              "attn_mla_write_latent: slot_mapping[%d] = %lld is outside the "
+                              "cache (%lld slots)",
+                              t, (long long)s, (long long)nslots);
+    }
+    attn_elem src = attn__mla_dtype_elem(dtype);
+    size_t ssz = attn__esz(src), dsz = attn__esz(kv->elem);
+    float inv = attn__is_fp8(kv->elem) ? 1.0f / kv->k_scale : 1.0f;
+    for (int t = 0; t < num_tokens; t++) {
+        int64_t s = slot_mapping[t];
+        if (s == -1)
+            continue;
+        int64_t blk = s / kv->block_size, off = s % kv->block_size;
+        char *row = (char *)kv->data +
+                    (size_t)(kv->k_offset + blk * kv->stride_block + off * kv->stride_token) * dsz;
+        const char *lat = (const char *)latent + (size_t)t * R * ssz;
+        const char *rope = P > 0 ? (const char *)k_rope + (size_t)t * P * ssz : NULL;
+        if (src == kv->elem) {
+            memcpy(row, lat, (size_t)R * ssz);
+            if (P > 0)
+                memcpy(row + (size_t)R * dsz, rope, (size_t)P * ssz);
+            continue;
+        }
+        for (int i = 0; i < R; i++)
+            attn__store_elem(row, kv->elem, (size_t)i, attn__load_elem(lat, src, (size_t)i) * inv);
+        for (int i = 0; i < P; i++)
+            attn__store_elem(row, kv->elem, (size_t)(R + i),
+                             attn__load_elem(rope, src, (size_t)i) * inv);
+    }
+    return ATTN_OK;
+}
+
+/* ---- projections ------------------------------------------------------------------ */
+
+static attn_status attn__check_proj(const char *who, const attn_layer_params *layer, int n,
+                                    bool absorb)
+{
+    if (n < 0)
+        return attn__fail(ATTN_INVALID_ARGUMENT, "%s: num_tokens %d < 0", who, n);
+    if ((unsigned)layer->dtype >= ATTN_DTYPE_COUNT)
+        return attn__fail(ATTN_INVALID_ARGUMENT, "%s: unknown dtype %d", who, (int)layer->dtype);
+    if (layer->num_heads <= 0 || layer->kv_lora_rank <= 0 || layer->qk_rope_head_dim < 0)
+        return attn__fail(ATTN_INVALID_ARGUMENT,
+                          "%s: needs num_heads > 0, kv_lora_rank > 0, qk_rope_head_dim >= 0 "
+                          "(got %d, %d, %d)",
+                          who, layer->num_heads, layer->kv_lora_rank, layer->qk_rope_head_dim);
+    if (absorb ? layer->qk_nope_head_dim <= 0 : layer->v_head_dim <= 0)
+        return attn__fail(ATTN_INVALID_ARGUMENT, "%s: needs %s > 0 (got %d)", who,
+                          absorb ? "qk_nope_head_dim" : "v_head_dim",
+                          absorb ? layer->qk_nope_head_dim : layer->v_head_dim);
+    return ATTN_OK;
+}
+
+typedef struct {
+    const attn_layer_params *layer;
+    const void *in, *w;
+    void *out;
+    attn_elem e;
+} attn__proj_job;
+
+static void attn__absorb_items(void *ctx, int64_t begin, int64_t end, int tid)
+{
+    (void)tid;
+    const attn__proj_job *j = ctx;
+    int H = j->layer->num_heads, R = j->layer->kv_lora_rank, P = j->layer->qk_rope_head_dim;
+    int N = j->layer->qk_nope_head_dim, D = R + P;
+    float acc[1024], row[1024];
+    for (int64_t it = begin; it < end; it++) {
+        int h = (int)(it % H);
+        size_t qi = (size_t)it * (size_t)(N + P), oi = (size_t)it * (size_t)D;
+        for (int r0 = 0; r0 < R; r0 += 1024) {
+            int rn = R - r0 < 1024 ? R - r0 : 1024;
+            memset(acc, 0, sizeof(float) * (size_t)rn);
+            for (int n = 0; n < N; n++) {
+                float qv = attn__load_elem(j->in, j->e, qi + (size_t)n);
+                if (qv == 0.0f)
+                    continue;
+                size_t wi = ((size_t)h * N + (size_t)n) * (size_t)R + (size_t)r0;
+                attn__mla_load_row_f32((const char *)j->w + wi * attn__esz(j->e), j->e, rn, row);
+                for (int r = 0; r < rn; r++)
+                    acc[r] += qv * row[r];
+            }
+            for (int r = 0; r < rn; r++)
+                attn__store_elem(j->out, j->e, oi + (size_t)(r0 + r), acc[r]);
+        }
+        for (int p = 0; p < P; p++)
+            attn__store_elem(j->out, j->e, oi + (size_t)(R + p),
+                             attn__load_elem(j->in, j->e, qi + (size_t)(N + p)));
+    }
+}
+
+static void attn__up_items(void *ctx, int64_t begin, int64_t end, int tid)
+{
+    (void)tid;
+    const attn__proj_job *j = ctx;
+    int H = j->layer->num_heads, R = j->layer->kv_lora_rank, V = j->layer->v_head_dim;
+    float acc[1024], row[1024];
+    for (int64_t it = begin; it < end; it++) {
+        int h = (int)(it % H);
+        size_t ii = (size_t)it * (size_t)R, oi = (size_t)it * (size_t)V;
+        for (int v0 = 0; v0 < V; v0 += 1024) {
+            int vn = V - v0 < 1024 ? V - v0 : 1024;
+            memset(acc, 0, sizeof(float) * (size_t)vn);
+            for (int r = 0; r < R; r++) {
+                float ov = attn__load_elem(j->in, j->e, ii + (size_t)r);
+                if (ov == 0.0f)
+                    continue;
+                size_t wi = ((size_t)h * R + (size_t)r) * (size_t)V + (size_t)v0;
+                attn__mla_load_row_f32((const char *)j->w + wi * attn__esz(j->e), j->e, vn, row);
+                for (int v = 0; v < vn; v++)
+                    acc[v] += ov * row[v];
+            }
+            for (int v = 0; v < vn; v++)
+                attn__store_elem(j->out, j->e, oi + (size_t)(v0 + v), acc[v]);
+        }
+    }
+}
+
+static void attn__run_items(int64_t n, attn__pool_fn fn, void *ctx)
+{
+    if (n <= 0)
+        return;
+    if (n < 8) {
+        fn(ctx, 0, n, 0);
+        return;
+    }
+    attn__pool_for(attn__pool_global(), n, 4, fn, ctx);
+}
+
+attn_status attn_mla_absorb_q(const attn_layer_params *layer, int num_tokens, const void *q,
+                              const void *w_uk, void *q_absorbed)
+{
+    ATTN__CHECK_NULL(layer);
+    attn_status st = attn__check_proj("attn_mla_absorb_q", layer, num_tokens, true);
+    if (st != ATTN_OK || num_tokens == 0)
+        return st;
+    ATTN__CHECK_NULL(q);
+    ATTN__CHECK_NULL(w_uk);
+    ATTN__CHECK_NULL(q_absorbed);
+    attn__proj_job j = {layer, q, w_uk, q_absorbed, attn__mla_dtype_elem(layer->dtype)};
+    attn__run_items((int64_t)num_tokens * layer->num_heads, attn__absorb_items, &j);
+    return ATTN_OK;
+}
+
+attn_status attn_mla_up_project(const attn_layer_params *layer, int num_tokens,
+                                const void *o_latent, const void *w_uv, void *out)
+{
+    ATTN__CHECK_NULL(layer);
+    attn_status st = attn__check_proj("attn_mla_up_project", layer, num_tokens, false);
+    if (st != ATTN_OK || num_tokens == 0)
+        return st;
+    ATTN__CHECK_NULL(o_latent);
+    ATTN__CHECK_NULL(w_uv);
+    ATTN__CHECK_NULL(out);
+    attn__proj_job j = {layer, o_latent, w_uv, out, attn__mla_dtype_elem(layer->dtype)};
+    attn__run_items((int64_t)num_tokens * layer->num_heads, attn__up_items, &j);
+    return ATTN_OK;
+}
+
+/* ---- one layer, whole batch ------------------------------------------------------------ */
+
+static size_t attn__align64(size_t n)
+{
+    return (n + 63) & ~(size_t)63;
+}
+
+size_t attn_mla_forward_scratch_size(const attn_layer_params *layer, int max_tokens)
+{
+    if (!layer || max_tokens <= 0 || layer->num_heads <= 0 || layer->kv_lora_rank <= 0 ||
+        (unsigned)layer->dtype >= ATTN_DTYPE_COUNT)
+        return 0;
+    size_t e = attn__esz(attn__mla_dtype_elem(layer->dtype));
+    size_t rows = (size_t)max_tokens * (size_t)layer->num_heads;
+    size_t D = (size_t)layer->kv_lora_rank + (size_t)(layer->qk_rope_head_dim > 0
+                                                          ? layer->qk_rope_head_dim
+                                                          : 0);
+    return attn__align64(rows * D * e) + attn__align64(rows * (size_t)layer->kv_lora_rank * e);
+}
+
+attn_status attn_mla_forward(const attn_backend *b, void *impl, const attn_mla_args *a,
+                             void *scratch, size_t scratch_size)
+{
+    attn_status st = attn__dispatch_check(b);
+    if (st != ATTN_OK)
+        return st;
+    ATTN__CHECK_NULL(a);
+    ATTN__CHECK_NULL(a->layer);
+    const char *who = attn__bname(b);
+    if (!attn__is_mla(b) || !ATTN__HAS_SLOT(b->kernel, forward_mqa))
+        return attn__fail(ATTN_WRONG_ENTRY_POINT,
+                          "%s is not an MLA backend: call forward, not attn_mla_forward", who);
+    bool sparse = (b->desc && b->desc->is_sparse) || !ATTN__HAS_SLOT(b->kernel, forward_mha);
+
+    /* Validate both halves before anything runs, so a bad call writes nothing. */
+    attn__mla_call cq, ch;
+    st = attn__mla_prepare(who, a, sparse ? ATTN__MLA_MQA_SPARSE : ATTN__MLA_MQA, &cq);
+    if (st != ATTN_OK)
+        return st;
+    if (!sparse) {
+        st = attn__mla_prepare(who, a, ATTN__MLA_MHA, &ch);
+        if (st != ATTN_OK)
+            return st;
+    }
+    const attn_common_metadata *cm = cq.cm;
+    int ndt = 0;
+    if (sparse)
+        ndt = cm->num_actual_tokens;
+    else if (cq.md)
+        ndt = cq.md->num_decode_tokens;
+    if (ndt > 0) {
+        size_t need = attn_mla_forward_scratch_size(a->layer, ndt);
+        if (!scratch || scratch_size < need)
+            return attn__fail(ATTN_INVALID_ARGUMENT,
+                              "attn_mla_forward: scratch of %zu bytes is too small for %d "
+                              "decode tokens (%zu needed)",
+                              scratch_size, ndt, need);
+        if (((uintptr_t)scratch & 63u) != 0)
+            return attn__fail(ATTN_INVALID_ARGUMENT,
+                              "attn_mla_forward: scratch must be 64-byte aligned");
+        size_t e = attn__esz(cq.q_elem);
+        size_t rows = (size_t)ndt * (size_t)cq.H;
+        char *q_abs = scratch;
+        char *o_lat = (char *)scratch + attn__align64(rows * (size_t)cq.D * e);
+        st = attn_mla_absorb_q(a->layer, ndt, a->q, a->w_uk, q_abs);
+        if (st != ATTN_OK)
+            return st;
+        attn_mla_args d = *a;
+        d.q = q_abs;
+        d.out = o_lat;
+        st = b->kernel->forward_mqa(impl, &d);
+        if (st != ATTN_OK)
+            return st;
+        st = attn_mla_up_project(a->layer, ndt, o_lat, a->w_uv, a->out);
+        if (st != ATTN_OK)
+            return st;
+    }
+    if (!sparse && ch.req_end > ch.req_begin)
+        return b->kernel->forward_mha(impl, a);
+    return ATTN_OK;
+}
+
+/* ---- call validation --------------------------------------------------------------------- */
+
+static attn_status attn__check_common(const char *who, const attn_common_metadata *cm,
+                                      const attn_kv_view *kv, int r0, int r1)
+{
+    if (cm->num_reqs < 0 || cm->num_actual_tokens < 0)
+        return attn__fail(ATTN_BAD_METADATA, "%s: num_reqs %d / num_actual_tokens %d < 0", who,
+                          cm->num_reqs, cm->num_actual_tokens);
+    if (cm->num_reqs == 0)
+        return ATTN_OK;
+    if (!cm->query_start_loc || !cm->seq_lens || !cm->block_table)
+        return attn__fail(ATTN_BAD_METADATA,
+                          "%s: query_start_loc, seq_lens and block_table are required", who);
+    if (cm->block_size != 0 && cm->block_size != kv->block_size)
+        return attn__fail(ATTN_BAD_METADATA,
+                          "%s: metadata block_size %d differs from the cache's %d", who,
+                          cm->block_size, kv->block_size);
+    if (cm->query_start_loc[0] != 0 || cm->query_start_loc[cm->num_reqs] != cm->num_actual_tokens)
+        return attn__fail(ATTN_BAD_METADATA,
+                          "%s: query_start_loc must run from 0 to num_actual_tokens (%d..%d, "
+                          "want 0..%d)",
+                          who, cm->query_start_loc[0], cm->query_start_loc[cm->num_reqs],
+                          cm->num_actual_tokens);
+    int bs = kv->block_size;
+    for (int r = r0; r < r1; r++) {
+        int q0 = cm->query_start_loc[r], q1 = cm->query_start_loc[r + 1];
+        int L = cm->seq_lens[r];
+        if (q0 < 0 || q1 < q0 || q1 > cm->num_actual_tokens)
+            return attn__fail(ATTN_BAD_METADATA,
+                              "%s: query_start_loc of request %d is not non-decreasing within "
+                              "the batch (%d..%d)",
+                              who, r, q0, q1);
+        if (L < q1 - q0)
+            return attn__fail(ATTN_BAD_METADATA,
+                              "%s: request %d has %d query tokens but seq_len %d", who, r,
+                              q1 - q0, L);
+        int64_t nb = ((int64_t)L + bs - 1) / bs;
+        if (nb > cm->block_table_stride)
+            return attn__fail(ATTN_BAD_METADATA,
+                              "%s: request %d needs %lld blocks for %d tokens but the block "
+                              "table has %d columns",
+                              who, r, (long long)nb, L, cm->block_table_stride);
+        const int32_t *bt = attn__mla_block_table(cm, r);
+        for (int64_t i = 0; i < nb; i++)
+            if (bt[i] < 0 || bt[i] >= kv->num_blocks)
+                return attn__fail(ATTN_BAD_METADATA,
+                                  "%s: request %d block_table[%lld] = %d is outside the cache "
+                                  "(%d blocks)",
+                                  who, r, (long long)i, bt[i], kv->num_blocks);
+    }
+    return ATTN_OK;
+}
+
+attn_status attn__mla_prepare(const char *who, const attn_mla_args *a, attn__mla_entry entry,
+                              attn__mla_call *c)
+{
+    static const char *const entry_name[] = {"forward_mqa", "forward_mha", "forward_mqa"};
+    ATTN__CHECK_NULL(a);
+    memset(c, 0, sizeof *c);
+    c->a = a;
+    const attn_layer_params *L = a->layer;
+    if (!L)
+        return attn__fail(ATTN_NULL_ARGUMENT, "%s %s: args->layer is NULL", who,
+                          entry_name[entry]);
+    if (!a->kv)
+        return attn__fail(ATTN_NULL_ARGUMENT, "%s %s: args->kv is NULL", who, entry_name[entry]);
+    if (!a->q || !a->out)
+        return attn__fail(ATTN_NULL_ARGUMENT, "%s %s: args->%s is NULL", who, entry_name[entry],
+                          a->q ? "out" : "q");
+    if ((unsigned)L->dtype >= ATTN_DTYPE_COUNT)
+        return attn__fail(ATTN_INVALID_ARGUMENT, "%s: unknown dtype %d", who, (int)L->dtype);
+    c->H = L->num_heads;
+    c->R = L->kv_lora_rank;
+    c->P = L->qk_rope_head_dim;
+    c->D = c->R + c->P;
+    c->nope = L->qk_nope_head_dim;
+    c->V = L->v_head_dim;
+    if (c->H <= 0 || c->R <= 0 || c->P < 0)
+        return attn__fail(ATTN_INVALID_ARGUMENT,
+                          "%s: MLA needs num_heads > 0, kv_lora_rank > 0 and qk_rope_head_dim "
+                          ">= 0 (got %d, %d, %d)",
+                          who, c->H, c->R, c->P);
+    if (L->head_size != 0 && L->head_size != c->D)
+        return attn__fail(ATTN_INVALID_ARGUMENT,
+                          "%s: head_size %d is not kv_lora_rank + qk_rope_head_dim = %d", who,
+                          L->head_size, c->D);
+    if (entry == ATTN__MLA_MHA) {
+        if (c->nope <= 0 || c->V <= 0)
+            return attn__fail(ATTN_INVALID_ARGUMENT,
+                              "%s forward_mha: needs qk_nope_head_dim > 0 and v_head_dim > 0 "
+                              "(got %d, %d)",
+                              who, c->nope, c->V);
+        if (!a->w_uk || !a->w_uv)
+            return attn__fail(ATTN_NULL_ARGUMENT,
+                              "%s forward_mha: args->%s is NULL (the up-projection weights "
+                              "decompress the latent cache)",
+                              who, a->w_uk ? "w_uv" : "w_uk");
+    }
+    const attn_kv_view *kv = a->kv;
+    attn_status st = attn__check_view(who, kv);
+    if (st != ATTN_OK)
+        return st;
+    if (kv->head_size != c->D)
+        return attn__fail(ATTN_INVALID_ARGUMENT,
+                          "%s: the latent cache rows have %d elements, the layer needs %d "
+                          "(kv_lora_rank %d + rope %d)",
+                          who, kv->head_size, c->D, c->R, c->P);
+    if (kv->head_size_v > 0 && kv->head_size_v < kv->head_size && kv->head_size_v != c->R)
+        return attn__fail(ATTN_INVALID_ARGUMENT,
+                          "%s: the KV view says kv_lora_rank %d, the layer %d", who,
+                          kv->head_size_v, c->R);
+    c->q_elem = attn__mla_dtype_elem(L->dtype);
+    c->kv_elem = kv->elem;
+    c->kv_esz = attn__esz(kv->elem);
+    c->kv_scale = attn__is_fp8(kv->elem) ? kv->k_scale : 1.0f;
+    c->scale = attn__mla_softmax_scale(L);
+    if (!isfinite(c->scale))
+        return attn__fail(ATTN_INVALID_ARGUMENT, "%s: softmax scale %g is not finite", who,
+                          (double)c->scale);
+
+    const attn_mla_metadata *md = NULL;
+    if (a->metadata) {
+        md = a->metadata;
+        if (md->magic != ATTN_MLA_METADATA_MAGIC || md->struct_size != sizeof(attn_mla_metadata))
+            return attn__fail(ATTN_BAD_METADATA,
+                              "%s %s: args->metadata is not MLA metadata (build it with an MLA "
+                              "builder)",
+                              who, entry_name[entry]);
+    }
+    c->md = md;
+    c->cm = md ? &md->common : a->common;
+    if (!c->cm)
+        return attn__fail(ATTN_NULL_ARGUMENT, "%s %s: args->common is NULL", who,
+                          entry_name[entry]);
+    const attn_common_metadata *cm = c->cm;
+    if (md && (md->num_decodes < 0 || md->num_decodes > cm->num_reqs))
+        return attn__fail(ATTN_BAD_METADATA, "%s: num_decodes %d outside [0, %d]", who,
+                          md->num_decodes, cm->num_reqs);
+    c->sparse = entry == ATTN__MLA_MQA_SPARSE;
+    if (c->sparse || !md) {
+        c->req_begin = 0;
+        c->req_end = cm->num_reqs;
+    } else if (entry == ATTN__MLA_MQA) {
+        c->req_begin = 0;
+        c->req_end = md->num_decodes;
+    } else {
+        c->req_begin = md->num_decodes;
+        c->req_end = cm->num_reqs;
+    }
+    st = attn__check_common(who, cm, kv, c->req_begin, c->req_end);
+    if (st != ATTN_OK)
+        return st;
+    if (c->sparse) {
+        if (!a->topk_indices || a->topk <= 0)
+            return attn__fail(ATTN_INVALID_ARGUMENT,
+                              "%s forward_mqa: a sparse backend needs topk_indices and topk > 0 "
+                              "(got %s, %d)",
+                              who, a->topk_indices ? "indices" : "NULL", a->topk);
+        for (int r = c->req_begin; r < c->req_end; r++) {
+            int Ls = cm->seq_lens[r];
+            for (int t = cm->query_start_loc[r]; t < cm->query_start_loc[r + 1]; t++) {
+                const int32_t *ix = a->topk_indices + (size_t)t * (size_t)a->topk;
+                for (int k = 0; k < a->topk; k++)
+                    if (ix[k] < -1 || ix[k] >= Ls)
+                        return attn__fail(ATTN_INVALID_ARGUMENT,
+                                          "%s forward_mqa: topk_indices[%d][%d] = %d is outside "
+                                          "request %d's sequence (%d tokens; -1 = unused)",
+                                          who, t, k, ix[k], r, Ls);
+            }
+        }
+    }
+    return ATTN_OK;
+}
+
+/* ---- descriptor pieces shared by the CPU MLA backends ---------------------------------- */
+
+/* (num_blocks, block_size, head_size): one latent row per token (reference §5b). */
+attn_status attn__mla_kv_shape(int nb, int bs, int kvh, int hs, attn_kv_dtype kv,
+                               attn_kv_shape *out)
+{
+    (void)kv;
+    if (nb <= 0 || bs <= 0 || kvh <= 0 || hs <= 0)
+        return attn__fail(ATTN_INVALID_ARGUMENT,
+                          "KV cache shape needs positive sizes (num_blocks=%d, block_size=%d, "
+                          "num_kv_heads=%d, head_size=%d)",
+                          nb, bs, kvh, hs);
+    ATTN__CHECK_NULL(out);
+    memset(out, 0, sizeof *out);
+    out->ndim = 3;
+    out->dims[0] = nb;
+    out->dims[1] = bs;
+    out->dims[2] = hs;
+    out->dim_names[0] = "num_blocks";
+    out->dim_names[1] = "block_size";
+    out->dim_names[2] = "head_size";
+    return ATTN_OK;
+}
+
+/* Identity; no cross-layer layout (reference §12). */
+attn_status attn__mla_stride_order(attn_kv_layout layout, bool include_layers, int *order, int *n)
+{
+    (void)layout;
+    ATTN__CHECK_NULL(order);
+    ATTN__CHECK_NULL(n);
+    int cnt = include_layers ? 4 : 3;
+    for (int i = 0; i < cnt; i++)
+        order[i] = i;
+    *n = cnt;
+    if (include_layers)
+        return attn__fail(ATTN_UNSUPPORTED, "MLA KV caches have no cross-layer layout");
+    return ATTN_OK;
+}

@@ -1,0 +1,189 @@
+/* Internal contract of the MLA pieces: call validation shared by
+ * REFERENCE_MLA and CPU_MLA, latent-row addressing, and the per-ISA kernel
+ * table of CPU_MLA.
+ *
+ * Every entry point validates its whole input with attn__mla_prepare before
+ * it writes anything; kernels below that point trust the call. Scores are
+ * computed in "stored" units (q . stored_row) and scaled afterwards by
+ * score_mul = softmax_scale * kv_scale * log2(e), so softmax runs in base 2;
+ * latent outputs are multiplied by kv_scale when finalised. */
+#ifndef ATTN_BACKENDS_MLA_INTERNAL_H
+#define ATTN_BACKENDS_MLA_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "attn/mla.h"
+
+#define ATTN__LOG2E 1.4426950408889634
+#define ATTN__LN2 0.6931471805599453
+
+/* One validated MLA call. */
+typedef struct attn__mla_call {
+    const attn_mla_args *a;
+    const attn_common_metadata *cm;
+    const attn_mla_metadata *md; /* NULL when the caller passed none */
+    int req_begin, req_end;      /* requests handled by this entry point */
+    int H;                       /* query heads */
+    int R, P, D;                 /* kv_lora_rank, rope, R + P */
+    int nope, V;                 /* qk_nope_head_dim, v_head_dim (forward_mha) */
+    float scale;                 /* softmax scale */
+    float kv_scale;              /* fp8 dequantisation scale (1 otherwise) */
+    attn_elem q_elem;            /* q / out / weights element type */
+    attn_elem kv_elem;
+    size_t kv_esz;
+    bool sparse;
+} attn__mla_call;
+
+/* Entry kinds for attn__mla_prepare. */
+typedef enum attn__mla_entry {
+    ATTN__MLA_MQA = 0,        /* dense absorbed decode */
+    ATTN__MLA_MHA = 1,        /* decompressed prefill */
+    ATTN__MLA_MQA_SPARSE = 2  /* absorbed, top-k indices, every request */
+} attn__mla_entry;
+
+/* Checks a whole call (pointers, dimensions, dtypes, metadata, block table,
+ * top-k indices) and fills c. Fails with a clear status and touches
+ * nothing. `who` names the backend in messages. */
+attn_status attn__mla_prepare(const char *who, const attn_mla_args *a, attn__mla_entry entry,
+                              attn__mla_call *c);
+
+/* Softmax scale of an MLA layer: layer->scale, or 1/sqrt(qk_nope + rope)
+ * when 0 (1/sqrt(head_size) when qk_nope is unknown). */
+float attn__mla_softmax_scale(const attn_layer_params *layer);
+
+/* Element type of the model dtype. */
+attn_elem attn__mla_dtype_elem(attn_dtype d);
+
+/* Descriptor pieces of the CPU MLA backends: (num_blocks, block_size,
+ * head_size) and the identity stride order without a cross-layer layout. */
+attn_status attn__mla_kv_shape(int nb, int bs, int kvh, int hs, attn_kv_dtype kv,
+                               attn_kv_shape *out);
+attn_status attn__mla_stride_order(attn_kv_layout layout, bool include_layers, int *order,
+                                   int *n);
+extern const attn_builder_ops attn__builder_mla;
+extern const attn_builder_ops attn__builder_mla_cpu;
+extern const attn_builder_ops attn__builder_mla_sparse;
+
+/* Address of the latent row at sequence position pos of a request. */
+static inline const void *attn__mla_row(const attn_kv_view *kv, size_t esz, const int32_t *bt,
+                                        int pos)
+{
+    int bs = kv->block_size;
+    int64_t blk = bt[pos / bs];
+    int64_t e = kv->k_offset + blk * kv->stride_block + (int64_t)(pos % bs) * kv->stride_token;
+    return (const char *)kv->data + (size_t)e * esz;
+}
+
+static inline const int32_t *attn__mla_block_table(const attn_common_metadata *cm, int req)
+{
+    return cm->block_table + (size_t)req * (size_t)cm->block_table_stride;
+}
+
+/* Split-KV decode partition of requests [r0, r1) (see attn_mla_work): rows
+ * grouped by ATTN__MLA_MAX_ROWS, long key ranges split so that about three
+ * pieces per thread exist, pieces ordered largest first. Returns the number
+ * of pieces, or -1 when more than max_work would be needed. *num_partials
+ * receives the partial slots used. */
+int attn__mla_partition(const attn_common_metadata *cm, int r0, int r1, int H, int nthreads,
+                        attn_mla_work *work, int max_work, int *num_partials);
+/* Upper bound of attn__mla_partition's pieces for a batch shape. */
+int attn__mla_partition_bound(int num_reqs, int num_tokens, int H, int nthreads);
+
+/* The CPU MLA backend objects (cpu_mla.c). */
+extern const attn_backend attn__backend_cpu_mla;
+extern const attn_backend attn__backend_cpu_mla_sparse;
+
+/* ---- REFERENCE_MLA (src/backends/reference/ref_mla.c) ------------------- */
+
+/* Double-precision oracle; topk NULL = dense. Used by self-tests. */
+attn_status attn__ref_mla_mqa(const attn_mla_args *a, bool sparse);
+attn_status attn__ref_mla_mha(const attn_mla_args *a);
+
+/* ---- CPU_MLA kernels ---------------------------------------------------- */
+
+/* Rows per decode group: one group's latent accumulators stay in a thread's
+ * scratch ([rows][kv_lora_rank] fp32). */
+#define ATTN__MLA_MAX_ROWS 128
+/* Keys per decode step of the kernels. */
+#define ATTN__MLA_KCHUNK 32
+
+/* A piece of decode work as a kernel variant sees it: rows
+ * [row0, row0 + nrows) of one request (row = token * H + head) against a
+ * list of key positions. Rows of token t may see positions <= first_pos + t
+ * (dense) - sparse pieces hold one token and a pre-filtered list. */
+typedef struct attn__mla_dec {
+    int H, R, D;
+    int nrows, row0, first_pos;
+    const void *q; /* rows of the request, element q_elem, row stride D */
+    attn_elem q_elem;
+    const attn_kv_view *kv;
+    attn_elem kv_elem;
+    size_t kv_esz;
+    const int32_t *bt;
+    int kv_begin, kv_end;     /* dense key range */
+    const int32_t *positions; /* sparse key list (NULL = dense) */
+    int npositions;
+    float score_mul;          /* scale * kv_scale * log2(e) */
+    /* results in stored units: acc [nrows][R] (unnormalised, times
+     * 1/kv_scale), m (base-2 running max), l (sum) per row */
+    float *acc, *m, *l;
+    void *ws; /* thread scratch, attn__mla_kern.decode_ws bytes */
+} attn__mla_dec;
+
+/* Prefill over one (request, head): q rows [nq][nope + P] of the head,
+ * output rows [nq][V]. */
+typedef struct attn__mla_pre {
+    int R, P, nope, V, H, head;
+    int nq, first_pos, seq_len;
+    const void *q;     /* token 0 of the request, head `head`: stride H*(nope+P) */
+    size_t q_stride;   /* elements between tokens */
+    attn_elem q_elem;
+    const void *w_uk;  /* [nope][R] of this head */
+    const void *w_uv;  /* [R][V] of this head */
+    const attn_kv_view *kv;
+    attn_elem kv_elem;
+    size_t kv_esz;
+    float kv_scale;
+    const int32_t *bt;
+    float score_mul;   /* softmax scale * log2(e) */
+    void *out;         /* token 0, head `head`: stride out_stride */
+    size_t out_stride;
+    float *lse;        /* token 0, head `head`: stride H, or NULL */
+    void *ws;
+} attn__mla_pre;
+
+typedef struct attn__mla_kern {
+    const char *name;
+    /* Whether the variant can run on this CPU now. */
+    bool (*usable)(void);
+    /* Scratch bytes per thread for a decode piece / a prefill item. */
+    size_t (*decode_ws)(int R, int D, int rows);
+    size_t (*prefill_ws)(int R, int P, int nope, int V, int nq);
+    /* Whether decode handles this call (e.g. AMX: bf16 queries). */
+    bool (*decode_ok)(attn_elem q, attn_elem kv, int R, int D);
+    void (*decode)(const attn__mla_dec *d);
+    void (*prefill)(const attn__mla_pre *p);
+} attn__mla_kern;
+
+extern const attn__mla_kern attn__mla_kern_portable;
+#if defined(__x86_64__)
+extern const attn__mla_kern attn__mla_kern_avx2;
+extern const attn__mla_kern attn__mla_kern_avx512;
+extern const attn__mla_kern attn__mla_kern_amx;
+#endif
+
+/* Portable building blocks shared by the variants (mla_kern_portable.c). */
+void attn__mla_load_row_f32(const void *src, attn_elem e, int n, float *dst);
+float attn__mla_exp2(float x);
+
+/* The variant chain CPU_MLA uses (forced by ATTN_CPU_MASK through
+ * attn_cpu_has): decode and prefill may come from different variants. */
+const attn__mla_kern *attn__mla_decode_kern(attn_elem q, attn_elem kv, int R, int D);
+const attn__mla_kern *attn__mla_prefill_kern(void);
+/* Variants usable here, best first; for tests and benches. */
+int attn__mla_variants(const attn__mla_kern **out, int max);
+/* Run CPU_MLA with one variant forced (NULL = automatic); tests only. */
+void attn__mla_force_variant(const attn__mla_kern *k);
+
+#endif

@@ -1,0 +1,182 @@
+/* MLA decode (forward_mqa) of CPU_MLA, every kernel variant usable here:
+ *  1. absorbed decode (q_nope . W_UK, forward_mqa, per-head W_UV
+ *     up-projection) equals naive decompressed attention (REFERENCE_MLA
+ *     forward_mha: keys and values decompressed from the latent rows, in
+ *     double) - over seeded random weights, several context lengths and
+ *     batch mixes, fp32 and bf16;
+ *  2. forward_mqa's latent output and LSE equal REFERENCE_MLA forward_mqa,
+ *     including fp16, fp8 caches, DeepSeek-V3 shapes (128 heads, 512 + 64)
+ *     and contexts long enough for split-KV pieces and their LSE merge,
+ *     with and without the builder's metadata.
+ * Tolerances (max |error| over max |reference|): fp32 1e-4, bf16 / fp16
+ * 2e-2; LSE absolute: fp32 1e-4, bf16 / fp16 2e-2. */
+#include "mla_fixture.h"
+
+typedef struct {
+    const char *name;
+    int nreq;
+    int q[6], s[6];
+} batch_t;
+
+static const batch_t batches[] = {
+    {"single token, context 1", 1, {1}, {1}},
+    {"decodes 17/100/300", 3, {1, 1, 1}, {17, 100, 300}},
+    {"spec-decode mix", 4, {1, 3, 1, 4}, {40, 129, 5, 257}},
+    {"long 1000/2100", 2, {1, 1}, {1000, 2100}},
+};
+
+static double tol_for(attn_dtype dt)
+{
+    return dt == ATTN_DTYPE_FP32 ? 1e-4 : 2e-2;
+}
+
+static const char *variant_name(const attn__mla_kern *k)
+{
+    return k ? k->name : "auto";
+}
+
+/* Part 1: absorbed decode == naive decompressed attention. */
+static void check_absorbed_vs_naive(const attn__mla_kern *k, attn_dtype dt, const batch_t *b,
+                                    int H, int R, int P, int N, int V, int bs, uint64_t seed)
+{
+    mla_fx f;
+    mla_fx_init(&f, H, R, P, N, V, dt, attn__mla_dtype_elem(dt), bs, b->nreq, b->q, b->s, seed);
+    size_t nrow = (size_t)f.T * H;
+    void *lat = calloc(nrow * R, f.qesz);
+    void *outa = calloc(nrow * V, f.qesz), *outb = calloc(nrow * V, f.qesz);
+    float *lsea = calloc(nrow, 4), *lseb = calloc(nrow, 4);
+    attn_mla_args a = mla_fx_args(&f, false, lat, lsea);
+    CHECK_OK(attn_backend_forward_mqa(&attn__backend_cpu_mla, NULL, &a));
+    CHECK_OK(attn_mla_up_project(&f.lp, f.T, lat, f.w_uv, outa));
+    attn_mla_args m = mla_fx_args(&f, true, outb, lseb);
+    CHECK_OK(attn_backend_forward_mha(&attn__backend_reference_mla, NULL, &m));
+    double e = fx_rel_err(outa, outb, f.qe, nrow * V);
+    double le = fx_lse_err(lsea, lseb, nrow);
+    CHECK_MSG(e <= tol_for(dt) && le <= tol_for(dt),
+              "absorbed vs naive %s %s H=%d R=%d P=%d N=%d V=%d bs=%d variant %s: error %.3g, "
+              "lse %.3g",
+              b->name, attn_dtype_name(dt), H, R, P, N, V, bs, variant_name(k), e, le);
+    printf("  absorbed vs naive  %-24s %-4s H=%-3d R=%-3d variant %-9s err %.2e lse %.2e\n",
+           b->name, attn_dtype_name(dt), H, R, variant_name(k), e, le);
+    free(lat), free(outa), free(outb), free(lsea), free(lseb);
+    mla_fx_free(&f);
+}
+
+/* Part 2: CPU_MLA forward_mqa == REFERENCE_MLA forward_mqa. */
+static double worst[8];
+
+static void check_vs_reference(int vi, const attn__mla_kern *k, attn_dtype dt, attn_elem kve,
+                               const batch_t *b, int H, int R, int P, int bs, bool use_builder,
+                               uint64_t seed)
+{
+    mla_fx f;
+    mla_fx_init(&f, H, R, P, 32, 32, dt, kve, bs, b->nreq, b->q, b->s, seed);
+    size_t nrow = (size_t)f.T * H;
+    void *o1 = malloc(nrow * R * f.qesz + 64), *o2 = malloc(nrow * R * f.qesz + 64);
+    float *l1 = malloc(nrow * 4 + 64), *l2 = malloc(nrow * 4 + 64);
+    attn_mla_args a = mla_fx_args(&f, false, o1, l1);
+    CHECK_OK(attn_backend_forward_mqa(&attn__backend_reference_mla, NULL, &a));
+    void *state = NULL;
+    const void *md = NULL;
+    if (use_builder) {
+        attn_builder_init bi = {0};
+        bi.layer = &f.lp;
+        bi.block_size = bs;
+        bi.num_blocks = f.nb;
+        bi.max_num_reqs = b->nreq;
+        bi.max_num_tokens = f.T;
+        bi.max_blocks_per_req = f.bt_stride;
+        CHECK_OK(attn__builder_mla_cpu.create(&bi, &state));
+        CHECK_OK(attn__builder_mla_cpu.build(state, 0, &f.cm, false, &md));
+    }
+    attn_mla_args c = mla_fx_args(&f, false, o2, l2);
+    c.metadata = md;
+    CHECK_OK(attn_backend_forward_mqa(&attn__backend_cpu_mla, NULL, &c));
+    double e = fx_rel_err(o2, o1, f.qe, nrow * R);
+    double le = fx_lse_err(l2, l1, nrow);
+    double tol = tol_for(dt);
+    CHECK_MSG(e <= tol && le <= tol,
+              "CPU_MLA vs REFERENCE_MLA forward_mqa %s %s kv=%s H=%d R=%d P=%d bs=%d builder=%d "
+              "variant %s: error %.3g, lse %.3g",
+              b->name, attn_dtype_name(dt), attn_elem_name(kve), H, R, P, bs, use_builder,
+              variant_name(k), e, le);
+    double rel = e / tol;
+    if (rel > worst[vi])
+        worst[vi] = rel;
+    if (state)
+        attn__builder_mla_cpu.destroy(state);
+    free(o1), free(o2), free(l1), free(l2);
+    mla_fx_free(&f);
+}
+
+int main(void)
+{
+    const attn__mla_kern *vars[8];
+    int nv = attn__mla_variants(vars, 8);
+    printf("CPU_MLA decode variants usable here: %d (%s)\n", nv,
+           attn__backend_cpu_mla.kernel->variant());
+    uint64_t seed = 1234;
+
+    /* 1. absorbed == naive decompressed (DeepSeek per-head dims, few heads;
+     *    and a small shape), fp32 and bf16, automatic variant choice. */
+    static const attn_dtype dts[] = {ATTN_DTYPE_FP32, ATTN_DTYPE_BF16};
+    for (int di = 0; di < 2; di++) {
+        for (int bi = 0; bi < 3; bi++)
+            check_absorbed_vs_naive(NULL, dts[di], &batches[bi], 4, 512, 64, 128, 128, 16,
+                                    seed++);
+        for (int bi = 0; bi < 4; bi++)
+            check_absorbed_vs_naive(NULL, dts[di], &batches[bi], 6, 64, 32, 48, 40, 32, seed++);
+    }
+    /* and 320-wide rows (256 + 64), block size 64, packed rows */
+    fx_row_pad = 0;
+    check_absorbed_vs_naive(NULL, ATTN_DTYPE_BF16, &batches[2], 8, 256, 64, 128, 128, 64, seed++);
+    check_absorbed_vs_naive(NULL, ATTN_DTYPE_FP32, &batches[2], 8, 256, 64, 128, 128, 64, seed++);
+    fx_row_pad = 8;
+
+    /* 2. every variant against the reference. */
+    static const struct {
+        attn_dtype dt;
+        attn_elem kv;
+    } types[] = {
+        {ATTN_DTYPE_FP32, ATTN_ELEM_F32},      {ATTN_DTYPE_BF16, ATTN_ELEM_BF16},
+        {ATTN_DTYPE_FP16, ATTN_ELEM_F16},      {ATTN_DTYPE_BF16, ATTN_ELEM_FP8_E4M3},
+        {ATTN_DTYPE_FP32, ATTN_ELEM_FP8_E5M2}, {ATTN_DTYPE_FP32, ATTN_ELEM_BF16},
+    };
+    for (int vi = 0; vi < nv; vi++) {
+        attn__mla_force_variant(vars[vi]);
+        for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+            attn_elem qe = attn__mla_dtype_elem(types[ti].dt);
+            if (!vars[vi]->decode_ok(qe, types[ti].kv, 512, 576)) {
+                printf("  variant %-9s dtype %s kv %s: unsupported by this variant (portable "
+                       "runs it)\n",
+                       vars[vi]->name, attn_dtype_name(types[ti].dt),
+                       attn_elem_name(types[ti].kv));
+                continue;
+            }
+            for (int bi = 0; bi < 4; bi++) {
+                check_vs_reference(vi, vars[vi], types[ti].dt, types[ti].kv, &batches[bi], 8, 512,
+                                   64, 16, bi % 2 == 0, seed++);
+                check_vs_reference(vi, vars[vi], types[ti].dt, types[ti].kv, &batches[bi], 5, 96,
+                                   32, 48, bi % 2 == 1, seed++);
+            }
+        }
+        /* DeepSeek-V3 decode shape: 128 heads, long contexts -> split-KV + merge */
+        static const batch_t ds[] = {
+            {"ds batch 1 ctx 1500", 1, {1}, {1500}},
+            {"ds batch 3 mixed", 3, {1, 2, 1}, {700, 1200, 64}},
+        };
+        for (int bi = 0; bi < 2; bi++) {
+            check_vs_reference(vi, vars[vi], ATTN_DTYPE_BF16, ATTN_ELEM_BF16, &ds[bi], 128, 512,
+                               64, 64, true, seed++);
+            check_vs_reference(vi, vars[vi], ATTN_DTYPE_FP32, ATTN_ELEM_F32, &ds[bi], 128, 512,
+                               64, 64, false, seed++);
+        }
+        /* 16 heads x 8 tokens: full 128-row groups of several tokens */
+        static const batch_t g[] = {{"8-token queries", 2, {8, 8}, {300, 90}}};
+        check_vs_reference(vi, vars[vi], ATTN_DTYPE_BF16, ATTN_ELEM_BF16, &g[0], 16, 512, 64, 16,
+                           true, seed++);
+        printf("variant %-9s worst error / tolerance: %.3f\n", vars[vi]->name, worst[vi]);
+    }
+    attn__mla_force_variant(NULL);
+    return attn_test_finish("test_mla_decode");
+}
