@@ -164,9 +164,12 @@ int attn__common_prefix_len(const attn_common_metadata *cm);
  * order. Returns the number of decodes. threshold 0 = no reordering. */
 int attn__reorder_decodes_first(const int32_t *query_lens, int n, int threshold, int32_t *order);
 
-/* Splits a reordered batch at the first request whose query is longer than
- * threshold (require_uniform: differs from the first request's). Fails with
- * ATTN_BAD_METADATA when a decode follows a prefill (batch not reordered). */
+/* Splits a reordered batch: decodes are the leading requests whose query
+ * is at most threshold long (require_uniform: and as long as the first
+ * one's). The runner reorders once per step with the smallest threshold of
+ * its builders, so a builder with a larger threshold may find short queries
+ * after the first prefill: like vLLM, they go with the prefills (any query
+ * length is valid there). */
 attn_status attn__split_decodes_prefills(const attn_common_metadata *cm, int threshold,
                                          bool require_uniform, int *num_decodes,
                                          int *num_decode_tokens);

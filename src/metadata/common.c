@@ -212,13 +212,6 @@ attn_status attn__split_decodes_prefills(const attn_common_metadata *cm, int thr
         if (q > threshold || (require_uniform && q != first))
             break;
     }
-    for (int r = nd + 1; r < n; r++) {
-        int32_t q = qsl[r + 1] - qsl[r];
-        if (q <= threshold)
-            return BAD("batch is not reordered: request %d (query length %d) is a decode after "
-                       "the prefill request %d (reorder_batch_threshold %d)",
-                       r, q, nd, threshold);
-    }
     *num_decodes = nd;
     *num_decode_tokens = qsl[nd];
     return ATTN_OK;

@@ -5,9 +5,10 @@
  * cumulative), paged_kv_indices (the pages themselves, gathered from the
  * block table) and paged_kv_last_page_len (tokens in each request's last
  * page). Decodes (query length <= reorder_batch_threshold, 1 + speculative
- * tokens) must come first in the batch — the runner reorders before it
- * builds the common metadata — and are split off for the decode wrapper;
- * the prefill wrapper gets its own indptr views rebased to 0. With
+ * tokens) come first in the batch — the runner reorders before it builds
+ * the common metadata — and the leading run of them is split off for the
+ * decode wrapper; everything after the first prefill goes to the prefill
+ * wrapper, whose indptr views are rebased to 0. With
  * common_prefix_len > 0 (cascade) the shared pages are listed once and the
  * per-request lists hold only the suffix pages. Every array is sized at
  * create(); build() copies one contiguous row segment per request.
