@@ -5,12 +5,35 @@
  * semantics are stated once in reference.h. Single-threaded on purpose: it
  * is the slow, obviously right answer. */
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "backends/reference/reference.h"
 #include "util/error.h"
 #include "util/numeric.h"
+
+/* fp8 decodes through tables filled once from the scalar conversions (the
+ * same values, without ldexpf per element) */
+static float g_e4m3[256], g_e5m2[256];
+static pthread_once_t g_tab_once = PTHREAD_ONCE_INIT;
+
+static void tables_init(void)
+{
+    for (int i = 0; i < 256; i++) {
+        g_e4m3[i] = attn__e4m3_to_f32((uint8_t)i);
+        g_e5m2[i] = attn__e5m2_to_f32((uint8_t)i);
+    }
+}
+
+static inline double load(const void *p, attn_elem e, int i)
+{
+    switch (e) {
+    case ATTN_ELEM_FP8_E4M3: return g_e4m3[((const uint8_t *)p)[i]];
+    case ATTN_ELEM_FP8_E5M2: return g_e5m2[((const uint8_t *)p)[i]];
+    default: return attn__load_elem(p, e, (size_t)i);
+    }
+}
 
 typedef struct {
     const attn_forward_args *a;
@@ -73,7 +96,7 @@ static void row(const ref_ctx *c, int r, int i, int head, double *q, double *acc
         const void *kp = kv_row(c, r, j, kvh, false, &e);
         double s = 0.0;
         for (int d = 0; d < D; d++)
-            s += q[d] * (double)attn__load_elem(kp, e, (size_t)d);
+            s += q[d] * load(kp, e, d);
         s *= ks * scale;
         if (cap > 0.0)
             s = cap * tanh(s / cap);
@@ -83,7 +106,7 @@ static void row(const ref_ctx *c, int r, int i, int head, double *q, double *acc
         double p = exp(s - mnew);
         const void *vp = kv_row(c, r, j, kvh, true, &e);
         for (int d = 0; d < Dv; d++)
-            acc[d] = acc[d] * alpha + p * vs * (double)attn__load_elem(vp, e, (size_t)d);
+            acc[d] = acc[d] * alpha + p * vs * load(vp, e, d);
         sum = sum * alpha + p;
         m = mnew;
     }
@@ -116,6 +139,7 @@ attn_status attn__reference_forward(const attn_forward_args *a)
     double *buf = malloc(sizeof(double) * (size_t)(D + Dv));
     if (!buf)
         return attn__fail(ATTN_OUT_OF_MEMORY, "REFERENCE: out of memory");
+    pthread_once(&g_tab_once, tables_init);
     ref_ctx c = {.a = a, .qe = attn_dtype_elem(l->dtype)};
     if (!a->k)
         c.kv_esz = attn_elem_size(a->kv->elem);

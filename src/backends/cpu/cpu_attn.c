@@ -1,0 +1,794 @@
+/* CPU_ATTN: driver, variant dispatch, self-test and descriptor.
+ *
+ * Dispatch is decided once: the first forward (or self-test) picks the best
+ * variant whose CPU features are usable (attn_cpu_has, which honours
+ * ATTN_CPU_MASK) and keeps the pointer; the hot path is one indirect call
+ * per key chunk. Tests may force a variant by name.
+ *
+ * A forward runs up to three parallel phases on the process-wide pool:
+ * A) cascade prefix tiles (partials per token), B) all other tiles
+ * (decode, split parts, prefill), C) merge of split parts. Each thread works
+ * in its own scratch, allocated once per thread (pthread key), never per
+ * call. Output rows are normalised, the sink joins the denominator, and the
+ * LSE (natural log) is written when asked for. */
+#include "backends/cpu/cpu_attn.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attn/cpu.h"
+#include "backends/reference/reference.h"
+#include "util/error.h"
+#include "util/numeric.h"
+#include "util/threadpool.h"
+
+/* ---- variants --------------------------------------------------------------- */
+
+static const attn__cpu_isa *const g_variants[] = {
+#if defined(__x86_64__)
+    &attn__cpu_isa_avx512_bf16,
+    &attn__cpu_isa_avx512,
+    &attn__cpu_isa_avx2,
+#endif
+    &attn__cpu_isa_portable,
+};
+#define N_VARIANTS ((int)(sizeof g_variants / sizeof g_variants[0]))
+
+static pthread_once_t g_sel_once = PTHREAD_ONCE_INIT;
+static const attn__cpu_isa *g_auto;
+static _Atomic(const attn__cpu_isa *) g_forced;
+
+static void select_once(void)
+{
+    for (int i = 0; i < N_VARIANTS; i++)
+        if (g_variants[i]->usable()) {
+            g_auto = g_variants[i];
+            return;
+        }
+    g_auto = &attn__cpu_isa_portable;
+}
+
+int attn__cpu_attn_variant_count(void)
+{
+    return N_VARIANTS;
+}
+
+const attn__cpu_isa *attn__cpu_attn_variant(int i)
+{
+    return i >= 0 && i < N_VARIANTS ? g_variants[i] : NULL;
+}
+
+const attn__cpu_isa *attn__cpu_attn_active(void)
+{
+    const attn__cpu_isa *f = atomic_load(&g_forced);
+    if (f)
+        return f;
+    pthread_once(&g_sel_once, select_once);
+    return g_auto;
+}
+
+attn_status attn__cpu_attn_force_variant(const char *name)
+{
+    if (!name) {
+        atomic_store(&g_forced, NULL);
+        return ATTN_OK;
+    }
+    for (int i = 0; i < N_VARIANTS; i++) {
+        if (strcmp(g_variants[i]->name, name) == 0) {
+            if (!g_variants[i]->usable())
+                return attn__fail(ATTN_UNSUPPORTED,
+                                  "CPU_ATTN variant '%s' is not usable on this CPU", name);
+            atomic_store(&g_forced, g_variants[i]);
+            return ATTN_OK;
+        }
+    }
+    return attn__fail(ATTN_NOT_FOUND, "no CPU_ATTN variant named '%s'", name);
+}
+
+/* ---- per-thread scratch ---------------------------------------------------- */
+
+typedef struct {
+    const void *qrows[ATTN_CPU_MAX_ROWS];
+    int32_t pos[ATTN_CPU_MAX_ROWS], lo[ATTN_CPU_MAX_ROWS], hi[ATTN_CPU_MAX_ROWS];
+    float slope[ATTN_CPU_MAX_ROWS];
+    float m[ATTN_CPU_MAX_ROWS], l[ATTN_CPU_MAX_ROWS];
+    _Alignas(64) float s[ATTN_CPU_MAX_ROWS * ATTN_CPU_CHUNK];
+    _Alignas(64) float o[ATTN_CPU_MAX_ROWS * ATTN_CPU_MAX_HEAD];
+    _Alignas(64) unsigned char qbuf[ATTN_CPU_QBUF];
+    _Alignas(64) unsigned char vs[ATTN_CPU_VSCRATCH];
+} thread_scratch;
+
+static pthread_key_t g_scratch_key;
+static pthread_once_t g_scratch_once = PTHREAD_ONCE_INIT;
+static bool g_scratch_key_ok;
+
+static void scratch_free(void *p)
+{
+    free(p);
+}
+
+static void scratch_key_init(void)
+{
+    g_scratch_key_ok = pthread_key_create(&g_scratch_key, scratch_free) == 0;
+}
+
+/* Once per thread; NULL when out of memory. */
+static thread_scratch *get_scratch(void)
+{
+    pthread_once(&g_scratch_once, scratch_key_init);
+    if (!g_scratch_key_ok)
+        return NULL;
+    thread_scratch *s = pthread_getspecific(g_scratch_key);
+    if (!s) {
+        s = aligned_alloc(64, (sizeof(thread_scratch) + 63) / 64 * 64);
+        if (!s)
+            return NULL;
+        if (pthread_setspecific(g_scratch_key, s) != 0) {
+            free(s);
+            return NULL;
+        }
+    }
+    return s;
+}
+
+/* ---- forward ------------------------------------------------------------------ */
+
+typedef struct {
+    const attn_forward_args *a;
+    const attn__cpu_isa *isa;
+    const attn__cpu_md *md;        /* NULL: per-request plan */
+    const attn__cpu_tile *tiles;   /* the phase's tiles */
+    int H, KVH, G, HG, D, Dv;
+    size_t q_esz, kv_esz;
+    attn_elem q_elem;
+    bool causal;
+    int window;
+    float scale;
+    attn__cpu_prec prec;
+    atomic_int oom;
+} fwd_ctx;
+
+/* The tile the builder would make for tokens [i0, i0+n) of request r. */
+static void plan_tile(const fwd_ctx *c, int r, int i0, int n, attn__cpu_tile *t)
+{
+    const attn_common_metadata *cm = c->a->common;
+    int qlen = cm->query_start_loc[r + 1] - cm->query_start_loc[r];
+    int kv = attn__fwd_kv_len(c->a, r);
+    int pos_first = kv - qlen + i0;
+    int lo = 0, hi = kv;
+    if (c->causal && pos_first + n < hi)
+        hi = pos_first + n;
+    if (c->window > 0 && pos_first - c->window + 1 > lo)
+        lo = pos_first - c->window + 1;
+    if (hi < lo)
+        hi = lo;
+    t->req = r;
+    t->q0 = cm->query_start_loc[r] + i0;
+    t->nq = n;
+    t->kb = lo;
+    t->ke = hi;
+    t->part = -1;
+    t->flags = 0;
+    t->cost = 0;
+}
+
+static float *partial_row(const fwd_ctx *c, int64_t slot, int head)
+{
+    return c->md->partials + (slot * c->H + head) * (int64_t)(c->Dv + 2);
+}
+
+/* Writes one finished row: merges a cascade partial, adds the sink,
+ * normalises and stores. o is unnormalised in dequantised units. */
+static void finish_row(const fwd_ctx *c, int64_t tok, int head, float *o, float m, float l,
+                       const float *prefix)
+{
+    const attn_forward_args *a = c->a;
+    int Dv = c->Dv;
+    if (prefix && prefix[Dv + 1] > 0.0f) {
+        float pm = prefix[Dv], pl = prefix[Dv + 1];
+        if (l > 0.0f) {
+            float M = m > pm ? m : pm;
+            float fa = expf(m - M), fb = expf(pm - M);
+            for (int d = 0; d < Dv; d++)
+                o[d] = o[d] * fa + prefix[d] * fb;
+            l = l * fa + pl * fb;
+            m = M;
+        } else {
+            for (int d = 0; d < Dv; d++)
+                o[d] = prefix[d];
+            l = pl;
+            m = pm;
+        }
+    }
+    if (a->layer->sinks) {
+        float sk = a->layer->sinks[head];
+        if (l > 0.0f) {
+            float M = m > sk ? m : sk;
+            float fa = expf(m - M);
+            for (int d = 0; d < Dv; d++)
+                o[d] *= fa;
+            l = l * fa + expf(sk - M);
+            m = M;
+        } else {
+            for (int d = 0; d < Dv; d++)
+                o[d] = 0.0f;
+            l = 1.0f;
+            m = sk;
+        }
+    }
+    size_t base = (size_t)(tok * c->H + head) * (size_t)Dv;
+    float inv = l > 0.0f ? 1.0f / l : 0.0f;
+    switch (c->q_elem) {
+    case ATTN_ELEM_F32: {
+        float *out = (float *)a->out + base;
+        for (int d = 0; d < Dv; d++)
+            out[d] = o[d] * inv;
+        break;
+    }
+    case ATTN_ELEM_BF16: {
+        uint16_t *out = (uint16_t *)a->out + base;
+        for (int d = 0; d < Dv; d++)
+            out[d] = attn__f32_to_bf16(o[d] * inv);
+        break;
+    }
+    default: {
+        uint16_t *out = (uint16_t *)a->out + base;
+        for (int d = 0; d < Dv; d++)
+            out[d] = attn__f32_to_f16(o[d] * inv);
+        break;
+    }
+    }
+    if (a->lse)
+        a->lse[tok * c->H + head] = l > 0.0f ? m + logf(l) : -INFINITY;
+}
+
+static void run_rows(fwd_ctx *c, const attn__cpu_tile *t, int kvh, int hgi, thread_scratch *sc)
+{
+    const attn_forward_args *a = c->a;
+    const attn_common_metadata *cm = a->common;
+    const int32_t *qsl = cm->query_start_loc;
+    int Gs = c->G - hgi * ATTN_CPU_MAX_ROWS;
+    if (Gs > ATTN_CPU_MAX_ROWS)
+        Gs = ATTN_CPU_MAX_ROWS;
+    int h0 = kvh * c->G + hgi * ATTN_CPU_MAX_ROWS;
+    int R = t->nq * Gs;
+    bool prefix = t->flags & ATTN_CPU_TILE_PREFIX;
+    int req = t->req;
+    int kmin = INT32_MAX, kmax = -1, lo_max = -1, hi_min = INT32_MAX;
+    for (int i = 0; i < t->nq; i++) {
+        int tok = t->q0 + i;
+        if (prefix)
+            while (qsl[req + 1] <= tok)
+                req++;
+        int qlen = qsl[req + 1] - qsl[req];
+        int kv = attn__fwd_kv_len(a, req);
+        int pos = kv - qlen + (tok - qsl[req]);
+        int lo = t->kb, hi = t->ke - 1;
+        if (c->window > 0 && pos - c->window + 1 > lo)
+            lo = pos - c->window + 1;
+        if (c->causal && pos < hi)
+            hi = pos;
+        if (kv - 1 < hi)
+            hi = kv - 1;
+        if (lo < kmin)
+            kmin = lo;
+        if (hi > kmax)
+            kmax = hi;
+        if (lo > lo_max)
+            lo_max = lo;
+        if (hi < hi_min)
+            hi_min = hi;
+        for (int g = 0; g < Gs; g++) {
+            int r = i * Gs + g;
+            sc->qrows[r] = (const char *)a->q + ((size_t)tok * c->H + h0 + g) * c->D * c->q_esz;
+            sc->pos[r] = pos;
+            sc->lo[r] = lo;
+            sc->hi[r] = hi;
+            sc->slope[r] = a->layer->alibi_slopes ? a->layer->alibi_slopes[h0 + g] : 0.0f;
+            sc->m[r] = -INFINITY;
+            sc->l[r] = 0.0f;
+        }
+    }
+    float kscale = a->k ? 1.0f : attn__kv_scale(a->kv, kvh, false);
+    float vscale = a->k ? 1.0f : attn__kv_scale(a->kv, kvh, true);
+    attn__cpu_job job = {
+        .R = R,
+        .D = c->D,
+        .Dv = c->Dv,
+        .q_elem = c->q_elem,
+        .kv_elem = a->k ? c->q_elem : a->kv->elem,
+        .prec = c->prec,
+        .qk_scale = c->scale * kscale,
+        .softcap = a->layer->logits_soft_cap,
+        .slope = a->layer->alibi_slopes ? sc->slope : NULL,
+        .pos = sc->pos,
+        .lo = sc->lo,
+        .hi = sc->hi,
+        .qbuf = sc->qbuf,
+        .o = sc->o,
+        .o_stride = (c->Dv + 15) & ~15,
+        .m = sc->m,
+        .l = sc->l,
+        .s = sc->s,
+        .scratch = sc->vs,
+    };
+    memset(sc->o, 0, sizeof(float) * (size_t)R * (size_t)job.o_stride);
+    if (kmin <= kmax) {
+        c->isa->prep_q(&job, sc->qrows);
+        int kreq = t->req;
+        const int32_t *bt = a->k ? NULL : cm->block_table + (int64_t)kreq * cm->block_table_stride;
+        for (int j = kmin; j <= kmax;) {
+            int n = kmax - j + 1 < ATTN_CPU_CHUNK ? kmax - j + 1 : ATTN_CPU_CHUNK;
+            const char *kp, *vp;
+            int64_t stride;
+            if (a->k) {
+                int64_t tk = (int64_t)qsl[kreq] + j;
+                kp = (const char *)a->k + ((tk * c->KVH + kvh) * c->D) * (int64_t)c->q_esz;
+                vp = (const char *)a->v + ((tk * c->KVH + kvh) * c->Dv) * (int64_t)c->q_esz;
+                stride = (int64_t)c->KVH * c->D;
+            } else {
+                const attn_kv_view *kv = a->kv;
+                int bs = kv->block_size;
+                int off = j % bs;
+                if (bs - off < n)
+                    n = bs - off;
+                int64_t base = bt[j / bs] * kv->stride_block + (int64_t)off * kv->stride_token +
+                               (int64_t)kvh * kv->stride_head;
+                kp = (const char *)kv->data + (kv->k_offset + base) * (int64_t)c->kv_esz;
+                vp = (const char *)kv->data + (kv->v_offset + base) * (int64_t)c->kv_esz;
+                stride = kv->stride_token;
+            }
+            bool masked = !(j >= lo_max && j + n - 1 <= hi_min);
+            c->isa->chunk(&job, kp, vp, stride, n, j, masked);
+            j += n;
+        }
+    }
+    /* finish each row */
+    for (int i = 0; i < t->nq; i++) {
+        int tok = t->q0 + i;
+        for (int g = 0; g < Gs; g++) {
+            int r = i * Gs + g;
+            float *o = sc->o + (size_t)r * job.o_stride;
+            if (vscale != 1.0f)
+                for (int d = 0; d < c->Dv; d++)
+                    o[d] *= vscale;
+            if (t->part >= 0) {
+                float *p = partial_row(c, t->part + i, h0 + g);
+                memcpy(p, o, sizeof(float) * (size_t)c->Dv);
+                p[c->Dv] = sc->m[r];
+                p[c->Dv + 1] = sc->l[r];
+            } else {
+                const float *pre = (t->flags & ATTN_CPU_TILE_MERGE_PREFIX)
+                                       ? partial_row(c, tok, h0 + g)
+                                       : NULL;
+                finish_row(c, tok, h0 + g, o, sc->m[r], sc->l[r], pre);
+            }
+        }
+    }
+}
+
+/* A tile with more tokens than fit the rows limit runs in pieces. */
+static void run_tile(fwd_ctx *c, const attn__cpu_tile *t, int kvh, int hgi, thread_scratch *sc)
+{
+    int tt = attn__cpu_tile_tokens(c->G);
+    if (t->nq <= tt) {
+        run_rows(c, t, kvh, hgi, sc);
+        return;
+    }
+    for (int i0 = 0; i0 < t->nq; i0 += tt) {
+        attn__cpu_tile p = *t;
+        p.q0 = t->q0 + i0;
+        p.nq = t->nq - i0 < tt ? t->nq - i0 : tt;
+        if (t->part >= 0)
+            p.part = t->part + i0;
+        run_rows(c, &p, kvh, hgi, sc);
+    }
+}
+
+/* unit u of a phase with builder tiles: tile-major so cost order holds */
+static void tiles_fn(void *ctx, int64_t b, int64_t e, int tid)
+{
+    (void)tid;
+    fwd_ctx *c = ctx;
+    thread_scratch *sc = get_scratch();
+    if (!sc) {
+        atomic_store(&c->oom, 1);
+        return;
+    }
+    int per = c->KVH * c->HG;
+    for (int64_t u = b; u < e; u++) {
+        const attn__cpu_tile *t = &c->tiles[u / per];
+        int rem = (int)(u % per);
+        run_tile(c, t, rem / c->HG, rem % c->HG, sc);
+    }
+}
+
+/* no builder metadata: one unit per (request, KV head, head group) */
+static void plain_fn(void *ctx, int64_t b, int64_t e, int tid)
+{
+    (void)tid;
+    fwd_ctx *c = ctx;
+    thread_scratch *sc = get_scratch();
+    if (!sc) {
+        atomic_store(&c->oom, 1);
+        return;
+    }
+    const int32_t *qsl = c->a->common->query_start_loc;
+    int per = c->KVH * c->HG;
+    int tt = attn__cpu_tile_tokens(c->G);
+    for (int64_t u = b; u < e; u++) {
+        int r = (int)(u / per), rem = (int)(u % per);
+        int qlen = qsl[r + 1] - qsl[r];
+        for (int i0 = 0; i0 < qlen; i0 += tt) {
+            attn__cpu_tile t;
+            plan_tile(c, r, i0, qlen - i0 < tt ? qlen - i0 : tt, &t);
+            run_tile(c, &t, rem / c->HG, rem % c->HG, sc);
+        }
+    }
+}
+
+/* phase C: merge the parts of split requests */
+static void merge_fn(void *ctx, int64_t b, int64_t e, int tid)
+{
+    (void)tid;
+    fwd_ctx *c = ctx;
+    const int32_t *qsl = c->a->common->query_start_loc;
+    thread_scratch *sc = get_scratch();
+    if (!sc) {
+        atomic_store(&c->oom, 1);
+        return;
+    }
+    float *o = sc->o;
+    for (int64_t i = b; i < e; i++) {
+        const attn__cpu_split *sp = &c->md->splits[i];
+        int qlen = qsl[sp->req + 1] - qsl[sp->req];
+        for (int q = 0; q < qlen; q++)
+            for (int h = 0; h < c->H; h++) {
+                float M = -INFINITY;
+                for (int p = 0; p < sp->nparts; p++) {
+                    const float *pr = partial_row(c, sp->slot0 + (int64_t)p * qlen + q, h);
+                    if (pr[c->Dv + 1] > 0.0f && pr[c->Dv] > M)
+                        M = pr[c->Dv];
+                }
+                float l = 0.0f;
+                memset(o, 0, sizeof(float) * (size_t)c->Dv);
+                if (M > -INFINITY) {
+                    for (int p = 0; p < sp->nparts; p++) {
+                        const float *pr = partial_row(c, sp->slot0 + (int64_t)p * qlen + q, h);
+                        if (!(pr[c->Dv + 1] > 0.0f))
+                            continue;
+                        float f = expf(pr[c->Dv] - M);
+                        for (int d = 0; d < c->Dv; d++)
+                            o[d] += pr[d] * f;
+                        l += pr[c->Dv + 1] * f;
+                    }
+                }
+                finish_row(c, (int64_t)qsl[sp->req] + q, h, o, M, l, NULL);
+            }
+    }
+}
+
+static bool kv_elem_ok(attn_elem e)
+{
+    return e == ATTN_ELEM_F32 || e == ATTN_ELEM_F16 || e == ATTN_ELEM_BF16 ||
+           e == ATTN_ELEM_FP8_E4M3 || e == ATTN_ELEM_FP8_E5M2;
+}
+
+attn_status attn__cpu_attn_forward_isa(const attn__cpu_isa *isa, const attn_forward_args *a)
+{
+    attn_status st = attn__fwd_check(a);
+    if (st != ATTN_OK)
+        return st;
+    const attn_layer_params *l = a->layer;
+    const attn_common_metadata *cm = a->common;
+    int D = l->head_size, Dv = attn__fwd_head_size_v(l);
+    if (D > ATTN_CPU_MAX_HEAD || Dv != D)
+        return attn__fail(ATTN_UNSUPPORTED,
+                          "CPU_ATTN: head size %d / %d (needs equal K and V head sizes <= %d)", D,
+                          Dv, ATTN_CPU_MAX_HEAD);
+    if (!a->k && !kv_elem_ok(a->kv->elem))
+        return attn__fail(ATTN_UNSUPPORTED, "CPU_ATTN: KV cache element %s",
+                          attn_elem_name(a->kv->elem));
+    const attn__cpu_md *md = a->metadata;
+    if (md && md->magic != ATTN_CPU_MD_MAGIC)
+        return attn__fail(ATTN_BAD_METADATA, "CPU_ATTN: metadata is not from the CPU builder");
+    if (md && (md->num_heads != l->num_heads || md->num_kv_heads != l->num_kv_heads ||
+               md->head_size_v < Dv || md->num_tokens != cm->num_actual_tokens ||
+               md->num_reqs != cm->num_reqs))
+        return attn__fail(ATTN_BAD_METADATA,
+                          "CPU_ATTN: metadata was built for %d heads / %d kv heads / %d tokens / "
+                          "%d requests, the call has %d / %d / %d / %d",
+                          md->num_heads, md->num_kv_heads, md->num_tokens, md->num_reqs,
+                          l->num_heads, l->num_kv_heads, cm->num_actual_tokens, cm->num_reqs);
+    if (cm->num_actual_tokens == 0)
+        return ATTN_OK;
+    if (!isa)
+        isa = attn__cpu_attn_active();
+    /* direct K/V: lengths come from the call, not the build */
+    if (a->k)
+        md = NULL;
+    fwd_ctx c = {
+        .a = a,
+        .isa = isa,
+        .md = md,
+        .H = l->num_heads,
+        .KVH = l->num_kv_heads,
+        .G = l->num_heads / l->num_kv_heads,
+        .D = D,
+        .Dv = Dv,
+        .q_elem = attn_dtype_elem(l->dtype),
+        .causal = attn__fwd_causal(a),
+        .window = l->sliding_window,
+        .scale = attn__fwd_scale(l),
+    };
+    c.HG = attn__cpu_head_groups(c.G);
+    c.q_esz = attn_elem_size(c.q_elem);
+    c.kv_esz = a->k ? c.q_esz : attn_elem_size(a->kv->elem);
+    c.prec = c.q_elem == ATTN_ELEM_BF16 ? ATTN_CPU_PREC_BF16 : ATTN_CPU_PREC_SPLIT;
+    atomic_init(&c.oom, 0);
+    attn__pool *pool = attn__pool_global();
+    int64_t per = (int64_t)c.KVH * c.HG;
+    if (!md) {
+        attn__pool_for(pool, (int64_t)cm->num_reqs * per, 1, plain_fn, &c);
+    } else {
+        if (md->use_cascade && md->n_prefix_tiles > 0) {
+            c.tiles = md->prefix_tiles;
+            attn__pool_for(pool, md->n_prefix_tiles * per, 1, tiles_fn, &c);
+        }
+        c.tiles = md->tiles;
+        attn__pool_for(pool, md->n_tiles * per, 1, tiles_fn, &c);
+        if (md->n_splits > 0)
+            attn__pool_for(pool, md->n_splits, 1, merge_fn, &c);
+    }
+    if (atomic_load(&c.oom))
+        return attn__fail(ATTN_OUT_OF_MEMORY, "CPU_ATTN: no memory for per-thread scratch");
+    return ATTN_OK;
+}
+
+/* ---- self-test ------------------------------------------------------------------ */
+
+typedef struct {
+    const char *name;
+    attn_dtype dtype;
+    attn_elem kv;
+    int heads, kv_heads, D, bs;
+    int nreq;
+    int qlen[3], seq[3];
+    float tol;
+} st_shape;
+
+static const st_shape st_shapes[] = {
+    {"decode+prefill fp32", ATTN_DTYPE_FP32, ATTN_ELEM_F32, 8, 2, 64, 16, 3,
+     {1, 19, 1}, {37, 40, 130}, 1e-4f},
+    {"decode bf16", ATTN_DTYPE_BF16, ATTN_ELEM_BF16, 8, 2, 128, 16, 2, {1, 1}, {70, 5}, 2e-2f},
+    {"decode fp8_e4m3", ATTN_DTYPE_FP32, ATTN_ELEM_FP8_E4M3, 4, 1, 64, 32, 2, {1, 3}, {50, 33},
+     1e-3f},
+};
+
+static uint32_t st_rand(uint32_t *s)
+{
+    *s = *s * 1664525u + 1013904223u;
+    return *s >> 8;
+}
+
+static float st_unif(uint32_t *s)
+{
+    return (float)st_rand(s) / 16777216.0f * 2.0f - 1.0f;
+}
+
+static attn_status st_run(const st_shape *sh, attn__cpu_forward_fn fwd, void *impl, double *err)
+{
+    int bs = sh->bs, D = sh->D, KVH = sh->kv_heads, H = sh->heads;
+    int tokens = 0, blocks = 0, maxb = 0;
+    int32_t qsl[4] = {0}, seq[3];
+    for (int r = 0; r < sh->nreq; r++) {
+        tokens += sh->qlen[r];
+        qsl[r + 1] = tokens;
+        seq[r] = sh->seq[r];
+        int nb = (sh->seq[r] + bs - 1) / bs;
+        blocks += nb;
+        if (nb > maxb)
+            maxb = nb;
+    }
+    attn_elem qe = attn_dtype_elem(sh->dtype);
+    size_t qes = attn_elem_size(qe), kes = attn_elem_size(sh->kv);
+    int64_t per = (int64_t)blocks * KVH * bs * D;
+    unsigned char *cache = calloc((size_t)(2 * per), kes);
+    int32_t *bt = calloc((size_t)(sh->nreq * maxb), sizeof(int32_t));
+    void *q = calloc((size_t)tokens * H * D, qes);
+    void *out = calloc((size_t)tokens * H * D, qes);
+    void *ref = calloc((size_t)tokens * H * D, qes);
+    attn_status st = ATTN_OK;
+    if (!cache || !bt || !q || !out || !ref) {
+        st = attn__fail(ATTN_OUT_OF_MEMORY, "CPU_ATTN self-test: out of memory");
+        goto done;
+    }
+    uint32_t rs = 12345;
+    /* blocks handed out in reverse so the block table matters */
+    int next = blocks - 1;
+    for (int r = 0; r < sh->nreq; r++)
+        for (int b = 0; b < (sh->seq[r] + bs - 1) / bs; b++)
+            bt[r * maxb + b] = next--;
+    float kvs = attn__elem_is_fp8(sh->kv) ? 0.02f : 1.0f;
+    for (int64_t i = 0; i < 2 * per; i++)
+        attn__store_elem(cache, sh->kv, (size_t)i, st_unif(&rs) * 2.0f / kvs);
+    for (int64_t i = 0; i < (int64_t)tokens * H * D; i++)
+        attn__store_elem(q, qe, (size_t)i, st_unif(&rs) * 4.0f);
+    attn_kv_view kv = {
+        .data = cache,
+        .elem = sh->kv,
+        .num_blocks = blocks,
+        .block_size = bs,
+        .num_kv_heads = KVH,
+        .head_size = D,
+        .head_size_v = D,
+        .k_offset = 0,
+        .v_offset = per,
+        .stride_block = (int64_t)KVH * bs * D,
+        .stride_token = D,
+        .stride_head = (int64_t)bs * D,
+        .k_scale = kvs,
+        .v_scale = kvs,
+    };
+    attn_layer_params lp = {.num_heads = H,
+                            .num_kv_heads = KVH,
+                            .head_size = D,
+                            .dtype = sh->dtype,
+                            .kv_cache_dtype = ATTN_KV_AUTO,
+                            .attn_type = ATTN_TYPE_DECODER};
+    attn_common_metadata cm = {.query_start_loc = qsl,
+                               .seq_lens = seq,
+                               .num_reqs = sh->nreq,
+                               .num_actual_tokens = tokens,
+                               .block_table = bt,
+                               .block_table_stride = maxb,
+                               .causal = true,
+                               .block_size = bs};
+    attn_forward_args fa = {.layer = &lp, .common = &cm, .q = q, .kv = &kv, .out = ref};
+    st = attn__reference_forward(&fa);
+    if (st != ATTN_OK)
+        goto done;
+    fa.out = out;
+    st = fwd(impl, &fa);
+    if (st != ATTN_OK)
+        goto done;
+    double maxd = 0, maxw = 0;
+    for (int64_t i = 0; i < (int64_t)tokens * H * D; i++) {
+        double g = attn__load_elem(out, qe, (size_t)i), w = attn__load_elem(ref, qe, (size_t)i);
+        double d = fabs(g - w);
+        if (!(d <= maxd))
+            maxd = isnan(d) ? INFINITY : d;
+        if (fabs(w) > maxw)
+            maxw = fabs(w);
+    }
+    *err = maxd / (maxw > 1e-6 ? maxw : 1e-6);
+done:
+    free(cache);
+    free(bt);
+    free(q);
+    free(out);
+    free(ref);
+    return st;
+}
+
+attn_status attn__cpu_attn_self_test_with(attn__cpu_forward_fn fwd, void *impl, char *detail,
+                                          size_t size)
+{
+    if (detail && size)
+        detail[0] = '\0';
+    for (size_t i = 0; i < sizeof st_shapes / sizeof st_shapes[0]; i++) {
+        const st_shape *sh = &st_shapes[i];
+        double err = INFINITY;
+        attn_status st = st_run(sh, fwd, impl, &err);
+        char shape[128];
+        snprintf(shape, sizeof shape, "%s heads=%d/%d head_size=%d block_size=%d", sh->name,
+                 sh->heads, sh->kv_heads, sh->D, sh->bs);
+        if (st != ATTN_OK) {
+            if (detail && size)
+                snprintf(detail, size, "max error inf on %s (%s: %s)", shape,
+                         attn_status_name(st), attn_last_error());
+            return attn__fail(ATTN_SELFTEST_FAILED, "max error inf on %s", shape);
+        }
+        if (!(err <= sh->tol)) {
+            if (detail && size)
+                snprintf(detail, size, "max error %.3g on %s", err, shape);
+            return attn__fail(ATTN_SELFTEST_FAILED, "max error %.3g on %s", err, shape);
+        }
+    }
+    return ATTN_OK;
+}
+
+/* ---- kernel ops -------------------------------------------------------------- */
+
+static attn_status cpu_forward(void *impl, const attn_forward_args *a)
+{
+    (void)impl;
+    return attn__cpu_attn_forward_isa(NULL, a);
+}
+
+static attn_status cpu_self_test(char *detail, size_t size)
+{
+    return attn__cpu_attn_self_test_with(cpu_forward, NULL, detail, size);
+}
+
+static const char *cpu_variant(void)
+{
+    return attn__cpu_attn_active()->name;
+}
+
+static const attn_kernel_ops cpu_kernel = {
+    .struct_size = sizeof(attn_kernel_ops),
+    .forward = cpu_forward,
+    .self_test = cpu_self_test,
+    .variant = cpu_variant,
+};
+
+/* ---- descriptor --------------------------------------------------------------- */
+
+/* (2, num_blocks, num_kv_heads, block_size, head_size), memory in that
+ * order (HND): one block of one head is a contiguous [block_size][head]
+ * tile, which is what the chunk kernels stream. */
+static attn_status cpu_kv_shape(int nb, int bs, int kvh, int hs, attn_kv_dtype kv,
+                                attn_kv_shape *out)
+{
+    (void)kv;
+    ATTN__CHECK_NULL(out);
+    if (nb <= 0 || bs <= 0 || kvh <= 0 || hs <= 0)
+        return attn__fail(ATTN_INVALID_ARGUMENT,
+                          "KV cache shape needs positive sizes (num_blocks=%d, block_size=%d, "
+                          "num_kv_heads=%d, head_size=%d)",
+                          nb, bs, kvh, hs);
+    static const char *const names[] = {"2", "num_blocks", "num_kv_heads", "block_size",
+                                        "head_size"};
+    memset(out, 0, sizeof *out);
+    out->ndim = 5;
+    int64_t dims[5] = {2, nb, kvh, bs, hs};
+    for (int i = 0; i < 5; i++) {
+        out->dims[i] = dims[i];
+        out->dim_names[i] = names[i];
+    }
+    return ATTN_OK;
+}
+
+static const int cpu_block_sizes[] = {16};
+static const int cpu_head_sizes[] = {32, 64, 80, 96, 112, 128, 160, 192, 224, 256, 512};
+
+const attn_backend_desc attn__desc_cpu_attn = {
+    .abi_version = ATTN_BACKEND_ABI_VERSION,
+    .struct_size = sizeof(attn_backend_desc),
+    .name = "CPU_ATTN",
+    .platforms = "CPU",
+    .dtypes = ATTN_DTYPE_BIT(ATTN_DTYPE_FP16) | ATTN_DTYPE_BIT(ATTN_DTYPE_BF16) |
+              ATTN_DTYPE_BIT(ATTN_DTYPE_FP32),
+    .kv_dtypes = ATTN_KV_BIT(ATTN_KV_AUTO) | ATTN_KV_BIT(ATTN_KV_FP8) |
+                 ATTN_KV_BIT(ATTN_KV_FP8_E4M3) | ATTN_KV_BIT(ATTN_KV_FP8_E5M2),
+    .block_sizes = cpu_block_sizes,
+    .n_block_sizes = 1,
+    .heads = {.sizes = cpu_head_sizes,
+              .n_sizes = (int)(sizeof cpu_head_sizes / sizeof cpu_head_sizes[0])},
+    .is_mla = false,
+    .supports_sink = true,
+    .supports_per_head_quant_scales = true,
+    .supports_non_causal = true,
+    .supports_batch_invariance = false,
+    .attn_types = ATTN_TYPE_BIT(ATTN_TYPE_DECODER) | ATTN_TYPE_BIT(ATTN_TYPE_ENCODER) |
+                  ATTN_TYPE_BIT(ATTN_TYPE_ENCODER_ONLY) |
+                  ATTN_TYPE_BIT(ATTN_TYPE_ENCODER_DECODER),
+    .cg_support = ATTN_CG_NEVER,
+    .can_return_lse_for_decode = true,
+    .required_layout = ATTN_LAYOUT_HND,
+    .kv_cache_shape = cpu_kv_shape,
+    .kv_stride_order = NULL,
+    .builder = &attn__builder_cpu,
+};
+
+const attn_backend attn__backend_cpu_attn = {
+    .abi_version = ATTN_BACKEND_ABI_VERSION,
+    .struct_size = sizeof(attn_backend),
+    .desc = &attn__desc_cpu_attn,
+    .kernel = &cpu_kernel,
+};

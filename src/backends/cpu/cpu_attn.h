@@ -1,0 +1,166 @@
+/* CPU_ATTN internals: the backend object, its builder and metadata, the
+ * kernel-variant table (AVX-512 + BF16, AVX-512, AVX2 + FMA, portable C)
+ * and the per-chunk micro-kernel interface every variant implements.
+ *
+ * Work model. A forward call is a list of tiles from the builder; a tile is
+ * (request, query tokens, key range). Each tile runs once per KV head (and
+ * per group of at most ATTN_CPU_MAX_ROWS query heads): its rows are the
+ * query heads of that KV head times the tile's tokens, so every KV block is
+ * read once per KV head for all the query heads of its group. Keys are
+ * walked in chunks (at most ATTN_CPU_CHUNK keys, never crossing a block);
+ * the variant's chunk() does QK, scaling, soft-cap, ALiBi, masking, the
+ * online-softmax update and PV for all rows. Long decodes are split along
+ * the keys (flash-decoding) and cascade prefixes are attended once for all
+ * requests; both leave partial results (unnormalised O, running max m, sum
+ * l) that are merged through their log-sum-exp. */
+#ifndef ATTN_BACKENDS_CPU_ATTN_H
+#define ATTN_BACKENDS_CPU_ATTN_H
+
+#include "attn/backend.h"
+
+extern const attn_backend attn__backend_cpu_attn;
+extern const attn_backend_desc attn__desc_cpu_attn;
+extern const attn_builder_ops attn__builder_cpu;
+
+#define ATTN_CPU_MAX_ROWS 64   /* query rows (tokens x heads) per unit */
+#define ATTN_CPU_CHUNK 64      /* keys per micro-kernel call */
+#define ATTN_CPU_MAX_HEAD 512  /* largest head size the kernels take */
+
+/* ---- micro-kernel interface ------------------------------------------------ */
+
+/* Precision of the bf16 dot-product path (AVX-512 BF16 only): bf16 inputs
+ * are exact in one bf16 term; fp16/fp32 queries and probabilities are split
+ * into hi + lo bf16 terms (16 significant bits). */
+typedef enum {
+    ATTN_CPU_PREC_BF16 = 0,
+    ATTN_CPU_PREC_SPLIT = 1,
+} attn__cpu_prec;
+
+typedef struct attn__cpu_job {
+    int R;               /* rows */
+    int D, Dv;
+    attn_elem q_elem;    /* query element (f32, f16, bf16) */
+    attn_elem kv_elem;   /* cache element */
+    attn__cpu_prec prec;
+    float qk_scale;      /* softmax scale x K dequantisation scale */
+    float softcap;       /* 0 = off */
+    const float *slope;  /* [R] ALiBi slopes or NULL */
+    const int32_t *pos;  /* [R] query positions */
+    const int32_t *lo;   /* [R] first visible key */
+    const int32_t *hi;   /* [R] last visible key */
+    void *qbuf;          /* variant-specific prepared queries */
+    float *o;            /* [R][o_stride] unnormalised output (V dequant not applied) */
+    int o_stride;
+    float *m, *l;        /* [R] running max and sum */
+    float *s;            /* scratch, [R][ATTN_CPU_CHUNK] */
+    void *scratch;       /* variant-specific scratch, ATTN_CPU_VSCRATCH bytes */
+} attn__cpu_job;
+
+/* bytes of variant scratch a job carries (K/V chunk conversions etc.) */
+#define ATTN_CPU_VSCRATCH (2 * ATTN_CPU_CHUNK * ATTN_CPU_MAX_HEAD * 4)
+/* bytes of qbuf a job carries: two bf16 planes or one f32 plane per row */
+#define ATTN_CPU_QBUF (ATTN_CPU_MAX_ROWS * ATTN_CPU_MAX_HEAD * 4)
+
+typedef struct attn__cpu_isa {
+    const char *name;
+    /* all CPU features the variant's code needs are usable here */
+    bool (*usable)(void);
+    /* convert the job's R query rows (row r at qrows[r], D elements of
+     * q_elem) into job->qbuf */
+    void (*prep_q)(attn__cpu_job *j, const void *const *qrows);
+    /* keys key0 .. key0+n-1 (n <= ATTN_CPU_CHUNK) whose K and V rows start
+     * at k and v, tok_stride elements apart. masked: some row does not see
+     * some key (use lo/hi); otherwise every row sees every key. */
+    void (*chunk)(attn__cpu_job *j, const void *k, const void *v, int64_t tok_stride, int n,
+                  int key0, bool masked);
+} attn__cpu_isa;
+
+extern const attn__cpu_isa attn__cpu_isa_portable;
+#if defined(__x86_64__)
+extern const attn__cpu_isa attn__cpu_isa_avx2;
+extern const attn__cpu_isa attn__cpu_isa_avx512;
+extern const attn__cpu_isa attn__cpu_isa_avx512_bf16;
+#endif
+
+/* ---- variants ------------------------------------------------------------- */
+
+/* Every variant compiled in, best first ("avx512-bf16", "avx512", "avx2",
+ * "portable"); usable() says whether this machine (after ATTN_CPU_MASK) can
+ * run it. */
+int attn__cpu_attn_variant_count(void);
+const attn__cpu_isa *attn__cpu_attn_variant(int i);
+/* Best usable variant, chosen once per process from the CPU features. */
+const attn__cpu_isa *attn__cpu_attn_active(void);
+/* Tests/benchmarks: force a variant by name (NULL = back to automatic).
+ * ATTN_NOT_FOUND for an unknown name, ATTN_UNSUPPORTED when not usable. */
+attn_status attn__cpu_attn_force_variant(const char *name);
+/* Forward with a given variant (NULL = active). */
+attn_status attn__cpu_attn_forward_isa(const attn__cpu_isa *isa, const attn_forward_args *a);
+
+/* Known-answer test of a forward function against REFERENCE on a small
+ * fixed shape set; ATTN_SELFTEST_FAILED with "max error <e> on <shape>" in
+ * detail. Exposed so tests can check that a broken variant is refused. */
+typedef attn_status (*attn__cpu_forward_fn)(void *impl, const attn_forward_args *a);
+attn_status attn__cpu_attn_self_test_with(attn__cpu_forward_fn fwd, void *impl, char *detail,
+                                          size_t size);
+
+/* ---- builder metadata ----------------------------------------------------- */
+
+enum {
+    ATTN_CPU_TILE_PREFIX = 1,       /* cascade prefix: rows from several requests */
+    ATTN_CPU_TILE_MERGE_PREFIX = 2, /* merge with the cascade partial at the end */
+};
+
+typedef struct attn__cpu_tile {
+    int32_t req;    /* request (first request of a prefix tile) */
+    int32_t q0, nq; /* tokens [q0, q0 + nq) (global token indices) */
+    int32_t kb, ke; /* keys [kb, ke) */
+    int32_t part;   /* -1: write the output; else partial slot of token q0 */
+    int32_t flags;
+    int64_t cost;
+} attn__cpu_tile;
+
+typedef struct attn__cpu_split {
+    int32_t req;
+    int32_t nparts;
+    int32_t slot0; /* part p, token i -> slot slot0 + p * qlen + i */
+} attn__cpu_split;
+
+#define ATTN_CPU_MD_MAGIC 0x43505541u /* "CPUA" */
+
+typedef struct attn__cpu_md {
+    uint32_t magic;
+    /* what it was built for */
+    int num_heads, num_kv_heads, head_size_v;
+    int num_tokens, num_reqs;
+    int num_decodes, num_prefills; /* requests with query length <= / > decode_threshold */
+    int decode_threshold;
+    bool use_cascade;
+    int prefix_len; /* cascade: keys [0, prefix_len) shared by every request */
+    /* tiles of phase A (cascade prefix) and phase B (everything else) */
+    int n_prefix_tiles;
+    attn__cpu_tile *prefix_tiles;
+    int n_tiles;
+    attn__cpu_tile *tiles;
+    /* split requests, merged in phase C */
+    int n_splits;
+    attn__cpu_split *splits;
+    /* partial results: slot * num_heads + head -> Dv + 2 floats (o, m, l) */
+    float *partials;
+    int64_t partial_slots; /* capacity in slots */
+} attn__cpu_md;
+
+/* head groups per KV head for a GQA group of size g */
+static inline int attn__cpu_head_groups(int g)
+{
+    return (g + ATTN_CPU_MAX_ROWS - 1) / ATTN_CPU_MAX_ROWS;
+}
+
+/* query tokens a tile may hold for a GQA group of size g */
+static inline int attn__cpu_tile_tokens(int g)
+{
+    int gs = g < ATTN_CPU_MAX_ROWS ? g : ATTN_CPU_MAX_ROWS;
+    return ATTN_CPU_MAX_ROWS / gs;
+}
+
+#endif

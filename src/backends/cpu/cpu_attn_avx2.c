@@ -1,0 +1,317 @@
+/* CPU_ATTN AVX2 + FMA variant (8 fp32 lanes). Per chunk: K and V rows are
+ * converted once to zero-padded fp32 rows in scratch (bf16 by shift, fp16
+ * and fp8 through F16C: e5m2 is the top byte of an fp16, e4m3 re-biased
+ * into fp16 and rescaled exactly), then QK in blocks of 4 rows x 2 keys
+ * (horizontal sums by hadd), a vectorised online-softmax update, and PV in
+ * blocks of 4 rows x 16 output lanes held in registers across the chunk. */
+#include <immintrin.h>
+#include <math.h>
+
+#include "attn/cpu.h"
+#include "backends/cpu/cpu_attn.h"
+
+static bool avx2_usable(void)
+{
+    return attn_cpu_has(ATTN_CPU_AVX2) && attn_cpu_has(ATTN_CPU_FMA) && attn_cpu_has(ATTN_CPU_F16C);
+}
+
+static inline int pad8(int d)
+{
+    return (d + 7) & ~7;
+}
+
+/* exp for x <= ~88; inputs below -87.3 give ~1e-38 (callers zero masked lanes) */
+static inline __m256 exp256(__m256 x)
+{
+    x = _mm256_max_ps(x, _mm256_set1_ps(-87.3f));
+    __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504f)),
+                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693145752f), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(1.42860677e-6f), r);
+    __m256 p = _mm256_set1_ps(1.0f / 720.0f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)),
+                                  23);
+    return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+}
+
+/* 8 elements of type e at src -> fp32 */
+static inline __m256 load8(const void *src, attn_elem e)
+{
+    switch (e) {
+    case ATTN_ELEM_F32: return _mm256_loadu_ps(src);
+    case ATTN_ELEM_BF16:
+        return _mm256_castsi256_ps(_mm256_slli_epi32(
+            _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)src)), 16));
+    case ATTN_ELEM_F16: return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)src));
+    case ATTN_ELEM_FP8_E5M2: {
+        __m128i b = _mm_loadl_epi64((const __m128i *)src);
+        return _mm256_cvtph_ps(_mm_slli_epi16(_mm_cvtepu8_epi16(b), 8));
+    }
+    default: { /* e4m3: magnitude << 7 is an fp16 of value * 2^-8, subnormals included */
+        __m128i w = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)src));
+        __m128i h = _mm_or_si128(_mm_slli_epi16(_mm_and_si128(w, _mm_set1_epi16(0x7f)), 7),
+                                 _mm_slli_epi16(_mm_and_si128(w, _mm_set1_epi16(0x80)), 8));
+        return _mm256_mul_ps(_mm256_cvtph_ps(h), _mm256_set1_ps(256.0f));
+    }
+    }
+}
+
+/* d elements -> padded fp32 row (scalar tail through an 8-wide bounce) */
+static void row_to_f32(float *dst, const void *src, int d, attn_elem e)
+{
+    size_t es = attn_elem_size(e);
+    int i = 0;
+    for (; i + 8 <= d; i += 8)
+        _mm256_storeu_ps(dst + i, load8((const char *)src + (size_t)i * es, e));
+    if (i < d) {
+        unsigned char tmp[32] = {0};
+        __builtin_memcpy(tmp, (const char *)src + (size_t)i * es, (size_t)(d - i) * es);
+        _mm256_storeu_ps(dst + i, load8(tmp, e));
+    }
+    for (int k = d; k < pad8(d); k++)
+        dst[k] = 0.0f;
+}
+
+static void avx2_prep_q(attn__cpu_job *j, const void *const *qrows)
+{
+    float *q = j->qbuf;
+    int Dp = pad8(j->D);
+    for (int r = 0; r < j->R; r++)
+        row_to_f32(q + (size_t)r * Dp, qrows[r], j->D, j->q_elem);
+}
+
+static inline __m128 hsum4x(__m256 a0, __m256 a1, __m256 a2, __m256 a3)
+{
+    __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
+    return _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+}
+
+/* s[r][t] = q_r . k_t for all rows and keys of the chunk */
+static void qk(const attn__cpu_job *j, const float *kf, int n)
+{
+    int Dp = pad8(j->D);
+    const float *qb = j->qbuf;
+    int R = j->R;
+    for (int r0 = 0; r0 < R; r0 += 4) {
+        int nr = R - r0 < 4 ? R - r0 : 4;
+        const float *q0 = qb + (size_t)r0 * Dp;
+        const float *q1 = nr > 1 ? q0 + Dp : q0;
+        const float *q2 = nr > 2 ? q0 + 2 * Dp : q0;
+        const float *q3 = nr > 3 ? q0 + 3 * Dp : q0;
+        int t = 0;
+        for (; t + 2 <= n; t += 2) {
+            const float *k0 = kf + (size_t)t * Dp, *k1 = k0 + Dp;
+            __m256 a00 = _mm256_setzero_ps(), a10 = a00, a20 = a00, a30 = a00;
+            __m256 a01 = a00, a11 = a00, a21 = a00, a31 = a00;
+            for (int d = 0; d < Dp; d += 8) {
+                __m256 kv0 = _mm256_loadu_ps(k0 + d), kv1 = _mm256_loadu_ps(k1 + d);
+                __m256 x = _mm256_loadu_ps(q0 + d);
+                a00 = _mm256_fmadd_ps(x, kv0, a00);
+                a01 = _mm256_fmadd_ps(x, kv1, a01);
+                x = _mm256_loadu_ps(q1 + d);
+                a10 = _mm256_fmadd_ps(x, kv0, a10);
+                a11 = _mm256_fmadd_ps(x, kv1, a11);
+                x = _mm256_loadu_ps(q2 + d);
+                a20 = _mm256_fmadd_ps(x, kv0, a20);
+                a21 = _mm256_fmadd_ps(x, kv1, a21);
+                x = _mm256_loadu_ps(q3 + d);
+                a30 = _mm256_fmadd_ps(x, kv0, a30);
+                a31 = _mm256_fmadd_ps(x, kv1, a31);
+            }
+            float s0[4], s1[4];
+            _mm_storeu_ps(s0, hsum4x(a00, a10, a20, a30));
+            _mm_storeu_ps(s1, hsum4x(a01, a11, a21, a31));
+            for (int i = 0; i < nr; i++) {
+                j->s[(size_t)(r0 + i) * ATTN_CPU_CHUNK + t] = s0[i];
+                j->s[(size_t)(r0 + i) * ATTN_CPU_CHUNK + t + 1] = s1[i];
+            }
+        }
+        for (; t < n; t++) {
+            const float *k0 = kf + (size_t)t * Dp;
+            __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+            for (int d = 0; d < Dp; d += 8) {
+                __m256 kv0 = _mm256_loadu_ps(k0 + d);
+                a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q0 + d), kv0, a0);
+                a1 = _mm256_fmadd_ps(_mm256_loadu_ps(q1 + d), kv0, a1);
+                a2 = _mm256_fmadd_ps(_mm256_loadu_ps(q2 + d), kv0, a2);
+                a3 = _mm256_fmadd_ps(_mm256_loadu_ps(q3 + d), kv0, a3);
+            }
+            float s0[4];
+            _mm_storeu_ps(s0, hsum4x(a0, a1, a2, a3));
+            for (int i = 0; i < nr; i++)
+                j->s[(size_t)(r0 + i) * ATTN_CPU_CHUNK + t] = s0[i];
+        }
+    }
+}
+
+/* Turns row r's scores into probabilities against the updated max; returns
+ * the factor the row's earlier output must be scaled by, or -1 when the row
+ * sees none of these keys (nothing to do). */
+static float softmax_row(attn__cpu_job *j, int r, int n, int key0, bool masked)
+{
+    float *s = j->s + (size_t)r * ATTN_CPU_CHUNK;
+    int lo = 0, hi = n - 1;
+    if (masked) {
+        if (j->lo[r] - key0 > lo)
+            lo = j->lo[r] - key0;
+        if (j->hi[r] - key0 < hi)
+            hi = j->hi[r] - key0;
+        if (lo > hi)
+            return -1.0f;
+    }
+    __m256 sc = _mm256_set1_ps(j->qk_scale);
+    __m256 mx = _mm256_set1_ps(-INFINITY);
+    __m256 ninf = mx;
+    int np = pad8(n);
+    for (int t = n; t < np; t++)
+        s[t] = 0.0f;
+    __m256 slope = _mm256_set1_ps(j->slope ? j->slope[r] : 0.0f);
+    __m256 rel0 = _mm256_set1_ps((float)(key0 - j->pos[r]));
+    __m256 iota = _mm256_setr_ps(0, 1, 2, 3, 4, 5, 6, 7);
+    __m256i vlo = _mm256_set1_epi32(lo), vhi = _mm256_set1_epi32(hi);
+    __m256i iiota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    for (int t = 0; t < np; t += 8) {
+        __m256 x = _mm256_mul_ps(_mm256_loadu_ps(s + t), sc);
+        if (j->softcap > 0.0f) {
+            float tmp[8];
+            _mm256_storeu_ps(tmp, x);
+            for (int i = 0; i < 8; i++)
+                tmp[i] = j->softcap * tanhf(tmp[i] / j->softcap);
+            x = _mm256_loadu_ps(tmp);
+        }
+        if (j->slope)
+            x = _mm256_fmadd_ps(slope,
+                                _mm256_add_ps(rel0, _mm256_add_ps(iota, _mm256_set1_ps((float)t))),
+                                x);
+        __m256i idx = _mm256_add_epi32(iiota, _mm256_set1_epi32(t));
+        __m256i out = _mm256_or_si256(_mm256_cmpgt_epi32(vlo, idx), _mm256_cmpgt_epi32(idx, vhi));
+        x = _mm256_blendv_ps(x, ninf, _mm256_castsi256_ps(out));
+        _mm256_storeu_ps(s + t, x);
+        mx = _mm256_max_ps(mx, x);
+    }
+    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
+    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    m4 = _mm_max_ss(m4, _mm_shuffle_ps(m4, m4, 1));
+    float cmax = _mm_cvtss_f32(m4);
+    float mold = j->m[r];
+    float mnew = mold > cmax ? mold : cmax;
+    float alpha = j->l[r] > 0.0f ? expf(mold - mnew) : 0.0f;
+    __m256 vm = _mm256_set1_ps(mnew), sum = _mm256_setzero_ps();
+    for (int t = 0; t < np; t += 8) {
+        __m256 x = _mm256_loadu_ps(s + t);
+        __m256 dead = _mm256_cmp_ps(x, ninf, _CMP_EQ_OQ);
+        __m256 p = _mm256_andnot_ps(dead, exp256(_mm256_sub_ps(x, vm)));
+        _mm256_storeu_ps(s + t, p);
+        sum = _mm256_add_ps(sum, p);
+    }
+    __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(sum), _mm256_extractf128_ps(sum, 1));
+    s4 = _mm_hadd_ps(s4, s4);
+    s4 = _mm_hadd_ps(s4, s4);
+    j->l[r] = j->l[r] * alpha + _mm_cvtss_f32(s4);
+    j->m[r] = mnew;
+    return alpha;
+}
+
+/* o[r] = o[r] * alpha[r] + sum_t p[r][t] v_t, rows with alpha < 0 skipped */
+static void pv(attn__cpu_job *j, const float *vf, int n, const float *alpha)
+{
+    int Dvp = pad8(j->Dv);
+    int R = j->R;
+    for (int r0 = 0; r0 < R; r0 += 4) {
+        int nr = R - r0 < 4 ? R - r0 : 4;
+        int rows[4];
+        int live = 0;
+        for (int i = 0; i < nr; i++)
+            if (alpha[r0 + i] >= 0.0f)
+                rows[live++] = r0 + i;
+        if (!live)
+            continue;
+        for (int i = live; i < 4; i++)
+            rows[i] = rows[0];
+        const float *p0 = j->s + (size_t)rows[0] * ATTN_CPU_CHUNK;
+        const float *p1 = j->s + (size_t)rows[1] * ATTN_CPU_CHUNK;
+        const float *p2 = j->s + (size_t)rows[2] * ATTN_CPU_CHUNK;
+        const float *p3 = j->s + (size_t)rows[3] * ATTN_CPU_CHUNK;
+        float *o0 = j->o + (size_t)rows[0] * j->o_stride;
+        float *o1 = j->o + (size_t)rows[1] * j->o_stride;
+        float *o2 = j->o + (size_t)rows[2] * j->o_stride;
+        float *o3 = j->o + (size_t)rows[3] * j->o_stride;
+        __m256 al0 = _mm256_set1_ps(alpha[rows[0]]), al1 = _mm256_set1_ps(alpha[rows[1]]);
+        __m256 al2 = _mm256_set1_ps(alpha[rows[2]]), al3 = _mm256_set1_ps(alpha[rows[3]]);
+        for (int d = 0; d < Dvp; d += 16) {
+            bool two = d + 16 <= Dvp;
+            __m256 c00 = _mm256_mul_ps(_mm256_loadu_ps(o0 + d), al0);
+            __m256 c10 = _mm256_mul_ps(_mm256_loadu_ps(o1 + d), al1);
+            __m256 c20 = _mm256_mul_ps(_mm256_loadu_ps(o2 + d), al2);
+            __m256 c30 = _mm256_mul_ps(_mm256_loadu_ps(o3 + d), al3);
+            __m256 c01 = _mm256_setzero_ps(), c11 = c01, c21 = c01, c31 = c01;
+            if (two) {
+                c01 = _mm256_mul_ps(_mm256_loadu_ps(o0 + d + 8), al0);
+                c11 = _mm256_mul_ps(_mm256_loadu_ps(o1 + d + 8), al1);
+                c21 = _mm256_mul_ps(_mm256_loadu_ps(o2 + d + 8), al2);
+                c31 = _mm256_mul_ps(_mm256_loadu_ps(o3 + d + 8), al3);
+            }
+            for (int t = 0; t < n; t++) {
+                const float *vr = vf + (size_t)t * Dvp + d;
+                __m256 v0 = _mm256_loadu_ps(vr);
+                __m256 b0 = _mm256_broadcast_ss(p0 + t), b1 = _mm256_broadcast_ss(p1 + t);
+                __m256 b2 = _mm256_broadcast_ss(p2 + t), b3 = _mm256_broadcast_ss(p3 + t);
+                c00 = _mm256_fmadd_ps(b0, v0, c00);
+                c10 = _mm256_fmadd_ps(b1, v0, c10);
+                c20 = _mm256_fmadd_ps(b2, v0, c20);
+                c30 = _mm256_fmadd_ps(b3, v0, c30);
+                if (two) {
+                    __m256 v1 = _mm256_loadu_ps(vr + 8);
+                    c01 = _mm256_fmadd_ps(b0, v1, c01);
+                    c11 = _mm256_fmadd_ps(b1, v1, c11);
+                    c21 = _mm256_fmadd_ps(b2, v1, c21);
+                    c31 = _mm256_fmadd_ps(b3, v1, c31);
+                }
+            }
+            /* duplicated rows store identical values: harmless */
+            _mm256_storeu_ps(o3 + d, c30);
+            _mm256_storeu_ps(o2 + d, c20);
+            _mm256_storeu_ps(o1 + d, c10);
+            _mm256_storeu_ps(o0 + d, c00);
+            if (two) {
+                _mm256_storeu_ps(o3 + d + 8, c31);
+                _mm256_storeu_ps(o2 + d + 8, c21);
+                _mm256_storeu_ps(o1 + d + 8, c11);
+                _mm256_storeu_ps(o0 + d + 8, c01);
+            }
+        }
+    }
+}
+
+static void avx2_chunk(attn__cpu_job *j, const void *k, const void *v, int64_t stride, int n,
+                       int key0, bool masked)
+{
+    int Dp = pad8(j->D), Dvp = pad8(j->Dv);
+    float *kf = j->scratch;
+    float *vf = kf + (size_t)ATTN_CPU_CHUNK * ATTN_CPU_MAX_HEAD;
+    size_t es = attn_elem_size(j->kv_elem);
+    for (int t = 0; t < n; t++) {
+        row_to_f32(kf + (size_t)t * Dp, (const char *)k + (size_t)(t * stride) * es, j->D,
+                   j->kv_elem);
+        row_to_f32(vf + (size_t)t * Dvp, (const char *)v + (size_t)(t * stride) * es, j->Dv,
+                   j->kv_elem);
+    }
+    qk(j, kf, n);
+    float alpha[ATTN_CPU_MAX_ROWS];
+    for (int r = 0; r < j->R; r++)
+        alpha[r] = softmax_row(j, r, n, key0, masked);
+    pv(j, vf, n, alpha);
+}
+
+const attn__cpu_isa attn__cpu_isa_avx2 = {
+    .name = "avx2",
+    .usable = avx2_usable,
+    .prep_q = avx2_prep_q,
+    .chunk = avx2_chunk,
+};
