@@ -1,8 +1,22 @@
-/* Placeholder until the selection rules land: no platform has rules. */
-#include "platform/platform_impl.h"
+/* Which selection rules a platform family uses. Each family answers the
+ * selection question with its own rules file (rules_<family>.c); there is
+ * no single function that branches on the platform inside. OpenCL devices
+ * and unspecified platforms have no rules: selecting on them fails with
+ * vLLM's "Invalid attention backend for <device>". */
+#include "select/selection.h"
 
 const attn__platform_ops *attn__platform_ops_for(attn_platform_kind kind)
 {
-    (void)kind;
-    return (const attn__platform_ops *)0;
+    switch (kind) {
+    case ATTN_PLATFORM_CUDA:
+        return &attn__rules_cuda;
+    case ATTN_PLATFORM_ROCM:
+        return &attn__rules_rocm;
+    case ATTN_PLATFORM_CPU:
+        return &attn__rules_cpu;
+    case ATTN_PLATFORM_XPU:
+        return &attn__rules_xpu;
+    default:
+        return NULL;
+    }
 }

@@ -1,0 +1,116 @@
+/* The catalog of known backends (internal).
+ *
+ * One entry per registry name, in declaration order: vLLM's
+ * AttentionBackendEnum (reference §4), then libattn's additions
+ * (TRITON_FLASHINFER, TRITON_FLASH_ATTN, CPU_MLA, REFERENCE). Each entry
+ * carries its default locator and, when libattn holds a descriptor for it,
+ * the built-in backend object. GPU descriptors have no kernel (kernel NULL):
+ * on simulated machines serving emulates them with the CPU kernels. The CPU
+ * backends are defined by their own folders and referenced weakly, so a
+ * libattn built without them reports them as not resolvable.
+ *
+ * Invariant: the table is immutable; names are upper case and unique. */
+#ifndef ATTN_BACKENDS_CATALOG_H
+#define ATTN_BACKENDS_CATALOG_H
+
+#include "attn/backend.h"
+
+typedef struct attn__catalog_entry {
+    const char *name;
+    /* Where the code lives on a real machine; NULL = none (CUSTOM,
+     * TORCH_SDPA: must be registered before use). */
+    const char *default_locator;
+    /* The built-in object (descriptor only for GPU backends); NULL when
+     * libattn has none (NO_ATTENTION, CUSTOM, TORCH_SDPA, or a CPU backend
+     * whose kernels were not built). Read through attn__catalog_builtin. */
+    const attn_backend *(*builtin)(void);
+    /* Human notes for `attn backends` and docs/backends.md (dynamic rules). */
+    const char *notes;
+} attn__catalog_entry;
+
+int attn__catalog_count(void);
+const attn__catalog_entry *attn__catalog_at(int i);
+/* Entry by exact (upper-case) name, or NULL. */
+const attn__catalog_entry *attn__catalog_find(const char *name);
+/* The built-in object behind "builtin:NAME". NULL with *why set (static or
+ * thread-local text without single quotes) when there is none. */
+const attn_backend *attn__catalog_builtin(const char *name, const char **why);
+
+/* ---- FlashAttention version resolution (reference §5d) ------------------ */
+
+/* Whether FA version v (2, 3, 4) is supported on the platform. */
+bool attn__fa_version_supported(const attn_platform *p, int v);
+/* The version FLASH_ATTN would use: head_size 0 = no head-size argument
+ * (what backend predicates use); requested 0 = no flash_attn_version in the
+ * config; batch_invariant as VLLM_BATCH_INVARIANT. Returns 0 for None. */
+int attn__fa_version(const attn_platform *p, int head_size, int requested, bool batch_invariant);
+/* Default resolution for a validation context (no head size, no request,
+ * batch invariance from the config or the machine setting). */
+int attn__fa_version_ctx(const attn_check_ctx *c);
+/* FA4 usable on this device (reference §5a FLASH_ATTN head-size rule). */
+bool attn__fa4_supported(const attn_platform *p);
+
+/* ---- descriptors shared between catalog files ------------------------- */
+
+extern const attn_backend_desc attn__desc_flash_attn;
+extern const attn_backend_desc attn__desc_flashinfer;
+
+/* ---- KV-cache shapes and stride orders (reference §5, §12) ------------ */
+
+attn_status attn__kv_shape_flash(int nb, int bs, int kvh, int hs, attn_kv_dtype kv,
+                                 attn_kv_shape *out);
+attn_status attn__kv_shape_flash_diffkv(int nb, int bs, int kvh, int hs, attn_kv_dtype kv,
+                                        attn_kv_shape *out);
+attn_status attn__kv_shape_flashinfer(int nb, int bs, int kvh, int hs, attn_kv_dtype kv,
+                                      attn_kv_shape *out);
+attn_status attn__kv_shape_triton(int nb, int bs, int kvh, int hs, attn_kv_dtype kv,
+                                  attn_kv_shape *out);
+attn_status attn__kv_shape_split(int nb, int bs, int kvh, int hs, attn_kv_dtype kv,
+                                 attn_kv_shape *out);
+attn_status attn__kv_shape_turboquant(int nb, int bs, int kvh, int hs, attn_kv_dtype kv,
+                                      attn_kv_shape *out);
+attn_status attn__kv_shape_mla(int nb, int bs, int kvh, int hs, attn_kv_dtype kv,
+                               attn_kv_shape *out);
+attn_status attn__kv_shape_flashmla_sparse(int nb, int bs, int kvh, int hs, attn_kv_dtype kv,
+                                           attn_kv_shape *out);
+attn_status attn__stride_order_flash(attn_kv_layout layout, bool include_layers, int *order,
+                                     int *n);
+attn_status attn__stride_order_flashinfer(attn_kv_layout layout, bool include_layers, int *order,
+                                          int *n);
+attn_status attn__stride_order_mla(attn_kv_layout layout, bool include_layers, int *order, int *n);
+
+/* Defines fn() returning a descriptor-only built-in object for desc. */
+#define ATTN__BUILTIN(fn, desc)                                                                    \
+    const attn_backend *fn(void)                                                                   \
+    {                                                                                              \
+        static const attn_backend b = {ATTN_BACKEND_ABI_VERSION, sizeof(attn_backend), &desc,      \
+                                       NULL};                                                      \
+        return &b;                                                                                 \
+    }
+
+/* Per-family descriptor getters used by the catalog table. */
+const attn_backend *attn__builtin_flash_attn(void);
+const attn_backend *attn__builtin_flash_attn_diffkv(void);
+const attn_backend *attn__builtin_flashinfer(void);
+const attn_backend *attn__builtin_triton_attn(void);
+const attn_backend *attn__builtin_flex_attention(void);
+const attn_backend *attn__builtin_turboquant(void);
+const attn_backend *attn__builtin_triton_flashinfer(void);
+const attn_backend *attn__builtin_triton_flash_attn(void);
+const attn_backend *attn__builtin_rocm_attn(void);
+const attn_backend *attn__builtin_rocm_aiter_unified_attn(void);
+const attn_backend *attn__builtin_rocm_aiter_fa(void);
+const attn_backend *attn__builtin_rocm_aiter_mla(void);
+const attn_backend *attn__builtin_rocm_aiter_triton_mla(void);
+const attn_backend *attn__builtin_rocm_aiter_mla_sparse(void);
+const attn_backend *attn__builtin_flash_attn_mla(void);
+const attn_backend *attn__builtin_flashmla(void);
+const attn_backend *attn__builtin_flashinfer_mla(void);
+const attn_backend *attn__builtin_tokenspeed_mla(void);
+const attn_backend *attn__builtin_cutlass_mla(void);
+const attn_backend *attn__builtin_triton_mla(void);
+const attn_backend *attn__builtin_flashmla_sparse(void);
+const attn_backend *attn__builtin_flashinfer_mla_sparse(void);
+const attn_backend *attn__builtin_xpu_mla_sparse(void);
+
+#endif

@@ -1,0 +1,234 @@
+/* Descriptors of the MLA family on CUDA and XPU (reference §5b). Every MLA
+ * backend is decoder only, without sinks, multimodal prefix, per-head scales
+ * or non-causal attention; head sizes default to {320, 576}. The extra
+ * "combination" checks carry vLLM's own texts (FlashAttention MLA and
+ * FlashMLA availability, the TokenSpeed package). */
+#include "backends/catalog/catalog.h"
+#include "platform/platform_impl.h"
+#include "registry/builders_weak.h"
+
+#define KV(x)    ATTN_KV_BIT(ATTN_KV_##x)
+#define DT(x)    ATTN_DTYPE_BIT(ATTN_DTYPE_##x)
+#define KV_PLAIN (KV(AUTO) | KV(FLOAT16) | KV(BFLOAT16))
+#define KV_FP8   (KV(FP8) | KV(FP8_E4M3))
+
+static const int attn__blocks_16[] = {16};
+static const int attn__blocks_32_64[] = {32, 64};
+static const int attn__blocks_64[] = {64};
+static const int attn__blocks_128[] = {128};
+static const int attn__heads_mla[] = {320, 576};
+static const int attn__heads_sparse[] = {512, 576};
+static const int attn__heads_576[] = {576};
+
+static bool attn__has(const attn_platform *p, attn_component c)
+{
+    return p && ((p->installed >> c) & 1u);
+}
+
+static bool attn__major_is(const attn_check_ctx *c, int major)
+{
+    return c->has_cc && c->cc_major == major;
+}
+
+/* Common MLA fields; each descriptor adds name, dtypes, kv, blocks, heads,
+ * cc, its shape and its builder variant. */
+#define ATTN__MLA_COMMON                                                                           \
+    .abi_version = ATTN_BACKEND_ABI_VERSION, .struct_size = sizeof(attn_backend_desc),             \
+    .is_mla = true, .attn_types = ATTN_TYPE_BIT(ATTN_TYPE_DECODER),                                \
+    .kv_stride_order = attn__stride_order_mla
+
+static const char *fa_mla_combination(const attn_check_ctx *c, char *buf, size_t size)
+{
+    (void)buf, (void)size;
+    if (attn__fa_version_supported(c->platform, 3) && attn__major_is(c, 9)) return NULL;
+    return "FlashAttention MLA not supported on this device";
+}
+
+static const attn_backend_desc attn__desc_flash_attn_mla = {
+    ATTN__MLA_COMMON,
+    .dtypes = DT(FP16) | DT(BF16),
+    .kv_cache_shape = attn__kv_shape_mla,
+    .name = "FLASH_ATTN_MLA",
+    .builder = &attn__builder_mla_varlen,
+    .platforms = "CUDA",
+    .kv_dtypes = KV_PLAIN,
+    .block_sizes = attn__blocks_16,
+    .n_block_sizes = 1,
+    .heads = {.sizes = attn__heads_mla, .n_sizes = 2},
+    .cc_min = {9, 0},
+    .cc_max = {9, 99},
+    .supports_batch_invariance = true,
+    .cg_support = ATTN_CG_UNIFORM_BATCH,
+    .can_return_lse_for_decode = true,
+    .supports_combination = fa_mla_combination,
+};
+
+static const char *flashmla_combination(const attn_check_ctx *c, char *buf, size_t size)
+{
+    (void)buf, (void)size;
+    if (!attn__has(c->platform, ATTN_COMPONENT_FLASHMLA))
+        return "vllm._flashmla_C is not available, likely was not compiled due to insufficient "
+               "nvcc version or a supported arch was not in the list of target arches to "
+               "compile for.";
+    if (c->cfg->use_sparse) {
+        if (!attn__major_is(c, 9) && !attn__major_is(c, 10))
+            return "FlashMLA Sparse is only supported on Hopper and Blackwell devices.";
+        return NULL;
+    }
+    if (!attn__major_is(c, 9)) return "FlashMLA Dense is only supported on Hopper devices.";
+    return NULL;
+}
+
+static const attn_backend_desc attn__desc_flashmla = {
+    ATTN__MLA_COMMON,
+    .dtypes = DT(FP16) | DT(BF16),
+    .kv_cache_shape = attn__kv_shape_mla,
+    .name = "FLASHMLA",
+    .builder = &attn__builder_mla_flashmla,
+    .platforms = "CUDA",
+    .kv_dtypes = KV_PLAIN | KV_FP8,
+    .block_sizes = attn__blocks_64,
+    .n_block_sizes = 1,
+    .heads = {.sizes = attn__heads_mla, .n_sizes = 2},
+    .cc_min = {9, 0},
+    .cc_max = {10, 99},
+    .cg_support = ATTN_CG_UNIFORM_BATCH,
+    .can_return_lse_for_decode = true,
+    .supports_combination = flashmla_combination,
+};
+
+static const attn_backend_desc attn__desc_flashinfer_mla = {
+    ATTN__MLA_COMMON,
+    .dtypes = DT(FP16) | DT(BF16),
+    .kv_cache_shape = attn__kv_shape_mla,
+    .name = "FLASHINFER_MLA",
+    .builder = &attn__builder_mla_uniform,
+    .platforms = "CUDA",
+    .kv_dtypes = KV_PLAIN | KV_FP8,
+    .block_sizes = attn__blocks_32_64,
+    .n_block_sizes = 2,
+    .heads = {.sizes = attn__heads_mla, .n_sizes = 2},
+    .cc_min = {10, 0},
+    .cc_max = {10, 99},
+    .cg_support = ATTN_CG_UNIFORM_BATCH,
+    .required_layout = ATTN_LAYOUT_HND,
+    .import_requires = 1u << ATTN_COMPONENT_FLASHINFER,
+};
+
+static const char *tokenspeed_combination(const attn_check_ctx *c, char *buf, size_t size)
+{
+    (void)buf, (void)size;
+    if (!attn__has(c->platform, ATTN_COMPONENT_TOKENSPEED_MLA))
+        return "tokenspeed_mla package is not installed. Install it with: "
+               "`uv pip install tokenspeed-mla`";
+    return NULL;
+}
+
+static const attn_backend_desc attn__desc_tokenspeed_mla = {
+    ATTN__MLA_COMMON,
+    .dtypes = DT(FP16) | DT(BF16),
+    .kv_cache_shape = attn__kv_shape_mla,
+    .name = "TOKENSPEED_MLA",
+    .builder = &attn__builder_mla_uniform,
+    .platforms = "CUDA",
+    .kv_dtypes = KV_FP8,
+    .block_sizes = attn__blocks_32_64,
+    .n_block_sizes = 2,
+    .heads = {.sizes = attn__heads_mla, .n_sizes = 2},
+    .cc_min = {10, 0},
+    .cc_max = {10, 99},
+    .cg_support = ATTN_CG_UNIFORM_BATCH,
+    .required_layout = ATTN_LAYOUT_HND,
+    .supports_combination = tokenspeed_combination,
+};
+
+static const attn_backend_desc attn__desc_cutlass_mla = {
+    ATTN__MLA_COMMON,
+    .dtypes = DT(FP16) | DT(BF16),
+    .kv_cache_shape = attn__kv_shape_mla,
+    .name = "CUTLASS_MLA",
+    .builder = &attn__builder_mla_single,
+    .platforms = "CUDA",
+    .kv_dtypes = KV_PLAIN | KV_FP8,
+    .block_sizes = attn__blocks_128,
+    .n_block_sizes = 1,
+    .heads = {.sizes = attn__heads_mla, .n_sizes = 2},
+    .cc_min = {10, 0},
+    .cc_max = {10, 99},
+    .cg_support = ATTN_CG_UNIFORM_SINGLE_TOKEN_DECODE,
+    .can_return_lse_for_decode = true,
+};
+
+static const attn_backend_desc attn__desc_triton_mla = {
+    ATTN__MLA_COMMON,
+    .dtypes = DT(FP16) | DT(BF16),
+    .kv_cache_shape = attn__kv_shape_mla,
+    .name = "TRITON_MLA",
+    .builder = &attn__builder_mla,
+    .platforms = "CUDA, ROCm, XPU",
+    .kv_dtypes = KV_PLAIN | KV_FP8,
+    .block_sizes = attn__blocks_16,
+    .n_block_sizes = 1,
+    .supports_batch_invariance = true,
+    .cg_support = ATTN_CG_UNIFORM_BATCH,
+    .can_return_lse_for_decode = true,
+};
+
+static const attn_backend_desc attn__desc_flashmla_sparse = {
+    ATTN__MLA_COMMON,
+    .name = "FLASHMLA_SPARSE",
+    .builder = &attn__builder_mla_sparse,
+    .platforms = "CUDA",
+    .dtypes = DT(BF16),
+    .kv_dtypes = KV(AUTO) | KV(BFLOAT16) | KV(FP8_DS_MLA) | KV(FP8),
+    .block_sizes = attn__blocks_64,
+    .n_block_sizes = 1,
+    .heads = {.sizes = attn__heads_sparse, .n_sizes = 2},
+    .cc_min = {9, 0},
+    .cc_max = {10, 99},
+    .is_sparse = true,
+    .cg_support = ATTN_CG_UNIFORM_BATCH,
+    .kv_cache_shape = attn__kv_shape_flashmla_sparse,
+};
+
+static const attn_backend_desc attn__desc_flashinfer_mla_sparse = {
+    ATTN__MLA_COMMON,
+    .dtypes = DT(FP16) | DT(BF16),
+    .kv_cache_shape = attn__kv_shape_mla,
+    .name = "FLASHINFER_MLA_SPARSE",
+    .builder = &attn__builder_mla_sparse,
+    .platforms = "CUDA",
+    .kv_dtypes = KV_PLAIN | KV_FP8,
+    .block_sizes = attn__blocks_32_64,
+    .n_block_sizes = 2,
+    .heads = {.sizes = attn__heads_576, .n_sizes = 1},
+    .cc_min = {10, 0},
+    .cc_max = {10, 99},
+    .is_sparse = true,
+    .cg_support = ATTN_CG_UNIFORM_BATCH,
+    .required_layout = ATTN_LAYOUT_HND,
+    .import_requires = 1u << ATTN_COMPONENT_FLASHINFER,
+};
+
+static const attn_backend_desc attn__desc_xpu_mla_sparse = {
+    ATTN__MLA_COMMON,
+    .dtypes = DT(FP16) | DT(BF16),
+    .kv_cache_shape = attn__kv_shape_mla,
+    .name = "XPU_MLA_SPARSE",
+    .builder = &attn__builder_mla_sparse,
+    .platforms = "XPU",
+    .kv_dtypes = KV_PLAIN,
+    .heads = {.sizes = attn__heads_576, .n_sizes = 1},
+    .is_sparse = true,
+    .cg_support = ATTN_CG_NEVER,
+};
+
+ATTN__BUILTIN(attn__builtin_flash_attn_mla, attn__desc_flash_attn_mla)
+ATTN__BUILTIN(attn__builtin_flashmla, attn__desc_flashmla)
+ATTN__BUILTIN(attn__builtin_flashinfer_mla, attn__desc_flashinfer_mla)
+ATTN__BUILTIN(attn__builtin_tokenspeed_mla, attn__desc_tokenspeed_mla)
+ATTN__BUILTIN(attn__builtin_cutlass_mla, attn__desc_cutlass_mla)
+ATTN__BUILTIN(attn__builtin_triton_mla, attn__desc_triton_mla)
+ATTN__BUILTIN(attn__builtin_flashmla_sparse, attn__desc_flashmla_sparse)
+ATTN__BUILTIN(attn__builtin_flashinfer_mla_sparse, attn__desc_flashinfer_mla_sparse)
+ATTN__BUILTIN(attn__builtin_xpu_mla_sparse, attn__desc_xpu_mla_sparse)

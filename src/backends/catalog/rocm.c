@@ -1,0 +1,131 @@
+/* Descriptors of the ROCm family (reference §5a, §5b): ROCM_ATTN, its
+ * subclass ROCM_AITER_UNIFIED_ATTN, ROCM_AITER_FA (MI300-class only: its
+ * capability check looks at the gfx arch, not the capability value), and
+ * the AITER MLA backends. Explicitly selecting an AITER backend works
+ * without aiter installed: their modules import fine (reference §6b). */
+#include <string.h>
+
+#include "backends/catalog/catalog.h"
+#include "platform/platform_impl.h"
+#include "registry/builders_weak.h"
+
+#define KV(x)    ATTN_KV_BIT(ATTN_KV_##x)
+#define DT(x)    ATTN_DTYPE_BIT(ATTN_DTYPE_##x)
+#define TY(x)    ATTN_TYPE_BIT(ATTN_TYPE_##x)
+#define KV_PLAIN (KV(AUTO) | KV(FLOAT16) | KV(BFLOAT16))
+#define KV_ROCM  (KV_PLAIN | KV(FP8) | KV(FP8_E4M3) | KV(FP8_E5M2))
+
+static const int attn__blocks_16[] = {16};
+static const int attn__blocks_1[] = {1};
+static const int attn__blocks_16_32[] = {16, 32};
+static const int attn__blocks_1_64[] = {1, 64};
+static const int attn__heads_rocm[] = {32, 64, 80, 96, 128, 160, 192, 224, 256};
+static const int attn__heads_aiter_fa[] = {64, 128, 256};
+
+static const attn_backend_desc attn__desc_rocm_attn = {
+    .abi_version = ATTN_BACKEND_ABI_VERSION,
+    .struct_size = sizeof(attn_backend_desc),
+    .name = "ROCM_ATTN",
+    .platforms = "ROCm",
+    .dtypes = DT(FP16) | DT(BF16) | DT(FP32),
+    .kv_dtypes = KV_ROCM,
+    .block_sizes = attn__blocks_16,
+    .n_block_sizes = 1,
+    .heads = {.sizes = attn__heads_rocm, .n_sizes = 9},
+    .supports_mm_prefix = true,
+    .supports_non_causal = true,
+    .attn_types = TY(DECODER) | TY(ENCODER) | TY(ENCODER_ONLY),
+    .cg_support = ATTN_CG_ALWAYS,
+    .kv_cache_shape = attn__kv_shape_split,
+    .builder = &attn__builder_rocm,
+};
+
+static const attn_backend_desc attn__desc_rocm_aiter_unified_attn = {
+    .abi_version = ATTN_BACKEND_ABI_VERSION,
+    .struct_size = sizeof(attn_backend_desc),
+    .name = "ROCM_AITER_UNIFIED_ATTN",
+    .platforms = "ROCm",
+    .dtypes = DT(FP16) | DT(BF16) | DT(FP32),
+    .kv_dtypes = KV_ROCM,
+    .block_sizes = attn__blocks_16,
+    .n_block_sizes = 1,
+    .preferred_block_size = 64,
+    .heads = {.min = 32},
+    .supports_sink = true,
+    .supports_mm_prefix = true,
+    .attn_types = TY(DECODER) | TY(ENCODER) | TY(ENCODER_ONLY) | TY(ENCODER_DECODER),
+    .cg_support = ATTN_CG_ALWAYS,
+    .kv_cache_shape = attn__kv_shape_split,
+    .builder = &attn__builder_rocm,
+};
+
+/* on_mi3xx: gfx942 or gfx950, whatever capability was parsed. */
+static bool aiter_fa_cc(const attn_check_ctx *c)
+{
+    const attn_platform *p = c->platform;
+    if (!p || p->kind != ATTN_PLATFORM_ROCM) return false;
+    return !strcmp(p->gfx_arch, "gfx942") || !strcmp(p->gfx_arch, "gfx950");
+}
+
+static const attn_backend_desc attn__desc_rocm_aiter_fa = {
+    .abi_version = ATTN_BACKEND_ABI_VERSION,
+    .struct_size = sizeof(attn_backend_desc),
+    .name = "ROCM_AITER_FA",
+    .display_name = "FLASH_ATTN",
+    .platforms = "ROCm (MI300 class)",
+    .dtypes = DT(FP16) | DT(BF16),
+    .kv_dtypes = KV_ROCM,
+    .block_sizes = attn__blocks_16_32,
+    .n_block_sizes = 2,
+    .heads = {.sizes = attn__heads_aiter_fa, .n_sizes = 3},
+    .supports_non_causal = true,
+    .attn_types = TY(DECODER),
+    .cg_support = ATTN_CG_UNIFORM_BATCH,
+    .supports_compute_capability = aiter_fa_cc,
+    .kv_cache_shape = attn__kv_shape_split,
+    .builder = &attn__builder_rocm,
+};
+
+/* Shared by ROCM_AITER_MLA and its subclass ROCM_AITER_TRITON_MLA. */
+#define ATTN__AITER_MLA_RULES                                                                      \
+    .abi_version = ATTN_BACKEND_ABI_VERSION, .struct_size = sizeof(attn_backend_desc),             \
+    .platforms = "ROCm", .dtypes = DT(FP16) | DT(BF16), .kv_dtypes = KV_ROCM,                      \
+    .block_sizes = attn__blocks_1, .n_block_sizes = 1, .is_mla = true, .attn_types = TY(DECODER),  \
+    .cg_support = ATTN_CG_UNIFORM_BATCH, .kv_cache_shape = attn__kv_shape_mla,                     \
+    .kv_stride_order = attn__stride_order_mla, .builder = &attn__builder_mla
+
+static const attn_backend_desc attn__desc_rocm_aiter_mla = {
+    ATTN__AITER_MLA_RULES,
+    .name = "ROCM_AITER_MLA",
+};
+
+static const attn_backend_desc attn__desc_rocm_aiter_triton_mla = {
+    ATTN__AITER_MLA_RULES,
+    .name = "ROCM_AITER_TRITON_MLA",
+    .display_name = "AITER_TRITON_MLA",
+};
+
+static const attn_backend_desc attn__desc_rocm_aiter_mla_sparse = {
+    .abi_version = ATTN_BACKEND_ABI_VERSION,
+    .struct_size = sizeof(attn_backend_desc),
+    .name = "ROCM_AITER_MLA_SPARSE",
+    .platforms = "ROCm",
+    .dtypes = DT(FP16) | DT(BF16),
+    .kv_dtypes = KV_PLAIN | KV(FP8) | KV(FP8_E4M3),
+    .block_sizes = attn__blocks_1_64,
+    .n_block_sizes = 2,
+    .is_mla = true,
+    .is_sparse = true,
+    .attn_types = TY(DECODER),
+    .cg_support = ATTN_CG_UNIFORM_SINGLE_TOKEN_DECODE,
+    .kv_cache_shape = attn__kv_shape_mla,
+    .kv_stride_order = attn__stride_order_mla,
+    .builder = &attn__builder_mla_sparse,
+};
+
+ATTN__BUILTIN(attn__builtin_rocm_attn, attn__desc_rocm_attn)
+ATTN__BUILTIN(attn__builtin_rocm_aiter_unified_attn, attn__desc_rocm_aiter_unified_attn)
+ATTN__BUILTIN(attn__builtin_rocm_aiter_fa, attn__desc_rocm_aiter_fa)
+ATTN__BUILTIN(attn__builtin_rocm_aiter_mla, attn__desc_rocm_aiter_mla)
+ATTN__BUILTIN(attn__builtin_rocm_aiter_triton_mla, attn__desc_rocm_aiter_triton_mla)
+ATTN__BUILTIN(attn__builtin_rocm_aiter_mla_sparse, attn__desc_rocm_aiter_mla_sparse)

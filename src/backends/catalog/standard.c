@@ -1,0 +1,218 @@
+/* Descriptors of the standard (non-MLA) CUDA family: FLASH_ATTN,
+ * FLASH_ATTN_DIFFKV, FLASHINFER, TRITON_ATTN, FLEX_ATTENTION, TURBOQUANT and
+ * libattn's two composites TRITON_FLASHINFER / TRITON_FLASH_ATTN (reference
+ * preface 1: they support the multimodal prefix and otherwise follow the
+ * backend they wrap). Capabilities are reference §5a, field by field; the
+ * rules that depend on the machine (FlashAttention version, FlashInfer's
+ * TRT-LLM sinks) are dynamic hooks. */
+#include "backends/catalog/catalog.h"
+#include "platform/platform_impl.h"
+#include "registry/builders_weak.h"
+
+#define KV(x)     ATTN_KV_BIT(ATTN_KV_##x)
+#define DT(x)     ATTN_DTYPE_BIT(ATTN_DTYPE_##x)
+#define TY(x)     ATTN_TYPE_BIT(ATTN_TYPE_##x)
+#define ALL_TYPES (TY(DECODER) | TY(ENCODER) | TY(ENCODER_ONLY) | TY(ENCODER_DECODER))
+#define KV_PLAIN  (KV(AUTO) | KV(FLOAT16) | KV(BFLOAT16))
+
+static const int attn__blocks_16[] = {16};
+static const int attn__blocks_fi[] = {16, 32, 64};
+static const int attn__blocks_tq[] = {16, 32, 64, 128};
+
+static bool attn__has(const attn_platform *p, attn_component c)
+{
+    return p && ((p->installed >> c) & 1u);
+}
+
+static bool attn__bi(const attn_check_ctx *c)
+{
+    return (c->cfg && c->cfg->use_batch_invariant) ||
+           (c->platform && c->platform->settings[ATTN_SETTING_BATCH_INVARIANT]);
+}
+
+static bool attn__on_xpu(const attn_check_ctx *c)
+{
+    return c->platform && c->platform->kind == ATTN_PLATFORM_XPU;
+}
+
+/* ---- FLASH_ATTN ---------------------------------------------------------- */
+
+static bool fa_head_size(const attn_check_ctx *c, int hs)
+{
+    int max = attn__fa4_supported(c->platform) ? 512 : 256;
+    return hs % 8 == 0 && hs <= max;
+}
+
+/* fp8 needs FA3 on Hopper (the XPU kernels always take it). */
+static bool fa_kv_dtype(const attn_check_ctx *c, attn_kv_dtype kv)
+{
+    if (kv == ATTN_KV_AUTO || kv == ATTN_KV_FLOAT16 || kv == ATTN_KV_BFLOAT16) return true;
+    if (kv != ATTN_KV_FP8 && kv != ATTN_KV_FP8_E4M3) return false;
+    if (attn__on_xpu(c)) return true;
+    return attn__fa_version_ctx(c) == 3 && c->has_cc && c->cc_major == 9;
+}
+
+static bool fa_sink(const attn_check_ctx *c)
+{
+    if (attn__on_xpu(c)) return true;
+    int v = attn__fa_version_ctx(c);
+    return v == 3 || v == 4;
+}
+
+static bool fa_per_head(const attn_check_ctx *c)
+{
+    return attn__fa_version_ctx(c) >= 3;
+}
+
+static const char *fa_combination(const attn_check_ctx *c, char *buf, size_t size)
+{
+    (void)buf, (void)size;
+    if (c->cfg->has_sink && c->has_cc && c->cc_major < 9)
+        return "sink not supported on compute capability < 9.0";
+    return NULL;
+}
+
+/* Everything FLASH_ATTN and its subclass/composite share. */
+#define ATTN__FLASH_ATTN_RULES                                                                     \
+    .abi_version = ATTN_BACKEND_ABI_VERSION, .struct_size = sizeof(attn_backend_desc),             \
+    .platforms = "CUDA, XPU", .dtypes = DT(FP16) | DT(BF16),                                       \
+    .kv_dtypes = KV_PLAIN | KV(FP8) | KV(FP8_E4M3), .block_sizes = attn__blocks_16,                \
+    .n_block_sizes = 1, .heads = {.multiple_of = 8, .max = 256}, .cc_min = {8, 0},                 \
+    .supports_sink = true, .supports_per_head_quant_scales = true, .supports_non_causal = true,    \
+    .supports_batch_invariance = true, .attn_types = ALL_TYPES,                                    \
+    .cg_support = ATTN_CG_UNIFORM_BATCH, .can_return_lse_for_decode = true,                        \
+    .supports_head_size = fa_head_size, .supports_kv_cache_dtype = fa_kv_dtype,                    \
+    .supports_sink_fn = fa_sink, .supports_per_head_quant_scales_fn = fa_per_head,                 \
+    .supports_combination = fa_combination, .kv_stride_order = attn__stride_order_flash
+
+const attn_backend_desc attn__desc_flash_attn = {
+    ATTN__FLASH_ATTN_RULES,
+    .name = "FLASH_ATTN",
+    .kv_cache_shape = attn__kv_shape_flash,
+    .builder = &attn__builder_flash_attn,
+};
+
+static const attn_backend_desc attn__desc_flash_attn_diffkv = {
+    ATTN__FLASH_ATTN_RULES,
+    .name = "FLASH_ATTN_DIFFKV",
+    .kv_cache_shape = attn__kv_shape_flash_diffkv,
+    .builder = &attn__builder_flash_attn,
+};
+
+static const attn_backend_desc attn__desc_triton_flash_attn = {
+    ATTN__FLASH_ATTN_RULES,
+    .name = "TRITON_FLASH_ATTN",
+    .supports_mm_prefix = true,
+    .kv_cache_shape = attn__kv_shape_flash,
+    .builder = &attn__builder_flash_attn,
+};
+
+/* ---- FLASHINFER ---------------------------------------------------------- */
+
+static const int attn__heads_fi[] = {64, 128, 256};
+
+/* Sinks come from the TRT-LLM kernels: Blackwell (10.x) only, with the cubin
+ * package present (the network is assumed unreachable), not in
+ * batch-invariant mode. */
+static bool fi_sink(const attn_check_ctx *c)
+{
+    return !attn__bi(c) && c->has_cc && c->cc_major == 10 &&
+           attn__has(c->platform, ATTN_COMPONENT_FLASHINFER_CUBIN);
+}
+
+#define ATTN__FLASHINFER_RULES                                                                     \
+    .abi_version = ATTN_BACKEND_ABI_VERSION, .struct_size = sizeof(attn_backend_desc),             \
+    .platforms = "CUDA", .dtypes = DT(FP16) | DT(BF16),                                            \
+    .kv_dtypes = KV_PLAIN | KV(FP8) | KV(FP8_E4M3) | KV(FP8_E5M2) | KV(NVFP4),                     \
+    .block_sizes = attn__blocks_fi, .n_block_sizes = 3,                                            \
+    .heads = {.sizes = attn__heads_fi, .n_sizes = 3}, .cc_min = {7, 5}, .cc_max = {12, 1},         \
+    .supports_sink = true, .attn_types = TY(DECODER),                                              \
+    .cg_support = ATTN_CG_UNIFORM_SINGLE_TOKEN_DECODE, .can_return_lse_for_decode = true,          \
+    .import_requires = 1u << ATTN_COMPONENT_FLASHINFER, .supports_sink_fn = fi_sink,               \
+    .kv_cache_shape = attn__kv_shape_flashinfer, .kv_stride_order = attn__stride_order_flashinfer, \
+    .builder = &attn__builder_flashinfer
+
+const attn_backend_desc attn__desc_flashinfer = {
+    ATTN__FLASHINFER_RULES,
+    .name = "FLASHINFER",
+};
+
+static const attn_backend_desc attn__desc_triton_flashinfer = {
+    ATTN__FLASHINFER_RULES,
+    .name = "TRITON_FLASHINFER",
+    .supports_mm_prefix = true,
+};
+
+/* ---- TRITON_ATTN --------------------------------------------------------- */
+
+static const attn_backend_desc attn__desc_triton_attn = {
+    .abi_version = ATTN_BACKEND_ABI_VERSION,
+    .struct_size = sizeof(attn_backend_desc),
+    .name = "TRITON_ATTN",
+    .platforms = "CUDA, ROCm, XPU",
+    .dtypes = DT(FP16) | DT(BF16) | DT(FP32),
+    .kv_dtypes = KV_PLAIN | KV(FP8) | KV(FP8_E4M3) | KV(FP8_E5M2) | KV(INT8_PER_TOKEN_HEAD) |
+                 KV(FP8_PER_TOKEN_HEAD),
+    .block_sizes = attn__blocks_16,
+    .n_block_sizes = 1,
+    .heads = {.min = 32},
+    .supports_sink = true,
+    .supports_mm_prefix = true,
+    .supports_batch_invariance = true,
+    .attn_types = ALL_TYPES,
+    .cg_support = ATTN_CG_ALWAYS,
+    .kv_cache_shape = attn__kv_shape_triton,
+    .kv_stride_order = attn__stride_order_flashinfer,
+    .builder = &attn__builder_triton,
+};
+
+/* ---- FLEX_ATTENTION ------------------------------------------------------ */
+
+static const attn_backend_desc attn__desc_flex_attention = {
+    .abi_version = ATTN_BACKEND_ABI_VERSION,
+    .struct_size = sizeof(attn_backend_desc),
+    .name = "FLEX_ATTENTION",
+    .platforms = "CUDA, ROCm",
+    .dtypes = DT(FP16) | DT(BF16) | DT(FP32),
+    .kv_dtypes = KV_PLAIN,
+    .block_sizes = attn__blocks_16,
+    .n_block_sizes = 1,
+    .supports_mm_prefix = true,
+    .supports_non_causal = true,
+    .supports_batch_invariance = true,
+    .attn_types = TY(DECODER) | TY(ENCODER_ONLY),
+    .cg_support = ATTN_CG_ALWAYS,
+    .kv_cache_shape = attn__kv_shape_split,
+    .builder = &attn__builder_flex,
+};
+
+/* ---- TURBOQUANT ---------------------------------------------------------- */
+
+static const attn_backend_desc attn__desc_turboquant = {
+    .abi_version = ATTN_BACKEND_ABI_VERSION,
+    .struct_size = sizeof(attn_backend_desc),
+    .name = "TURBOQUANT",
+    .platforms = "CUDA, ROCm, XPU",
+    .dtypes = DT(FP16) | DT(BF16),
+    .kv_dtypes = KV(TURBOQUANT_K8V4) | KV(TURBOQUANT_4BIT_NC) | KV(TURBOQUANT_K3V4_NC) |
+                 KV(TURBOQUANT_3BIT_NC),
+    .kv_none_rejected = true,
+    .block_sizes = attn__blocks_tq,
+    .n_block_sizes = 4,
+    .heads = {.min = 1},
+    .attn_types = TY(DECODER),
+    .cg_support = ATTN_CG_UNIFORM_BATCH,
+    .kv_cache_shape = attn__kv_shape_turboquant,
+    .builder = &attn__builder_triton,
+};
+
+/* ---- built-in objects (descriptor only: no kernel in this process) ------- */
+
+ATTN__BUILTIN(attn__builtin_flash_attn, attn__desc_flash_attn)
+ATTN__BUILTIN(attn__builtin_flash_attn_diffkv, attn__desc_flash_attn_diffkv)
+ATTN__BUILTIN(attn__builtin_triton_flash_attn, attn__desc_triton_flash_attn)
+ATTN__BUILTIN(attn__builtin_flashinfer, attn__desc_flashinfer)
+ATTN__BUILTIN(attn__builtin_triton_flashinfer, attn__desc_triton_flashinfer)
+ATTN__BUILTIN(attn__builtin_triton_attn, attn__desc_triton_attn)
+ATTN__BUILTIN(attn__builtin_flex_attention, attn__desc_flex_attention)
+ATTN__BUILTIN(attn__builtin_turboquant, attn__desc_turboquant)

@@ -1,0 +1,117 @@
+/* The catalog table: every registry name in declaration order with its
+ * default locator and built-in object (see catalog.h). On a real machine a
+ * GPU backend's code lives in a module that this build does not ship, so
+ * resolving it fails like a Python import does; on a simulated machine the
+ * registry resolves the built-in descriptor instead, gated by the machine's
+ * installed components. */
+#include <stdio.h>
+#include <string.h>
+
+#include "backends/catalog/catalog.h"
+#include "registry/builders_weak.h"
+
+static const attn_backend *attn__builtin_cpu_attn(void)
+{
+    return &attn__backend_cpu_attn;
+}
+
+static const attn_backend *attn__builtin_cpu_mla(void)
+{
+    return &attn__backend_cpu_mla;
+}
+
+static const attn_backend *attn__builtin_reference(void)
+{
+    return &attn__backend_reference;
+}
+
+#define CUDA_MOD   "libattn_cuda.so:attn_backend_"
+#define FI_MOD     "libattn_flashinfer.so:attn_backend_"
+#define TRITON_MOD "libattn_triton.so:attn_backend_"
+#define ROCM_MOD   "libattn_rocm.so:attn_backend_"
+
+static const attn__catalog_entry attn__catalog[] = {
+    {"FLASH_ATTN", CUDA_MOD "flash_attn", attn__builtin_flash_attn,
+     "KV fp8/fp8_e4m3 only with FA3 on 9.x (always on XPU); heads %8 and <=256, <=512 with FA4; "
+     "sinks and per-head scales need FA3/FA4; sink needs cc >= 9.0"},
+    {"FLASH_ATTN_DIFFKV", CUDA_MOD "flash_attn_diffkv", attn__builtin_flash_attn_diffkv,
+     "rules of FLASH_ATTN; explicit only; K and V head sizes differ (head_size_v 128)"},
+    {"TRITON_ATTN", TRITON_MOD "triton_attn", attn__builtin_triton_attn, NULL},
+    {"ROCM_ATTN", ROCM_MOD "rocm_attn", attn__builtin_rocm_attn, NULL},
+    {"ROCM_AITER_MLA", ROCM_MOD "rocm_aiter_mla", attn__builtin_rocm_aiter_mla, NULL},
+    {"ROCM_AITER_TRITON_MLA", ROCM_MOD "rocm_aiter_triton_mla", attn__builtin_rocm_aiter_triton_mla,
+     "get_name() is AITER_TRITON_MLA"},
+    {"ROCM_AITER_FA", ROCM_MOD "rocm_aiter_fa", attn__builtin_rocm_aiter_fa,
+     "capability check: gfx942/gfx950 only; get_name() is FLASH_ATTN"},
+    {"ROCM_AITER_MLA_SPARSE", ROCM_MOD "rocm_aiter_mla_sparse", attn__builtin_rocm_aiter_mla_sparse,
+     NULL},
+    {"XPU_MLA_SPARSE", "libattn_xpu.so:attn_backend_xpu_mla_sparse", attn__builtin_xpu_mla_sparse,
+     NULL},
+    {"TORCH_SDPA", NULL, NULL, "ViT-only tag: no class, must be registered before use"},
+    {"FLASHINFER", FI_MOD "flashinfer", attn__builtin_flashinfer,
+     "needs flashinfer; sinks only on 10.x with flashinfer_cubin and not batch-invariant"},
+    {"FLASHINFER_MLA", FI_MOD "flashinfer_mla", attn__builtin_flashinfer_mla, "needs flashinfer"},
+    {"TOKENSPEED_MLA", CUDA_MOD "tokenspeed_mla", attn__builtin_tokenspeed_mla,
+     "needs tokenspeed_mla (combination check)"},
+    {"FLASHINFER_MLA_SPARSE", FI_MOD "flashinfer_mla_sparse", attn__builtin_flashinfer_mla_sparse,
+     "needs flashinfer"},
+    {"TRITON_MLA", TRITON_MOD "triton_mla", attn__builtin_triton_mla, NULL},
+    {"CUTLASS_MLA", CUDA_MOD "cutlass_mla", attn__builtin_cutlass_mla, NULL},
+    {"FLASHMLA", CUDA_MOD "flashmla", attn__builtin_flashmla,
+     "needs flashmla; dense on 9.x only, sparse on 9.x/10.x (combination check)"},
+    {"FLASHMLA_SPARSE", CUDA_MOD "flashmla_sparse", attn__builtin_flashmla_sparse, NULL},
+    {"FLASH_ATTN_MLA", CUDA_MOD "flash_attn_mla", attn__builtin_flash_attn_mla,
+     "needs FA3 on 9.x (combination check)"},
+    {"NO_ATTENTION", "libattn_no_attention.so:attn_backend_no_attention", NULL,
+     "module absent in vLLM at the reference commit: always an ImportError"},
+    {"FLEX_ATTENTION", "libattn_flex.so:attn_backend_flex_attention", attn__builtin_flex_attention,
+     NULL},
+    {"ROCM_AITER_UNIFIED_ATTN", ROCM_MOD "rocm_aiter_unified_attn",
+     attn__builtin_rocm_aiter_unified_attn, "preferred block size always 64"},
+    {"CPU_ATTN", "builtin:CPU_ATTN", attn__builtin_cpu_attn, "libattn CPU kernels"},
+    {"TURBOQUANT", "libattn_turboquant.so:attn_backend_turboquant", attn__builtin_turboquant,
+     "KV must be a turboquant_* dtype (None rejected)"},
+    {"CUSTOM", NULL, NULL, "placeholder: must be registered before use"},
+    {"TRITON_FLASHINFER", FI_MOD "triton_flashinfer", attn__builtin_triton_flashinfer,
+     "FLASHINFER's rules plus the multimodal prefix"},
+    {"TRITON_FLASH_ATTN", TRITON_MOD "triton_flash_attn", attn__builtin_triton_flash_attn,
+     "FLASH_ATTN's rules plus the multimodal prefix"},
+    {"CPU_MLA", "builtin:CPU_MLA", attn__builtin_cpu_mla, "libattn CPU MLA kernels"},
+    {"REFERENCE", "builtin:REFERENCE", attn__builtin_reference,
+     "libattn exact scalar oracle (lowest priority)"},
+};
+
+int attn__catalog_count(void)
+{
+    return (int)(sizeof attn__catalog / sizeof attn__catalog[0]);
+}
+
+const attn__catalog_entry *attn__catalog_at(int i)
+{
+    return i >= 0 && i < attn__catalog_count() ? &attn__catalog[i] : NULL;
+}
+
+const attn__catalog_entry *attn__catalog_find(const char *name)
+{
+    if (!name) return NULL;
+    for (int i = 0; i < attn__catalog_count(); i++)
+        if (!strcmp(attn__catalog[i].name, name)) return &attn__catalog[i];
+    return NULL;
+}
+
+const attn_backend *attn__catalog_builtin(const char *name, const char **why)
+{
+    static _Thread_local char msg[160];
+    const attn__catalog_entry *e = attn__catalog_find(name);
+    const attn_backend *b = e && e->builtin ? e->builtin() : NULL;
+    if (b) return b;
+    if (why) {
+        if (e && e->builtin)
+            snprintf(msg, sizeof msg, "libattn was built without the %s kernels", name);
+        else
+            snprintf(msg, sizeof msg, "libattn has no built-in backend named %s",
+                     name ? name : "(null)");
+        *why = msg;
+    }
+    return NULL;
+}

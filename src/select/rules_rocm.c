@@ -1,0 +1,81 @@
+/* ROCm's selection rules (reference §6b). The capability comes from the gfx
+ * arch (the platform layer parses it). AITER counts as found only when the
+ * machine has the aiter component and is MI300-class (gfx942/gfx950; gfx90a
+ * is not included). The priority list is not cached per capability like
+ * CUDA's, and ROCm has no --block-size precluded warning. */
+#include <string.h>
+
+#include "select/selection.h"
+
+static bool attn__on_mi3xx(const attn_platform *p)
+{
+    return !strcmp(p->gfx_arch, "gfx942") || !strcmp(p->gfx_arch, "gfx950");
+}
+
+bool attn__rocm_aiter_found(const attn_platform *p)
+{
+    return p && p->kind == ATTN_PLATFORM_ROCM && ((p->installed >> ATTN_COMPONENT_AITER) & 1u) &&
+           attn__on_mi3xx(p);
+}
+
+bool attn__rocm_mla_enabled(const attn_platform *p)
+{
+    return attn__rocm_aiter_found(p) && p->settings[ATTN_SETTING_ROCM_USE_AITER] &&
+           p->settings[ATTN_SETTING_ROCM_USE_AITER_MLA];
+}
+
+bool attn__rocm_mha_enabled(const attn_platform *p)
+{
+    return attn__rocm_aiter_found(p) && p->settings[ATTN_SETTING_ROCM_USE_AITER] &&
+           p->settings[ATTN_SETTING_ROCM_USE_AITER_MHA];
+}
+
+static int attn__rocm_list(const attn_platform *p, const attn_selector_config *cfg, const char **l)
+{
+    int n = 0;
+    if (cfg->use_sparse) {
+        l[n++] = "ROCM_AITER_MLA_SPARSE";
+    } else if (cfg->use_mla) {
+        if (attn__rocm_mla_enabled(p)) {
+            l[n++] = "ROCM_AITER_MLA";
+            l[n++] = "TRITON_MLA";
+            l[n++] = "ROCM_AITER_TRITON_MLA";
+        } else {
+            l[n++] = "TRITON_MLA";
+        }
+    } else {
+        l[n++] = "ROCM_ATTN";
+        if (attn__rocm_mha_enabled(p)) l[n++] = "ROCM_AITER_FA";
+        /* Added whenever aiter is usable, even with rocm_use_aiter off. */
+        if (attn__rocm_aiter_found(p)) l[n++] = "ROCM_AITER_UNIFIED_ATTN";
+        l[n++] = "TRITON_ATTN";
+        l[n++] = "TURBOQUANT";
+    }
+    return n;
+}
+
+static int attn__rocm_priorities(const attn_platform *p, const attn_selector_config *cfg,
+                                 const char **names, int max)
+{
+    const char *l[8];
+    int n = attn__rocm_list(p, cfg, l);
+    for (int i = 0; i < n && i < max; i++)
+        names[i] = l[i];
+    return n;
+}
+
+static attn_status attn__rocm_select(const attn_platform *p, const char *requested,
+                                     const attn_selector_config *cfg, attn_selection *sel)
+{
+    if (requested) return attn__sel_explicit(sel, requested);
+    const char *l[8];
+    int n = attn__rocm_list(p, cfg, l);
+    return attn__sel_auto(sel, l, n, false);
+}
+
+const attn__platform_ops attn__rules_rocm = {
+    .kind = ATTN_PLATFORM_ROCM,
+    .device_family = "rocm",
+    .priorities = attn__rocm_priorities,
+    .select = attn__rocm_select,
+};

@@ -1,0 +1,118 @@
+/* Internal view of a selection (src/select/) for the per-platform rules.
+ *
+ * A selection is built once and then never changes: the rules files fill it
+ * through the helpers below (candidates with their reasons, the choice,
+ * warnings, notes, or the error), and the selector publishes it. Strings
+ * live in the selection's own arena and die with it. */
+#ifndef ATTN_SELECT_SELECTION_H
+#define ATTN_SELECT_SELECTION_H
+
+#include <stdarg.h>
+
+#include "attn/registry.h"
+#include "attn/select.h"
+#include "platform/platform_impl.h"
+
+#define ATTN__SEL_MAX_CANDIDATES 32
+#define ATTN__SEL_MAX_REASONS    20
+#define ATTN__SEL_MAX_MESSAGES   8
+
+typedef struct attn__arena_block attn__arena_block;
+
+typedef struct attn__candidate {
+    const char *name; /* registry name (stable) */
+    int priority;     /* index in the platform's list; -1 when requested */
+    bool valid;
+    int num_reasons;
+    const char *reasons[ATTN__SEL_MAX_REASONS];
+    const attn_backend *backend; /* resolved object, NULL if it did not resolve */
+    const char *locator;         /* where it resolved from (stable), or NULL */
+} attn__candidate;
+
+struct attn_selection {
+    attn__arena_block *arena;
+    const attn_platform *platform;
+    /* What --explain and the JSON show, copied so they never need the
+     * platform object to outlive the selection. */
+    char platform_name[64];
+    char device_name[128];
+    char gfx_arch[32];
+    bool simulated, has_cc;
+    int cc_major, cc_minor;
+    uint32_t installed;
+    const char *device_family; /* "cuda", "rocm", "cpu", "xpu" */
+    const char *requested;     /* canonical name, NULL = automatic */
+    attn_selector_config cfg;  /* effective config (batch invariance OR-ed in) */
+    attn_status status;
+    attn_select_error error;
+    const char *message;
+    int chosen; /* candidate index, or -1 */
+    int num_candidates;
+    attn__candidate candidates[ATTN__SEL_MAX_CANDIDATES];
+    int num_warnings;
+    const char *warnings[ATTN__SEL_MAX_MESSAGES];
+    int num_notes;
+    const char *notes[ATTN__SEL_MAX_MESSAGES];
+    bool oom; /* an allocation failed while building: reported as ATTN_OUT_OF_MEMORY */
+};
+
+/* ---- building a selection (selector.c) ------------------------------------ */
+
+const char *attn__sel_strdup(attn_selection *s, const char *text);
+const char *attn__sel_printf(attn_selection *s, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+void attn__sel_warn(attn_selection *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void attn__sel_note(attn_selection *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Record the failure: kind, status and vLLM's message. Returns status. */
+attn_status attn__sel_fail(attn_selection *s, attn_select_error kind, attn_status status,
+                           const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+/* Resolve, validate and self-test one backend as a candidate with the given
+ * priority (-1 for a requested backend), appending it to the selection.
+ * Returns ATTN_OK once the candidate was recorded (valid or not), or
+ * ATTN_NOT_REGISTERED / ATTN_UNKNOWN_BACKEND (text in attn_last_error())
+ * when the name cannot even be looked up — vLLM raises those instead of
+ * turning them into a reason. *index receives the candidate index. */
+attn_status attn__sel_consider(attn_selection *s, const char *name, int priority, int *index);
+
+/* Record candidate i as the choice. */
+void attn__sel_choose(attn_selection *s, int i);
+
+/* The validating platforms' two paths (CUDA, ROCm, CPU):
+ * explicit: the requested backend only, "Selected backend X is not valid
+ * for this configuration. Reason: [...]", no fallback;
+ * automatic: walk names in order, lowest valid index wins, else "No valid
+ * attention backend found for <family> with <config>. Reasons: {...}."
+ * precluded_warning adds vLLM's CUDA "--block-size ... precluded" warning. */
+attn_status attn__sel_explicit(attn_selection *s, const char *requested);
+attn_status attn__sel_auto(attn_selection *s, const char *const *names, int n,
+                           bool precluded_warning);
+
+/* XPU's path: resolve name without validating it (XPU never validates);
+ * priority -1 for a requested backend. */
+attn_status attn__sel_resolve_only(attn_selection *s, const char *name, int priority);
+
+/* ---- validation (validate.c) ---------------------------------------------- */
+
+typedef void (*attn__reason_fn)(void *user, const char *reason);
+void attn__check_ctx_init(attn_check_ctx *c, const attn_platform *p,
+                          const attn_selector_config *cfg);
+/* Emits every failed check in order; returns how many. */
+int attn__validate(const attn_backend_desc *d, const attn_check_ctx *c, attn__reason_fn emit,
+                   void *user);
+/* abi_version / struct_size of a hand-made descriptor. */
+attn_status attn__desc_check(const attn_backend_desc *d);
+
+/* ---- per-platform rules (rules_*.c) --------------------------------------- */
+
+extern const attn__platform_ops attn__rules_cuda;
+extern const attn__platform_ops attn__rules_rocm;
+extern const attn__platform_ops attn__rules_cpu;
+extern const attn__platform_ops attn__rules_xpu;
+
+/* ROCm's AITER switches (reference §6b), exposed for tests and --explain. */
+bool attn__rocm_aiter_found(const attn_platform *p);
+bool attn__rocm_mha_enabled(const attn_platform *p);
+bool attn__rocm_mla_enabled(const attn_platform *p);
+
+#endif

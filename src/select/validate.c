@@ -1,0 +1,221 @@
+/* Generic validation of a backend descriptor (reference §3).
+ *
+ * Contract. One walk over the descriptor yields every failed check as a
+ * reason, in vLLM's order and wording:
+ *   head size, dtype, kv-cache dtype, block size, multimodal prefix, MLA,
+ *   sinks, sparse, per-head quant scales, compute capability, attention
+ *   type, non-causal, batch invariance, then the backend's own combination
+ *   check. A backend never words the standard reasons itself; it only
+ *   supplies data (and optional dynamic predicates that replace a static
+ *   field). Zero-valued fields mean vLLM's base-class defaults: dtypes
+ *   {fp16, bf16}, kv dtypes {auto, float16, bfloat16}, any block size, any
+ *   head size, any capability, decoder only. */
+#include <stdio.h>
+#include <string.h>
+
+#include "platform/platform_impl.h"
+#include "select/selection.h"
+#include "util/error.h"
+
+#define ATTN__DEFAULT_DTYPES (ATTN_DTYPE_BIT(ATTN_DTYPE_FP16) | ATTN_DTYPE_BIT(ATTN_DTYPE_BF16))
+#define ATTN__DEFAULT_KV                                                                           \
+    (ATTN_KV_BIT(ATTN_KV_AUTO) | ATTN_KV_BIT(ATTN_KV_FLOAT16) | ATTN_KV_BIT(ATTN_KV_BFLOAT16))
+
+void attn__check_ctx_init(attn_check_ctx *c, const attn_platform *p,
+                          const attn_selector_config *cfg)
+{
+    memset(c, 0, sizeof *c);
+    c->platform = p;
+    c->cfg = cfg;
+    if (p && p->has_cc) {
+        c->has_cc = true;
+        c->cc_major = p->cc_major;
+        c->cc_minor = p->cc_minor;
+    }
+}
+
+static bool attn__head_ok(const attn_backend_desc *d, const attn_check_ctx *c, int hs)
+{
+    if (d->supports_head_size) return d->supports_head_size(c, hs);
+    const attn_head_rule *r = &d->heads;
+    if (r->n_sizes > 0) {
+        for (int i = 0; i < r->n_sizes; i++)
+            if (r->sizes && r->sizes[i] == hs) return true;
+        return false;
+    }
+    if (r->min && hs < r->min) return false;
+    if (r->max && hs > r->max) return false;
+    if (r->multiple_of && hs % r->multiple_of != 0) return false;
+    return true;
+}
+
+static bool attn__dtype_ok(const attn_backend_desc *d, const attn_check_ctx *c, attn_dtype dt)
+{
+    if (d->supports_dtype) return d->supports_dtype(c, dt);
+    if ((unsigned)dt >= ATTN_DTYPE_COUNT) return false;
+    uint32_t mask = d->dtypes ? d->dtypes : ATTN__DEFAULT_DTYPES;
+    return (mask >> dt) & 1u;
+}
+
+static bool attn__kv_ok(const attn_backend_desc *d, const attn_check_ctx *c, attn_kv_dtype kv)
+{
+    if (kv == ATTN_KV_NONE) return !d->kv_none_rejected;
+    if (d->supports_kv_cache_dtype) return d->supports_kv_cache_dtype(c, kv);
+    if ((int)kv < 0 || kv >= ATTN_KV_COUNT) return false;
+    uint64_t mask = d->kv_dtypes ? d->kv_dtypes : ATTN__DEFAULT_KV;
+    return (mask >> kv) & 1u;
+}
+
+static bool attn__block_ok(const attn_backend_desc *d, const attn_check_ctx *c, int bs)
+{
+    if (bs <= 0) /* None: not user-specified */
+        return true;
+    if (d->supports_block_size) return d->supports_block_size(c, bs);
+    if (d->n_block_sizes <= 0 || !d->block_sizes) return true;
+    /* Hybrid blocks: any multiple of any kernel size will do. */
+    for (int i = 0; i < d->n_block_sizes; i++)
+        if (d->block_sizes[i] > 0 && bs % d->block_sizes[i] == 0) return true;
+    return false;
+}
+
+static bool attn__cc_ok(const attn_backend_desc *d, const attn_check_ctx *c)
+{
+    if (d->supports_compute_capability) return d->supports_compute_capability(c);
+    bool has_min = d->cc_min.major || d->cc_min.minor;
+    bool has_max = d->cc_max.major || d->cc_max.minor;
+    if (!has_min && !has_max) return true;
+    if (!c->has_cc) return false;
+    int v = c->cc_major * 100 + c->cc_minor;
+    if (has_min && v < d->cc_min.major * 100 + d->cc_min.minor) return false;
+    if (has_max && v > d->cc_max.major * 100 + d->cc_max.minor) return false;
+    return true;
+}
+
+static bool attn__type_ok(const attn_backend_desc *d, attn_attn_type t)
+{
+    if ((unsigned)t >= ATTN_TYPE_COUNT) return false;
+    uint32_t mask = d->attn_types ? d->attn_types : ATTN_TYPE_BIT(ATTN_TYPE_DECODER);
+    return (mask >> t) & 1u;
+}
+
+int attn__validate(const attn_backend_desc *d, const attn_check_ctx *c, attn__reason_fn emit,
+                   void *user)
+{
+    const attn_selector_config *cfg = c->cfg;
+    int n = 0;
+#define ATTN__REASON(text)                                                                         \
+    do {                                                                                           \
+        emit(user, (text));                                                                        \
+        n++;                                                                                       \
+    } while (0)
+    if (!attn__head_ok(d, c, cfg->head_size)) ATTN__REASON("head_size not supported");
+    if (!attn__dtype_ok(d, c, cfg->dtype)) ATTN__REASON("dtype not supported");
+    if (!attn__kv_ok(d, c, cfg->kv_cache_dtype)) ATTN__REASON("kv_cache_dtype not supported");
+    if (!attn__block_ok(d, c, cfg->block_size)) ATTN__REASON("block_size not supported");
+    if (cfg->use_mm_prefix && !d->supports_mm_prefix)
+        ATTN__REASON("partial multimodal token full attention not supported");
+    if (cfg->use_mla != d->is_mla)
+        ATTN__REASON(cfg->use_mla ? "MLA not supported" : "non-MLA not supported");
+    if (cfg->has_sink && !(d->supports_sink_fn ? d->supports_sink_fn(c) : d->supports_sink))
+        ATTN__REASON("attention sinks not supported");
+    if (cfg->use_sparse != d->is_sparse)
+        ATTN__REASON(cfg->use_sparse ? "sparse not supported" : "non-sparse not supported");
+    if (cfg->use_per_head_quant_scales &&
+        !(d->supports_per_head_quant_scales_fn ? d->supports_per_head_quant_scales_fn(c)
+                                               : d->supports_per_head_quant_scales))
+        ATTN__REASON("per-head quant scales not supported");
+    if (!attn__cc_ok(d, c)) ATTN__REASON("compute capability not supported");
+    if (!attn__type_ok(d, cfg->attn_type)) {
+        char buf[96];
+        snprintf(buf, sizeof buf, "attention type %s not supported",
+                 attn_attn_type_enum_name(cfg->attn_type));
+        ATTN__REASON(buf);
+    }
+    if (cfg->use_non_causal && !d->supports_non_causal)
+        ATTN__REASON("non-causal attention not supported");
+    if (cfg->use_batch_invariant && !d->supports_batch_invariance)
+        ATTN__REASON("batch invariance not supported");
+    if (d->supports_combination) {
+        char buf[ATTN_REASON_MAX * 2];
+        buf[0] = '\0';
+        const char *r = d->supports_combination(c, buf, sizeof buf);
+        if (r) ATTN__REASON(r);
+    }
+#undef ATTN__REASON
+    return n;
+}
+
+typedef struct attn__reason_sink {
+    char (*reasons)[ATTN_REASON_MAX];
+    int max, written;
+} attn__reason_sink;
+
+static void attn__reason_to_array(void *user, const char *text)
+{
+    attn__reason_sink *s = user;
+    if (s->reasons && s->written < s->max) {
+        snprintf(s->reasons[s->written], ATTN_REASON_MAX, "%s", text);
+        s->written++;
+    }
+}
+
+attn_status attn__desc_check(const attn_backend_desc *d)
+{
+    if (d->abi_version != ATTN_BACKEND_ABI_VERSION)
+        return attn__fail(ATTN_ABI_MISMATCH, "descriptor abi_version %u, libattn expects %u",
+                          d->abi_version, ATTN_BACKEND_ABI_VERSION);
+    if (d->struct_size < sizeof(attn_backend_desc))
+        return attn__fail(ATTN_ABI_MISMATCH, "descriptor struct_size %u, libattn expects %zu",
+                          d->struct_size, sizeof(attn_backend_desc));
+    return ATTN_OK;
+}
+
+int attn_backend_validate(const attn_backend_desc *d, const attn_platform *p,
+                          const attn_selector_config *cfg, char reasons[][ATTN_REASON_MAX], int max)
+{
+    if (!d || !cfg) {
+        attn__fail(ATTN_NULL_ARGUMENT, "attn_backend_validate: %s is NULL",
+                   !d ? "descriptor" : "config");
+        return -1;
+    }
+    if (attn__desc_check(d) != ATTN_OK) return -1;
+    attn_check_ctx c;
+    attn__check_ctx_init(&c, p, cfg);
+    attn__reason_sink sink = {reasons, max < 0 ? 0 : max, 0};
+    return attn__validate(d, &c, attn__reason_to_array, &sink);
+}
+
+bool attn_backend_supports_block_size(const attn_backend_desc *d, const attn_platform *p,
+                                      int block_size)
+{
+    if (!d) return false;
+    attn_selector_config cfg;
+    attn_selector_config_init(&cfg);
+    cfg.block_size = block_size;
+    attn_check_ctx c;
+    attn__check_ctx_init(&c, p, &cfg);
+    return attn__block_ok(d, &c, block_size);
+}
+
+int attn_backend_preferred_block_size(const attn_backend_desc *d, const attn_platform *p,
+                                      int default_size)
+{
+    /* vLLM's CPU platform sets 128 whenever --block-size was not given. */
+    if (p && p->kind == ATTN_PLATFORM_CPU) default_size = 128;
+    if (!d) return default_size;
+    if (d->preferred_block_size > 0) return d->preferred_block_size;
+    /* XPU raises FLASH_ATTN's preference to at least 64. */
+    if (p && p->kind == ATTN_PLATFORM_XPU && d->name && !strcmp(d->name, "FLASH_ATTN"))
+        return default_size > 64 ? default_size : 64;
+    if (attn_backend_supports_block_size(d, p, default_size)) return default_size;
+    if (d->n_block_sizes > 0 && d->block_sizes) {
+        int best = 0;
+        for (int i = 0; i < d->n_block_sizes; i++)
+            if (d->block_sizes[i] > 0 && (!best || d->block_sizes[i] < best))
+                best = d->block_sizes[i];
+        if (best) return best;
+    }
+    for (int bs = 1; bs <= 4096; bs++)
+        if (attn_backend_supports_block_size(d, p, bs)) return bs;
+    return default_size;
+}

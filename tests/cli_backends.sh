@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# `attn backends`: docs/backends.md is exactly what `attn backends
+# --markdown` prints (fails when stale), the JSON lists every registry name
+# with locator and resolvability on simulated and real machines, and the
+# text output says why a backend does not resolve.
+set -u
+ATTN=${ATTN_BIN:?}
+SRC=${ATTN_SOURCE_DIR:?}
+unset ATTN_PLATFORM ATTN_BACKEND ATTN_PLUGIN_PATH ATTN_PLUGINS
+export ATTN_LOG=error
+fails=0
+fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+"$ATTN" backends --markdown >"$tmp/backends.md" || fail "attn backends --markdown failed"
+if ! diff -u "$SRC/docs/backends.md" "$tmp/backends.md" >"$tmp/diff"; then
+    head -40 "$tmp/diff" >&2
+    fail "docs/backends.md is stale: regenerate with 'attn backends --markdown > docs/backends.md'"
+fi
+# The matrix does not depend on the machine or on plugins.
+ATTN_PLATFORM=mi300x "$ATTN" backends --markdown | cmp -s - "$tmp/backends.md" ||
+    fail "--markdown depends on ATTN_PLATFORM"
+
+"$ATTN" backends --machine h100 --json >"$tmp/h100.json" || fail "--json h100 failed"
+"$ATTN" backends --machine h100 --installed fa2 --json >"$tmp/h100fa2.json" || fail "--json fa2"
+"$ATTN" backends --json >"$tmp/local.json" || fail "--json (this machine) failed"
+python3 - "$tmp/h100.json" "$tmp/h100fa2.json" "$tmp/local.json" <<'PY' || fail "backends JSON"
+import json, sys
+h100, fa2, local = (json.load(open(p)) for p in sys.argv[1:4])
+names = [b["name"] for b in h100["backends"]]
+head = ["FLASH_ATTN", "FLASH_ATTN_DIFFKV", "TRITON_ATTN", "ROCM_ATTN", "ROCM_AITER_MLA"]
+assert names[:5] == head, names[:5]
+for n in ["CPU_ATTN", "TURBOQUANT", "CUSTOM", "TRITON_FLASHINFER", "TRITON_FLASH_ATTN", "CPU_MLA",
+          "REFERENCE", "NO_ATTENTION", "TORCH_SDPA"]:
+    assert n in names, n
+by = {b["name"]: b for b in h100["backends"]}
+assert h100["machine"] == "h100" and h100["simulated"] is True
+assert by["FLASH_ATTN"]["resolves"] and by["FLASH_ATTN"]["kernel"] is False
+assert by["FLASH_ATTN"]["locator"] == "libattn_cuda.so:attn_backend_flash_attn"
+assert by["FLASH_ATTN"]["capabilities"]["dtypes"] == "fp16, bf16"
+assert by["FLASHINFER"]["resolves"]
+assert not by["NO_ATTENTION"]["resolves"]
+assert by["NO_ATTENTION"]["error"].startswith("ImportError: No module named")
+assert by["CUSTOM"]["registered"] is False and by["CUSTOM"]["locator"] is None
+assert "must be registered before use" in by["CUSTOM"]["error"]
+assert by["FLASHMLA"]["capabilities"]["preferred_block_size"] == 64
+assert by["ROCM_AITER_FA"]["capabilities"]["display_name"] == "FLASH_ATTN"
+fby = {b["name"]: b for b in fa2["backends"]}
+assert not fby["FLASHINFER"]["resolves"]
+assert fby["FLASHINFER"]["error"].startswith("ImportError: No module named flashinfer"), fby["FLASHINFER"]
+assert fby["FLASHINFER_MLA"]["capabilities"] is not None  # the catalog still describes it
+lby = {b["name"]: b for b in local["backends"]}
+if not local["simulated"]:
+    # The real machine: GPU code lives in modules this build does not ship.
+    assert not lby["FLASH_ATTN"]["resolves"]
+    assert "No module named libattn_cuda.so" in lby["FLASH_ATTN"]["error"], lby["FLASH_ATTN"]
+for n in ["CPU_ATTN", "CPU_MLA", "REFERENCE"]:
+    b = lby[n]
+    assert b["locator"] == "builtin:" + n
+    if not b["resolves"]:
+        assert b["error"] == "ImportError: libattn was built without the %s kernels" % n, b
+print("backends JSON ok")
+PY
+
+"$ATTN" backends --machine h100 --installed fa2 >"$tmp/text" || fail "text output failed"
+grep -q "^FLASHINFER .*not resolvable" "$tmp/text" || fail "text lacks FLASHINFER not resolvable"
+grep -qF "why: ImportError: No module named flashinfer" "$tmp/text" || fail "text lacks the why"
+"$ATTN" backends --bogus >/dev/null 2>&1; [ $? = 2 ] || fail "unknown option not 2"
+"$ATTN" backends --json --markdown >/dev/null 2>&1; [ $? = 2 ] || fail "--json --markdown not 2"
+"$ATTN" backends --machine nowhere >/dev/null 2>&1; [ $? = 2 ] || fail "bad machine not 2"
+
+[ $fails = 0 ] && echo "cli_backends: all checks passed"
+exit $((fails > 0))

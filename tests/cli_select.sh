@@ -1,0 +1,173 @@
+#!/usr/bin/env bash
+# `attn select` end to end: the issue's done-when commands, a sample of the
+# reference cases through --json (compared with python3), exit codes and
+# usage errors, ATTN_BACKEND, --explain, and selection on this machine
+# without --machine (CPU rules: whatever `attn backends` says resolves).
+set -u
+ATTN=${ATTN_BIN:?}
+REF=${ATTN_REFERENCE_DIR:?}
+unset ATTN_PLATFORM ATTN_BACKEND ATTN_PLUGIN_PATH ATTN_PLUGINS
+export ATTN_LOG=error
+fails=0
+fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+expect_out() { # expected-stdout expected-rc cmd...
+    local want=$1 want_rc=$2; shift 2
+    local out rc
+    out=$("$@" 2>"$tmp/err"); rc=$?
+    [ "$rc" = "$want_rc" ] || fail "$* exited $rc, want $want_rc ($(cat "$tmp/err"))"
+    [ "$out" = "$want" ] || fail "$* printed '$out', want '$want'"
+}
+
+# ---- the issue's done-when commands ------------------------------------------
+expect_out FLASH_ATTN 0 "$ATTN" select --machine h100 --head-size 128 --dtype bf16
+expect_out FLASH_ATTN 0 "$ATTN" select --machine a100
+expect_out ROCM_ATTN 0 "$ATTN" select --machine mi300x
+"$ATTN" select --machine h100 --installed fa2,fa3,fa4 --backend FLASHINFER >"$tmp/out" 2>"$tmp/err"
+rc=$?
+[ $rc = 3 ] || fail "explicit FLASHINFER without flashinfer exited $rc, want 3"
+grep -qF "Selected backend FLASHINFER is not valid for this configuration. Reason: ['ImportError: " \
+    "$tmp/err" || fail "explicit FLASHINFER message: $(cat "$tmp/err")"
+
+# ---- exit codes and usage errors ----------------------------------------------
+"$ATTN" select --machine h100 --bogus >/dev/null 2>&1; [ $? = 2 ] || fail "unknown option not 2"
+"$ATTN" select --machine h100 --dtype fp64 >/dev/null 2>&1; [ $? = 2 ] || fail "bad dtype not 2"
+"$ATTN" select --machine h100 --head-size x >/dev/null 2>&1; [ $? = 2 ] || fail "bad head not 2"
+"$ATTN" select --machine no-such-machine >/dev/null 2>&1; [ $? = 2 ] || fail "bad machine not 2"
+"$ATTN" select --machine h100 --kv-cache-dtype fp9 >/dev/null 2>"$tmp/err"
+[ $? = 2 ] || fail "bad kv dtype not 2"
+grep -qF "Invalid kv_cache_dtype: fp9. Valid values are: ('auto', 'float16'" "$tmp/err" ||
+    fail "kv dtype message: $(cat "$tmp/err")"
+"$ATTN" select --help >/dev/null || fail "--help failed"
+"$ATTN" select --machine h100 --backend FOO >/dev/null 2>"$tmp/err"
+[ $? = 3 ] || fail "unknown backend not 3"
+grep -qF "Unknown attention backend: 'FOO'. Valid options are: FLASH_ATTN, FLASH_ATTN_DIFFKV," \
+    "$tmp/err" || fail "unknown backend message: $(cat "$tmp/err")"
+"$ATTN" select --machine h100 --backend custom >/dev/null 2>"$tmp/err"
+[ $? = 3 ] || fail "unregistered CUSTOM not 3"
+grep -qF "Backend CUSTOM must be registered before use." "$tmp/err" || fail "CUSTOM message"
+
+# ATTN_BACKEND is the default --backend; --backend wins over it.
+expect_out TRITON_ATTN 0 env ATTN_BACKEND=triton_attn "$ATTN" select --machine h100
+expect_out FLEX_ATTENTION 0 env ATTN_BACKEND=triton_attn "$ATTN" select --machine h100 \
+    --backend FLEX_ATTENTION
+expect_out FLASH_ATTN 0 env ATTN_BACKEND=auto "$ATTN" select --machine h100
+
+# --explain: every candidate, marked.
+"$ATTN" select --machine h100 --installed fa2,fa3,fa4 --explain >"$tmp/out" 2>/dev/null ||
+    fail "--explain failed"
+for w in "FLASH_ATTN" "FLASHINFER" "ImportError" "TURBOQUANT" "✓" "✗" "selected:  FLASH_ATTN"; do
+    grep -qF -- "$w" "$tmp/out" || fail "--explain lacks '$w'"
+done
+
+# --block-size precluded warning goes to stderr as a warning.
+ATTN_LOG=warn "$ATTN" select --machine h100 --use-mla --head-size 576 --num-heads 128 \
+    --kv-cache-dtype fp8 --block-size 16 >"$tmp/out" 2>"$tmp/err"
+[ "$(cat "$tmp/out")" = TRITON_MLA ] || fail "precluded case chose $(cat "$tmp/out")"
+grep -qF -- "--block-size 16 precluded higher-priority backend(s) FLASHMLA. Using TRITON_MLA" \
+    "$tmp/err" || fail "no precluded warning: $(cat "$tmp/err")"
+
+# ---- a sample of the reference cases through --json ----------------------------
+python3 - "$ATTN" "$REF/selection-cases.json" <<'PY' || fail "reference cases through the CLI"
+import json, subprocess, sys
+attn, path = sys.argv[1], sys.argv[2]
+cases = json.load(open(path))
+sample = cases[::5] + [c for c in cases if c["expect"].get("precluded_warning")]
+bad = 0
+for c in sample:
+    cfg = c["config"]
+    args = [attn, "select", "--json", "--machine", c["machine"],
+            "--installed", ",".join(c["installed"])]
+    for k, v in c.get("settings", {}).items():
+        args += ["--setting", "%s=%s" % (k, "true" if v else "false")]
+    if c["backend"]:
+        args += ["--backend", c["backend"]]
+    args += ["--head-size", str(cfg["head_size"]), "--dtype", cfg["dtype"],
+             "--kv-cache-dtype", cfg["kv_cache_dtype"] or "None",
+             "--attn-type", cfg["attn_type"]]
+    if cfg["block_size"] is not None:
+        args += ["--block-size", str(cfg["block_size"])]
+    if cfg["num_heads"] is not None:
+        args += ["--num-heads", str(cfg["num_heads"])]
+    for key, flag in [("use_mla", "--use-mla"), ("has_sink", "--has-sink"),
+                      ("use_sparse", "--use-sparse"), ("use_mm_prefix", "--use-mm-prefix"),
+                      ("use_per_head_quant_scales", "--per-head-quant-scales"),
+                      ("has_sliding_window", "--sliding-window"),
+                      ("use_non_causal", "--non-causal")]:
+        if cfg.get(key):
+            args.append(flag)
+    p = subprocess.run(args, capture_output=True, text=True)
+    why = []
+    try:
+        out = json.loads(p.stdout)
+    except ValueError:
+        print("case %s: no JSON (rc %d): %s" % (c["id"], p.returncode, p.stderr), file=sys.stderr)
+        bad += 1
+        continue
+    ex = c["expect"]
+    for key in ("selected", "error", "warnings", "candidates", "machine", "config", "notes"):
+        if key not in out:
+            why.append("missing key " + key)
+    if "selected" in ex:
+        if p.returncode != 0 or out.get("selected") != ex["selected"]:
+            why.append("rc %d selected %s, want %s" % (p.returncode, out.get("selected"),
+                                                         ex["selected"]))
+        if out.get("error") is not None:
+            why.append("error set on success")
+    else:
+        err = out.get("error") or {}
+        if p.returncode != 3 or err.get("kind") != ex["error"] or out.get("selected") is not None:
+            why.append("rc %d error %s, want %s" % (p.returncode, err, ex["error"]))
+        for frag in ex.get("contains", []):
+            if frag not in (err.get("message") or ""):
+                why.append("message lacks %r" % frag)
+    if ex.get("precluded_warning"):
+        names = ", ".join(ex["precluded_warning"])
+        if not any("precluded higher-priority backend(s) %s." % names in w
+                   for w in out.get("warnings", [])):
+            why.append("no precluded warning for %s" % names)
+    prios = [cand["priority"] for cand in out.get("candidates", [])]
+    if c["backend"] is None and c["machine"] != "xpu" and prios != list(range(len(prios))):
+        why.append("candidates not in priority order: %s" % prios)
+    for cand in out.get("candidates", []):
+        if set(cand) < {"name", "priority", "valid", "reasons"}:
+            why.append("candidate fields: %s" % sorted(cand))
+    if why:
+        bad += 1
+        print("case %s: %s" % (c["id"], "; ".join(why)), file=sys.stderr)
+print("cli_select: %d/%d sampled cases pass" % (len(sample) - bad, len(sample)))
+sys.exit(1 if bad or len(sample) < 15 else 0)
+PY
+
+# ---- this machine, no --machine: the platform's own rules ------------------------
+"$ATTN" backends --json >"$tmp/backends.json" 2>/dev/null || fail "attn backends --json failed"
+"$ATTN" select --json >"$tmp/sel.json" 2>/dev/null
+rc=$?
+python3 - "$tmp/backends.json" "$tmp/sel.json" "$rc" <<'PY' || fail "selection on this machine"
+import json, sys
+b = json.load(open(sys.argv[1])); s = json.load(open(sys.argv[2])); rc = int(sys.argv[3])
+resolves = {x["name"]: x["resolves"] for x in b["backends"]}
+if b["device"] != "cpu":
+    print("this machine is %s: CPU rules not checked" % b["device"]); sys.exit(0)
+order = ["CPU_ATTN", "REFERENCE"]
+names = [c["name"] for c in s["candidates"]]
+assert names == order, names
+for c in s["candidates"]:
+    if not resolves[c["name"]]:
+        assert not c["valid"] and c["reasons"][0].startswith("ImportError: "), c
+if s["selected"] is not None:
+    assert rc == 0 and resolves[s["selected"]], (rc, s["selected"])
+    first_ok = [c["name"] for c in s["candidates"] if c["valid"]][0]
+    assert s["selected"] == first_ok
+    if resolves["CPU_ATTN"] and s["candidates"][0]["valid"]:
+        assert s["selected"] == "CPU_ATTN"
+else:
+    assert rc == 3 and s["error"]["kind"] == "no-valid", (rc, s["error"])
+    assert s["error"]["message"].startswith("No valid attention backend found for cpu with ")
+print("this machine: selected %s" % s["selected"])
+PY
+
+[ $fails = 0 ] && echo "cli_select: all checks passed"
+exit $((fails > 0))

@@ -1,0 +1,204 @@
+/* `attn select`: choose the attention backend for one configuration.
+ *
+ * Exit codes: 0 a backend was chosen, 3 the selection failed (the message
+ * is vLLM's), 2 usage error (bad option, unknown machine, invalid kv-cache
+ * dtype — the last is vLLM's parse-time assertion text). Output: the chosen
+ * name (default), a readable table (--explain) or one JSON object (--json).
+ * ATTN_BACKEND gives the default --backend. `--model NAME|config.json`
+ * hands over to the model command's implementation when it is built in. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attn/attn.h"
+#include "cli.h"
+
+int attn_cli_select_model(const char *model, int argc, char **argv);
+#pragma weak attn_cli_select_model
+
+static void attn__select_usage(FILE *f)
+{
+    fprintf(f, "usage: attn select [options]\n\n"
+               "Choose the attention backend for one layer configuration.\n\n"
+               "machine:\n"
+               "  --machine M            catalog name (h100, a100, mi300x...), cuda:X.Y,\n"
+               "                         rocm:gfxNNN, xpu, cpu or a JSON spec (default:\n"
+               "                         ATTN_PLATFORM, else this machine)\n"
+               "  --installed a,b        installed components (fa2 fa3 fa4 flashinfer\n"
+               "                         flashinfer_cubin flashmla tokenspeed_mla aiter)\n"
+               "  --setting k=v          machine setting (rocm_use_aiter, rocm_use_aiter_mha,\n"
+               "                         rocm_use_aiter_mla, batch_invariant); repeatable\n"
+               "request:\n"
+               "  --backend NAME         explicit backend, or auto (default: ATTN_BACKEND)\n"
+               "  --model NAME|FILE      select for every layer group of a model\n"
+               "layer configuration:\n"
+               "  --head-size N          default 128\n"
+               "  --dtype fp16|bf16|fp32 default bf16\n"
+               "  --kv-cache-dtype S     default auto\n"
+               "  --block-size N         as if the user passed --block-size (default: none)\n"
+               "  --use-mla --has-sink --use-sparse --use-mm-prefix --per-head-quant-scales\n"
+               "  --attn-type T          decoder|encoder|encoder_only|encoder_decoder\n"
+               "  --sliding-window --non-causal --batch-invariant\n"
+               "  --num-heads N          query heads (MLA layers pass it)\n"
+               "output:\n"
+               "  --explain              every candidate with its reasons\n"
+               "  --json                 one JSON object\n\n"
+               "exit status: 0 chosen, 3 selection failed, 2 usage error\n");
+}
+
+typedef struct attn__select_opts {
+    const char *machine, *installed, *backend, *model;
+    const char *settings[32];
+    int num_settings;
+    attn_selector_config cfg;
+    bool explain, json;
+} attn__select_opts;
+
+static int attn__select_parse(int argc, char **argv, attn__select_opts *o)
+{
+    const char *cmd = "select";
+    memset(o, 0, sizeof *o);
+    attn_selector_config_init(&o->cfg);
+    o->cfg.head_size = 128;
+    o->backend = getenv("ATTN_BACKEND");
+    if (o->backend && !*o->backend) o->backend = NULL;
+    bool bad = false;
+    for (int i = 1; i < argc; i++) {
+        const char *v = NULL;
+        long n = 0;
+        if (attn_cli_is_help(argv[i])) {
+            attn__select_usage(stdout);
+            return ATTN_EXIT_OK;
+        } else if (attn_cli_flag(argv, i, "--explain")) {
+            o->explain = true;
+        } else if (attn_cli_flag(argv, i, "--json")) {
+            o->json = true;
+        } else if (attn_cli_flag(argv, i, "--use-mla")) {
+            o->cfg.use_mla = true;
+        } else if (attn_cli_flag(argv, i, "--has-sink")) {
+            o->cfg.has_sink = true;
+        } else if (attn_cli_flag(argv, i, "--use-sparse")) {
+            o->cfg.use_sparse = true;
+        } else if (attn_cli_flag(argv, i, "--use-mm-prefix")) {
+            o->cfg.use_mm_prefix = true;
+        } else if (attn_cli_flag(argv, i, "--per-head-quant-scales")) {
+            o->cfg.use_per_head_quant_scales = true;
+        } else if (attn_cli_flag(argv, i, "--sliding-window")) {
+            o->cfg.has_sliding_window = true;
+        } else if (attn_cli_flag(argv, i, "--non-causal")) {
+            o->cfg.use_non_causal = true;
+        } else if (attn_cli_flag(argv, i, "--batch-invariant")) {
+            o->cfg.use_batch_invariant = true;
+        } else if (attn_cli_opt(argc, argv, &i, "--machine", &v, &bad)) {
+            o->machine = v;
+        } else if (attn_cli_opt(argc, argv, &i, "--installed", &v, &bad)) {
+            o->installed = v;
+        } else if (attn_cli_opt(argc, argv, &i, "--setting", &v, &bad)) {
+            if (v && o->num_settings >= 32)
+                return attn_cli_usage_error(cmd, "too many --setting options");
+            if (v) o->settings[o->num_settings++] = v;
+        } else if (attn_cli_opt(argc, argv, &i, "--backend", &v, &bad)) {
+            o->backend = v;
+        } else if (attn_cli_opt(argc, argv, &i, "--model", &v, &bad)) {
+            o->model = v;
+        } else if (attn_cli_opt(argc, argv, &i, "--head-size", &v, &bad)) {
+            if (v && !attn_cli_int(cmd, "--head-size", v, 1, 65536, &n)) return ATTN_EXIT_USAGE;
+            o->cfg.head_size = (int)n;
+        } else if (attn_cli_opt(argc, argv, &i, "--dtype", &v, &bad)) {
+            if (v && attn_dtype_parse(v, &o->cfg.dtype) != ATTN_OK)
+                return attn_cli_usage_error(cmd, "--dtype: %s", attn_last_error());
+        } else if (attn_cli_opt(argc, argv, &i, "--kv-cache-dtype", &v, &bad)) {
+            if (v && attn_kv_dtype_parse(v, &o->cfg.kv_cache_dtype) != ATTN_OK)
+                return attn_cli_usage_error(cmd, "%s", attn_last_error());
+        } else if (attn_cli_opt(argc, argv, &i, "--block-size", &v, &bad)) {
+            if (v && !attn_cli_int(cmd, "--block-size", v, 1, 1 << 20, &n)) return ATTN_EXIT_USAGE;
+            o->cfg.block_size = (int)n;
+        } else if (attn_cli_opt(argc, argv, &i, "--attn-type", &v, &bad)) {
+            if (v && attn_attn_type_parse(v, &o->cfg.attn_type) != ATTN_OK)
+                return attn_cli_usage_error(cmd, "--attn-type: %s", attn_last_error());
+        } else if (attn_cli_opt(argc, argv, &i, "--num-heads", &v, &bad)) {
+            if (v && !attn_cli_int(cmd, "--num-heads", v, 1, 1 << 20, &n)) return ATTN_EXIT_USAGE;
+            o->cfg.num_heads = (int)n;
+        } else {
+            return attn_cli_usage_error(cmd, "unknown option '%s'", argv[i]);
+        }
+        if (bad) return ATTN_EXIT_USAGE;
+    }
+    return -1;
+}
+
+/* The machine to select on: --machine, else ATTN_PLATFORM / this machine.
+ * --installed and --setting need a private, mutable copy. */
+static int attn__select_platform(const attn__select_opts *o, const attn_platform **p,
+                                 attn_platform **owned)
+{
+    attn_status st = ATTN_OK;
+    *owned = NULL;
+    if (o->machine) {
+        st = attn_platform_open(o->machine, owned);
+    } else if (o->installed || o->num_settings) {
+        const char *env = getenv("ATTN_PLATFORM");
+        st = env && *env ? attn_platform_open(env, owned) : attn_platform_detect(owned);
+    } else {
+        st = attn_platform_current(p);
+        if (st != ATTN_OK) {
+            fprintf(stderr, "attn select: %s\n", attn_last_error());
+            return ATTN_EXIT_USAGE;
+        }
+        return -1;
+    }
+    if (st == ATTN_OK && o->installed) st = attn_platform_set_installed(*owned, o->installed);
+    for (int i = 0; st == ATTN_OK && i < o->num_settings; i++)
+        st = attn_platform_set_setting(*owned, o->settings[i]);
+    if (st != ATTN_OK) {
+        fprintf(stderr, "attn select: %s\n", attn_last_error());
+        attn_platform_free(*owned);
+        *owned = NULL;
+        return ATTN_EXIT_USAGE;
+    }
+    *p = *owned;
+    return -1;
+}
+
+int attn_cmd_select(int argc, char **argv)
+{
+    attn__select_opts o;
+    int rc = attn__select_parse(argc, argv, &o);
+    if (rc >= 0) return rc;
+    if (o.model) {
+        if (!attn_cli_select_model) {
+            fprintf(stderr, "attn select: --model is not built into this binary\n");
+            return ATTN_EXIT_ERROR;
+        }
+        return attn_cli_select_model(o.model, argc, argv);
+    }
+    const attn_platform *p = NULL;
+    attn_platform *owned = NULL;
+    rc = attn__select_platform(&o, &p, &owned);
+    if (rc >= 0) return rc;
+
+    const attn_selection *sel = NULL;
+    attn_status st = attn_select(p, o.backend, &o.cfg, &sel);
+    if (!sel) {
+        fprintf(stderr, "attn select: %s\n", attn_last_error());
+        attn_platform_free(owned);
+        return st == ATTN_INVALID_ARGUMENT ? ATTN_EXIT_USAGE : ATTN_EXIT_ERROR;
+    }
+    char *text = NULL;
+    if (o.json) {
+        if (attn_selection_to_json(sel, &text) == ATTN_OK) fputs(text, stdout);
+    } else if (o.explain) {
+        if (attn_selection_explain(sel, &text) == ATTN_OK) fputs(text, stdout);
+    } else if (st == ATTN_OK) {
+        printf("%s\n", attn_selection_backend(sel));
+    }
+    free(text);
+    if (st != ATTN_OK && !o.json && !o.explain)
+        fprintf(stderr, "attn select: %s\n", attn_selection_message(sel));
+    if (st != ATTN_OK && attn_selection_error(sel) == ATTN_SELECT_INVALID_CONFIG) {
+        attn_platform_free(owned);
+        return ATTN_EXIT_USAGE;
+    }
+    attn_platform_free(owned);
+    return st == ATTN_OK ? ATTN_EXIT_OK : ATTN_EXIT_FAILED;
+}
