@@ -83,12 +83,13 @@ static const char *fa_combination(const attn_check_ctx *c, char *buf, size_t siz
     .cg_support = ATTN_CG_UNIFORM_BATCH, .can_return_lse_for_decode = true,                        \
     .supports_head_size = fa_head_size, .supports_kv_cache_dtype = fa_kv_dtype,                    \
     .supports_sink_fn = fa_sink, .supports_per_head_quant_scales_fn = fa_per_head,                 \
-    .supports_combination = fa_combination, .kv_stride_order = attn__stride_order_flash
+    .supports_combination = fa_combination
 
 const attn_backend_desc attn__desc_flash_attn = {
     ATTN__FLASH_ATTN_RULES,
     .name = "FLASH_ATTN",
     .kv_cache_shape = attn__kv_shape_flash,
+    .kv_stride_order = attn__stride_order_flash,
     .builder = &attn__builder_flash_attn,
 };
 
@@ -104,6 +105,7 @@ static const attn_backend_desc attn__desc_triton_flash_attn = {
     .name = "TRITON_FLASH_ATTN",
     .supports_mm_prefix = true,
     .kv_cache_shape = attn__kv_shape_flash,
+    .kv_stride_order = attn__stride_order_flash,
     .builder = &attn__builder_flash_attn,
 };
 
