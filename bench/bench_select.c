@@ -56,6 +56,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: bench_select [repeats 1..1000]\n");
         return 2;
     }
+    attn_log_set_level(ATTN_LOG_ERROR); /* the CPU block-size warning is expected here */
     attn_platform *m[MAX_MACHINES];
     int nm = 0;
     for (int i = 0; i < attn_catalog_count() && nm < MAX_MACHINES; i++) {

@@ -610,6 +610,23 @@ static void attn__sel_log(const attn_selection *s)
         }
         attn__sb_free(&sb);
     }
+    if (!s->requested && attn_log_get_level() >= ATTN_LOG_DEBUG) {
+        /* vLLM's CUDA wording, with every valid candidate in priority order. */
+        attn__sb sb;
+        attn__sb_init(&sb);
+        attn__sb_printf(&sb, "Using %s attention backend out of potential backends: [",
+                        s->candidates[s->chosen].name);
+        bool first = true;
+        for (int i = 0; i < s->num_candidates; i++) {
+            if (!s->candidates[i].valid) continue;
+            if (!first) attn__sb_puts(&sb, ", ");
+            attn__sb_py_str(&sb, s->candidates[i].name);
+            first = false;
+        }
+        attn__sb_puts(&sb, "].");
+        if (sb.data) attn__log_once(ATTN_LOG_DEBUG, sb.data);
+        attn__sb_free(&sb);
+    }
     char line[128];
     snprintf(line, sizeof line, "Using %s backend.", s->candidates[s->chosen].name);
     attn__log_once(ATTN_LOG_INFO, line);
