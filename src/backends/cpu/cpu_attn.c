@@ -310,7 +310,7 @@ static void run_rows(fwd_ctx *c, const attn__cpu_tile *t, int kvh, int hgi, thre
         .hi = sc->hi,
         .qbuf = sc->qbuf,
         .o = sc->o,
-        .o_stride = (c->Dv + 15) & ~15,
+        .o_stride = (c->Dv + 31) & ~31, /* variants write whole 32-lane blocks */
         .m = sc->m,
         .l = sc->l,
         .s = sc->s,

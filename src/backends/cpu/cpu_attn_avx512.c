@@ -1,6 +1,770 @@
-/* placeholder */
+/* CPU_ATTN AVX-512 variants.
+ *
+ * "avx512-bf16" (AVX512F/BW/VL/DQ + AVX512_BF16): bf16 and fp8 caches go
+ * through VDPBF16PS. fp8 rows are widened to bf16 exactly in registers
+ * (magnitude shifted into place and re-biased; the few subnormal codes come
+ * from a 32-entry vpermw table), the scales are applied once per score and
+ * once per output row. Queries and probabilities are single bf16 terms for
+ * bf16 models and hi + lo bf16 pairs otherwise (16 significant bits), so
+ * fp16/fp32 models keep their accuracy.
+ *  - QK, few rows (decode): per key, each row's dot product accumulates in
+ *    one vector across the head; 16 keys' vectors are then reduced at once
+ *    by a transpose-add tree.
+ *  - QK, many rows (prefill): the chunk's K is transposed once into
+ *    bf16-pair columns, so every row computes 64 scores per step with
+ *    broadcast query pairs and no horizontal work.
+ *  - PV: two V rows are interleaved (vpermt2w) into bf16 pairs and
+ *    multiplied by the row's (p_t, p_t+1) pair; 4 rows x 64 output lanes
+ *    stay in registers.
+ * fp16/fp32 caches (and every cache in the plain "avx512" variant, which
+ * needs no BF16) use the fp32 FMA path: rows widened to fp32 in scratch,
+ * 4 rows x 2 keys for QK and 4 rows x 32 lanes for PV. */
+#include <immintrin.h>
+#include <math.h>
+#include <string.h>
+
 #include "attn/cpu.h"
 #include "backends/cpu/cpu_attn.h"
-static bool no(void) { return false; }
-const attn__cpu_isa attn__cpu_isa_avx512 = {.name = "avx512", .usable = no};
-const attn__cpu_isa attn__cpu_isa_avx512_bf16 = {.name = "avx512-bf16", .usable = no};
+
+static bool avx512_usable(void)
+{
+    return attn_cpu_has(ATTN_CPU_AVX512F) && attn_cpu_has(ATTN_CPU_AVX512BW) &&
+           attn_cpu_has(ATTN_CPU_AVX512VL) && attn_cpu_has(ATTN_CPU_AVX512DQ) &&
+           attn_cpu_has(ATTN_CPU_FMA) && attn_cpu_has(ATTN_CPU_F16C) &&
+           attn_cpu_has(ATTN_CPU_AVX2);
+}
+
+static bool avx512_bf16_usable(void)
+{
+    return avx512_usable() && attn_cpu_has(ATTN_CPU_AVX512_BF16);
+}
+
+static inline int pad16(int d)
+{
+    return (d + 15) & ~15;
+}
+
+static inline int pad32(int d)
+{
+    return (d + 31) & ~31;
+}
+
+/* ---- shared math ---------------------------------------------------------------- */
+
+static inline __m512 exp512(__m512 x)
+{
+    x = _mm512_max_ps(x, _mm512_set1_ps(-87.3f));
+    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504f)),
+                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145752f), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.42860677e-6f), r);
+    __m512 p = _mm512_set1_ps(1.0f / 720.0f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    return _mm512_scalef_ps(p, n);
+}
+
+/* Scores of row r (s[0..n), scratch row of ATTN_CPU_CHUNK) -> probabilities
+ * against the updated running max. Returns the factor for the row's earlier
+ * output, or -1 when the row sees none of these keys. Keys past n and
+ * outside [lo, hi] get probability 0. */
+static float softmax_row(attn__cpu_job *j, int r, int n, int key0, bool masked)
+{
+    float *s = j->s + (size_t)r * ATTN_CPU_CHUNK;
+    int lo = 0, hi = n - 1;
+    if (masked) {
+        if (j->lo[r] - key0 > lo)
+            lo = j->lo[r] - key0;
+        if (j->hi[r] - key0 < hi)
+            hi = j->hi[r] - key0;
+        if (lo > hi)
+            return -1.0f;
+    }
+    int nv = pad16(n);
+    __m512 sc = _mm512_set1_ps(j->qk_scale);
+    __m512 mx = _mm512_set1_ps(-INFINITY), ninf = mx;
+    __m512 slope = _mm512_set1_ps(j->slope ? j->slope[r] : 0.0f);
+    __m512 rel0 = _mm512_set1_ps((float)(key0 - j->pos[r]));
+    __m512 fiota = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    __m512i iiota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    __m512i vlo = _mm512_set1_epi32(lo), vhi = _mm512_set1_epi32(hi);
+    for (int t = 0; t < nv; t += 16) {
+        __m512 x = _mm512_mul_ps(_mm512_loadu_ps(s + t), sc);
+        if (j->softcap > 0.0f) {
+            float tmp[16];
+            _mm512_storeu_ps(tmp, x);
+            for (int i = 0; i < 16; i++)
+                tmp[i] = j->softcap * tanhf(tmp[i] / j->softcap);
+            x = _mm512_loadu_ps(tmp);
+        }
+        if (j->slope)
+            x = _mm512_fmadd_ps(
+                slope, _mm512_add_ps(rel0, _mm512_add_ps(fiota, _mm512_set1_ps((float)t))), x);
+        __m512i idx = _mm512_add_epi32(iiota, _mm512_set1_epi32(t));
+        __mmask16 in = _mm512_cmpge_epi32_mask(idx, vlo) & _mm512_cmple_epi32_mask(idx, vhi);
+        x = _mm512_mask_blend_ps(in, ninf, x);
+        _mm512_storeu_ps(s + t, x);
+        mx = _mm512_max_ps(mx, x);
+    }
+    float cmax = _mm512_reduce_max_ps(mx);
+    float mold = j->m[r];
+    float mnew = mold > cmax ? mold : cmax;
+    float alpha = j->l[r] > 0.0f ? expf(mold - mnew) : 0.0f;
+    __m512 vm = _mm512_set1_ps(mnew), sum = _mm512_setzero_ps();
+    for (int t = 0; t < nv; t += 16) {
+        __m512 x = _mm512_loadu_ps(s + t);
+        __mmask16 live = _mm512_cmp_ps_mask(x, ninf, _CMP_NEQ_OQ);
+        __m512 p = _mm512_maskz_mov_ps(live, exp512(_mm512_sub_ps(x, vm)));
+        _mm512_storeu_ps(s + t, p);
+        sum = _mm512_add_ps(sum, p);
+    }
+    j->l[r] = j->l[r] * alpha + _mm512_reduce_add_ps(sum);
+    j->m[r] = mnew;
+    return alpha;
+}
+
+/* ---- fp32 FMA path ------------------------------------------------------------- */
+
+static inline __m512 load16_f32(const void *src, attn_elem e)
+{
+    switch (e) {
+    case ATTN_ELEM_F32: return _mm512_loadu_ps(src);
+    case ATTN_ELEM_BF16:
+        return _mm512_castsi512_ps(_mm512_slli_epi32(
+            _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)src)), 16));
+    case ATTN_ELEM_F16: return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)src));
+    case ATTN_ELEM_FP8_E5M2: {
+        __m128i b = _mm_loadu_si128((const __m128i *)src);
+        return _mm512_cvtph_ps(_mm256_slli_epi16(_mm256_cvtepu8_epi16(b), 8));
+    }
+    default: { /* e4m3: magnitude << 7 is an fp16 of value * 2^-8, subnormals included */
+        __m256i w = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)src));
+        __m256i h = _mm256_or_si256(
+            _mm256_slli_epi16(_mm256_and_si256(w, _mm256_set1_epi16(0x7f)), 7),
+            _mm256_slli_epi16(_mm256_and_si256(w, _mm256_set1_epi16(0x80)), 8));
+        return _mm512_mul_ps(_mm512_cvtph_ps(h), _mm512_set1_ps(256.0f));
+    }
+    }
+}
+
+static void row_to_f32(float *dst, const void *src, int d, attn_elem e)
+{
+    size_t es = attn_elem_size(e);
+    int i = 0;
+    for (; i + 16 <= d; i += 16)
+        _mm512_storeu_ps(dst + i, load16_f32((const char *)src + (size_t)i * es, e));
+    if (i < d) {
+        unsigned char tmp[64] = {0};
+        memcpy(tmp, (const char *)src + (size_t)i * es, (size_t)(d - i) * es);
+        _mm512_storeu_ps(dst + i, load16_f32(tmp, e));
+    }
+}
+
+static void f32_prep_q(attn__cpu_job *j, const void *const *qrows)
+{
+    float *q = j->qbuf;
+    int Dp = pad16(j->D);
+    for (int r = 0; r < j->R; r++)
+        row_to_f32(q + (size_t)r * Dp, qrows[r], j->D, j->q_elem);
+}
+
+static void f32_qk(const attn__cpu_job *j, const float *kf, int n)
+{
+    int Dp = pad16(j->D);
+    const float *qb = j->qbuf;
+    for (int r0 = 0; r0 < j->R; r0 += 4) {
+        int nr = j->R - r0 < 4 ? j->R - r0 : 4;
+        const float *q0 = qb + (size_t)r0 * Dp;
+        const float *q1 = nr > 1 ? q0 + Dp : q0;
+        const float *q2 = nr > 2 ? q0 + 2 * Dp : q0;
+        const float *q3 = nr > 3 ? q0 + 3 * Dp : q0;
+        for (int t = 0; t < n; t += 2) {
+            const float *k0 = kf + (size_t)t * Dp;
+            const float *k1 = t + 1 < n ? k0 + Dp : k0;
+            __m512 a00 = _mm512_setzero_ps(), a10 = a00, a20 = a00, a30 = a00;
+            __m512 a01 = a00, a11 = a00, a21 = a00, a31 = a00;
+            for (int d = 0; d < Dp; d += 16) {
+                __m512 kv0 = _mm512_loadu_ps(k0 + d), kv1 = _mm512_loadu_ps(k1 + d);
+                __m512 x = _mm512_loadu_ps(q0 + d);
+                a00 = _mm512_fmadd_ps(x, kv0, a00);
+                a01 = _mm512_fmadd_ps(x, kv1, a01);
+                x = _mm512_loadu_ps(q1 + d);
+                a10 = _mm512_fmadd_ps(x, kv0, a10);
+                a11 = _mm512_fmadd_ps(x, kv1, a11);
+                x = _mm512_loadu_ps(q2 + d);
+                a20 = _mm512_fmadd_ps(x, kv0, a20);
+                a21 = _mm512_fmadd_ps(x, kv1, a21);
+                x = _mm512_loadu_ps(q3 + d);
+                a30 = _mm512_fmadd_ps(x, kv0, a30);
+                a31 = _mm512_fmadd_ps(x, kv1, a31);
+            }
+            float *s = j->s + (size_t)r0 * ATTN_CPU_CHUNK + t;
+            s[0] = _mm512_reduce_add_ps(a00);
+            s[1] = _mm512_reduce_add_ps(a01);
+            if (nr > 1) {
+                s[ATTN_CPU_CHUNK] = _mm512_reduce_add_ps(a10);
+                s[ATTN_CPU_CHUNK + 1] = _mm512_reduce_add_ps(a11);
+            }
+            if (nr > 2) {
+                s[2 * ATTN_CPU_CHUNK] = _mm512_reduce_add_ps(a20);
+                s[2 * ATTN_CPU_CHUNK + 1] = _mm512_reduce_add_ps(a21);
+            }
+            if (nr > 3) {
+                s[3 * ATTN_CPU_CHUNK] = _mm512_reduce_add_ps(a30);
+                s[3 * ATTN_CPU_CHUNK + 1] = _mm512_reduce_add_ps(a31);
+            }
+        }
+    }
+}
+
+static void f32_pv(attn__cpu_job *j, const float *vf, int n, const float *alpha)
+{
+    int Dvp = pad16(j->Dv);
+    for (int r0 = 0; r0 < j->R; r0 += 4) {
+        int rows[4], live = 0;
+        for (int i = r0; i < j->R && i < r0 + 4; i++)
+            if (alpha[i] >= 0.0f)
+                rows[live++] = i;
+        if (!live)
+            continue;
+        for (int i = live; i < 4; i++)
+            rows[i] = rows[0];
+        const float *p[4];
+        float *o[4];
+        __m512 al[4];
+        for (int i = 0; i < 4; i++) {
+            p[i] = j->s + (size_t)rows[i] * ATTN_CPU_CHUNK;
+            o[i] = j->o + (size_t)rows[i] * j->o_stride;
+            al[i] = _mm512_set1_ps(alpha[rows[i]]);
+        }
+        for (int d = 0; d < Dvp; d += 32) {
+            bool two = d + 32 <= Dvp;
+            __m512 c0[4], c1[4];
+            for (int i = 0; i < 4; i++) {
+                c0[i] = _mm512_mul_ps(_mm512_loadu_ps(o[i] + d), al[i]);
+                c1[i] = two ? _mm512_mul_ps(_mm512_loadu_ps(o[i] + d + 16), al[i])
+                            : _mm512_setzero_ps();
+            }
+            for (int t = 0; t < n; t++) {
+                const float *vr = vf + (size_t)t * Dvp + d;
+                __m512 v0 = _mm512_loadu_ps(vr);
+                __m512 v1 = two ? _mm512_loadu_ps(vr + 16) : v0;
+                for (int i = 0; i < 4; i++) {
+                    __m512 b = _mm512_set1_ps(p[i][t]);
+                    c0[i] = _mm512_fmadd_ps(b, v0, c0[i]);
+                    if (two)
+                        c1[i] = _mm512_fmadd_ps(b, v1, c1[i]);
+                }
+            }
+            for (int i = 3; i >= 0; i--) { /* duplicate rows store the same values */
+                _mm512_storeu_ps(o[i] + d, c0[i]);
+                if (two)
+                    _mm512_storeu_ps(o[i] + d + 16, c1[i]);
+            }
+        }
+    }
+}
+
+static void f32_chunk(attn__cpu_job *j, const void *k, const void *v, int64_t stride, int n,
+                      int key0, bool masked)
+{
+    int Dp = pad16(j->D), Dvp = pad16(j->Dv);
+    float *kf = j->scratch;
+    float *vf = kf + (size_t)ATTN_CPU_CHUNK * ATTN_CPU_MAX_HEAD;
+    size_t es = attn_elem_size(j->kv_elem);
+    for (int t = 0; t < n; t++) {
+        row_to_f32(kf + (size_t)t * Dp, (const char *)k + (size_t)(t * stride) * es, j->D,
+                   j->kv_elem);
+        row_to_f32(vf + (size_t)t * Dvp, (const char *)v + (size_t)(t * stride) * es, j->Dv,
+                   j->kv_elem);
+    }
+    f32_qk(j, kf, n);
+    float alpha[ATTN_CPU_MAX_ROWS];
+    for (int r = 0; r < j->R; r++)
+        alpha[r] = softmax_row(j, r, n, key0, masked);
+    f32_pv(j, vf, n, alpha);
+}
+
+/* ---- bf16 dot-product path ------------------------------------------------------ */
+
+/* Variant scratch layout of the dp path (bytes, all 64-aligned):
+ *   kb   [CHUNK][MAX_HEAD] bf16     K as bf16 rows (fp8 or padded heads)
+ *   vb   [CHUNK][MAX_HEAD] bf16     V as bf16 rows
+ *   kt   [MAX_HEAD/2][CHUNK] u32    K transposed into bf16 pairs (prefill)
+ *   vi   [CHUNK/2][MAX_HEAD] u32    V rows interleaved in pairs (prefill)
+ *   red  [4][16][16] f32            per-key partial sums for the tree */
+#define DP_KB 0
+#define DP_VB (DP_KB + ATTN_CPU_CHUNK * ATTN_CPU_MAX_HEAD * 2)
+#define DP_KT (DP_VB + ATTN_CPU_CHUNK * ATTN_CPU_MAX_HEAD * 2)
+#define DP_VI (DP_KT + ATTN_CPU_MAX_HEAD / 2 * ATTN_CPU_CHUNK * 4)
+#define DP_RED (DP_VI + ATTN_CPU_CHUNK / 2 * ATTN_CPU_MAX_HEAD * 4)
+#define DP_END (DP_RED + 4 * 16 * 16 * 4)
+_Static_assert(DP_END <= ATTN_CPU_VSCRATCH, "dp scratch too small");
+
+/* query planes in qbuf: hi [R][MAX_HEAD] bf16, then lo [R][MAX_HEAD] bf16 */
+#define QLO_OFF (ATTN_CPU_MAX_ROWS * ATTN_CPU_MAX_HEAD)
+/* probability planes (bf16 pairs) live after the scores: p2 [R][CHUNK/2] u32 x 2 */
+
+/* fp8 (in 16-bit lanes, low byte) -> bf16 bits, exact. mbits/bias of the
+ * format; sub is the bf16 table of the subnormal codes (index = magnitude). */
+static inline __m512i fp8w_to_bf16(__m512i x, int e4m3, __m512i sub)
+{
+    __m512i mag = _mm512_and_si512(x, _mm512_set1_epi16(0x7f));
+    __m512i r;
+    __mmask32 small;
+    if (e4m3) {
+        r = _mm512_add_epi16(_mm512_slli_epi16(mag, 4), _mm512_set1_epi16(120 << 7));
+        small = _mm512_cmplt_epu16_mask(mag, _mm512_set1_epi16(8));
+    } else {
+        r = _mm512_add_epi16(_mm512_slli_epi16(mag, 5), _mm512_set1_epi16(112 << 7));
+        small = _mm512_cmplt_epu16_mask(mag, _mm512_set1_epi16(4));
+    }
+    r = _mm512_mask_permutexvar_epi16(r, small, mag, sub);
+    /* sign: bit 7 of the byte -> bit 15 */
+    return _mm512_ternarylogic_epi32(r, _mm512_slli_epi16(x, 8), _mm512_set1_epi16((short)0x8000),
+                                     0xF8);
+}
+
+static __m512i fp8_sub_table(int e4m3)
+{
+    uint16_t t[32] = {0};
+    int n = e4m3 ? 8 : 4;
+    for (int m = 1; m < n; m++) {
+        /* value m * 2^(1 - bias - mbits) */
+        float v = e4m3 ? (float)m * (1.0f / 512.0f) : (float)m * (1.0f / 65536.0f);
+        uint32_t u;
+        memcpy(&u, &v, 4);
+        t[m] = (uint16_t)(u >> 16); /* exact: at most 3 significant bits */
+    }
+    return _mm512_loadu_si512(t);
+}
+
+/* n rows of d fp8 codes (stride bytes apart) -> bf16 rows of dp (padded) */
+static void fp8_rows_to_bf16(uint16_t *dst, int dp, const uint8_t *src, int64_t stride, int n,
+                             int d, int e4m3)
+{
+    __m512i sub = fp8_sub_table(e4m3);
+    for (int t = 0; t < n; t++) {
+        const uint8_t *s = src + t * stride;
+        uint16_t *o = dst + (size_t)t * dp;
+        int i = 0;
+        for (; i + 32 <= d; i += 32) {
+            __m512i x = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(s + i)));
+            _mm512_storeu_si512(o + i, fp8w_to_bf16(x, e4m3, sub));
+        }
+        if (i < dp) {
+            __mmask32 m = d - i >= 32 ? 0xffffffffu : ((1u << (d - i)) - 1u);
+            __m512i x = _mm512_cvtepu8_epi16(_mm256_maskz_loadu_epi8(m, s + i));
+            _mm512_storeu_si512(o + i, _mm512_maskz_mov_epi16(m, fp8w_to_bf16(x, e4m3, sub)));
+        }
+    }
+}
+
+/* n rows of d bf16 (stride elements apart) -> padded rows of dp */
+static void bf16_rows_pad(uint16_t *dst, int dp, const uint16_t *src, int64_t stride, int n, int d)
+{
+    for (int t = 0; t < n; t++) {
+        const uint16_t *s = src + t * stride;
+        uint16_t *o = dst + (size_t)t * dp;
+        for (int i = 0; i < dp; i += 32) {
+            int left = d - i;
+            __mmask32 m = left >= 32 ? 0xffffffffu : (left > 0 ? ((1u << left) - 1u) : 0u);
+            _mm512_storeu_si512(o + i, _mm512_maskz_loadu_epi16(m, s + i));
+        }
+    }
+}
+
+static void dp_prep_q(attn__cpu_job *j, const void *const *qrows)
+{
+    uint16_t *hi = j->qbuf, *lo = hi + QLO_OFF;
+    int D = j->D, Dp = pad32(D);
+    float row[ATTN_CPU_MAX_HEAD + 32];
+    for (int r = 0; r < j->R; r++) {
+        uint16_t *h = hi + (size_t)r * ATTN_CPU_MAX_HEAD, *l = lo + (size_t)r * ATTN_CPU_MAX_HEAD;
+        if (j->q_elem == ATTN_ELEM_BF16) {
+            bf16_rows_pad(h, Dp, qrows[r], 0, 1, D);
+            continue;
+        }
+        row_to_f32(row, qrows[r], D, j->q_elem);
+        for (int i = D; i < Dp; i++)
+            row[i] = 0.0f;
+        for (int i = 0; i < Dp; i += 32) {
+            __m512 a = _mm512_loadu_ps(row + i), b = _mm512_loadu_ps(row + i + 16);
+            __m512bh hb = _mm512_cvtne2ps_pbh(b, a);
+            /* hi as fp32: bf16 bits in the upper half */
+            __m512i hw = (__m512i)hb;
+            __m512 ah = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(
+                                                                  _mm512_castsi512_si256(hw)),
+                                                              16));
+            __m512 bh = _mm512_castsi512_ps(_mm512_slli_epi32(
+                _mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(hw, 1)), 16));
+            __m512bh lb = _mm512_cvtne2ps_pbh(_mm512_sub_ps(b, bh), _mm512_sub_ps(a, ah));
+            _mm512_storeu_si512(h + i, hw);
+            _mm512_storeu_si512(l + i, (__m512i)lb);
+        }
+    }
+}
+
+/* sum of each of 16 vectors, lane t = sum(v[t]) */
+static inline __m512 reduce16(const float *v)
+{
+    __m512 x[8], y[4];
+    for (int i = 0; i < 8; i++) {
+        __m512 a = _mm512_load_ps(v + (2 * i) * 16), b = _mm512_load_ps(v + (2 * i + 1) * 16);
+        x[i] = _mm512_add_ps(_mm512_unpacklo_ps(a, b), _mm512_unpackhi_ps(a, b));
+    }
+    for (int i = 0; i < 4; i++) {
+        __m512d a = _mm512_castps_pd(x[2 * i]), b = _mm512_castps_pd(x[2 * i + 1]);
+        y[i] = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(a, b)),
+                             _mm512_castpd_ps(_mm512_unpackhi_pd(a, b)));
+    }
+    __m512 u01 = _mm512_add_ps(_mm512_shuffle_f32x4(y[0], y[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                               _mm512_shuffle_f32x4(y[0], y[1], _MM_SHUFFLE(3, 1, 3, 1)));
+    __m512 u23 = _mm512_add_ps(_mm512_shuffle_f32x4(y[2], y[3], _MM_SHUFFLE(2, 0, 2, 0)),
+                               _mm512_shuffle_f32x4(y[2], y[3], _MM_SHUFFLE(3, 1, 3, 1)));
+    return _mm512_add_ps(_mm512_shuffle_f32x4(u01, u23, _MM_SHUFFLE(2, 0, 2, 0)),
+                         _mm512_shuffle_f32x4(u01, u23, _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+/* QK for few rows: kb rows (stride ks elements, Dp = pad32(D) valid lanes) */
+static void dp_qk_rows(attn__cpu_job *j, const uint16_t *kb, int64_t ks, int n)
+{
+    int Dp = pad32(j->D);
+    bool split = j->prec == ATTN_CPU_PREC_SPLIT;
+    const uint16_t *qh = j->qbuf, *ql = qh + QLO_OFF;
+    float *red = (float *)((char *)j->scratch + DP_RED);
+    for (int r0 = 0; r0 < j->R; r0 += 4) {
+        int nr = j->R - r0 < 4 ? j->R - r0 : 4;
+        const uint16_t *h[4], *l[4];
+        for (int i = 0; i < 4; i++) {
+            int rr = r0 + (i < nr ? i : 0);
+            h[i] = qh + (size_t)rr * ATTN_CPU_MAX_HEAD;
+            l[i] = ql + (size_t)rr * ATTN_CPU_MAX_HEAD;
+        }
+        for (int t0 = 0; t0 < n; t0 += 16) {
+            int tn = n - t0 < 16 ? n - t0 : 16;
+            for (int t = 0; t < 16; t++) {
+                __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+                if (t < tn) {
+                    const uint16_t *kr = kb + (t0 + t) * ks;
+                    for (int d = 0; d < Dp; d += 32) {
+                        __m512bh kv = (__m512bh)_mm512_loadu_si512(kr + d);
+                        a0 = _mm512_dpbf16_ps(a0, kv, (__m512bh)_mm512_loadu_si512(h[0] + d));
+                        a1 = _mm512_dpbf16_ps(a1, kv, (__m512bh)_mm512_loadu_si512(h[1] + d));
+                        a2 = _mm512_dpbf16_ps(a2, kv, (__m512bh)_mm512_loadu_si512(h[2] + d));
+                        a3 = _mm512_dpbf16_ps(a3, kv, (__m512bh)_mm512_loadu_si512(h[3] + d));
+                        if (split) {
+                            a0 = _mm512_dpbf16_ps(a0, kv, (__m512bh)_mm512_loadu_si512(l[0] + d));
+                            a1 = _mm512_dpbf16_ps(a1, kv, (__m512bh)_mm512_loadu_si512(l[1] + d));
+                            a2 = _mm512_dpbf16_ps(a2, kv, (__m512bh)_mm512_loadu_si512(l[2] + d));
+                            a3 = _mm512_dpbf16_ps(a3, kv, (__m512bh)_mm512_loadu_si512(l[3] + d));
+                        }
+                    }
+                }
+                _mm512_store_ps(red + (0 * 16 + t) * 16, a0);
+                _mm512_store_ps(red + (1 * 16 + t) * 16, a1);
+                _mm512_store_ps(red + (2 * 16 + t) * 16, a2);
+                _mm512_store_ps(red + (3 * 16 + t) * 16, a3);
+            }
+            for (int i = 0; i < nr; i++)
+                _mm512_storeu_ps(j->s + (size_t)(r0 + i) * ATTN_CPU_CHUNK + t0,
+                                 reduce16(red + i * 256));
+        }
+    }
+}
+
+/* transpose of a 16x16 matrix of 32-bit elements */
+static inline void transpose16(__m512i r[16])
+{
+    __m512i t[16];
+    for (int i = 0; i < 8; i++) {
+        t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+    }
+    for (int i = 0; i < 4; i++) {
+        r[4 * i] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
+        r[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
+        r[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
+        r[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
+    }
+    /* r[4i+k] holds, per 128-bit lane L, column k of rows 4i..4i+3 of lane L */
+    for (int i = 0; i < 2; i++)
+        for (int k = 0; k < 4; k++) {
+            t[8 * i + k] = _mm512_shuffle_i32x4(r[8 * i + k], r[8 * i + 4 + k],
+                                                _MM_SHUFFLE(2, 0, 2, 0));
+            t[8 * i + 4 + k] = _mm512_shuffle_i32x4(r[8 * i + k], r[8 * i + 4 + k],
+                                                    _MM_SHUFFLE(3, 1, 3, 1));
+        }
+    for (int k = 0; k < 4; k++) {
+        r[k] = _mm512_shuffle_i32x4(t[k], t[8 + k], _MM_SHUFFLE(2, 0, 2, 0));
+        r[8 + k] = _mm512_shuffle_i32x4(t[k], t[8 + k], _MM_SHUFFLE(3, 1, 3, 1));
+        r[4 + k] = _mm512_shuffle_i32x4(t[4 + k], t[12 + k], _MM_SHUFFLE(2, 0, 2, 0));
+        r[12 + k] = _mm512_shuffle_i32x4(t[4 + k], t[12 + k], _MM_SHUFFLE(3, 1, 3, 1));
+    }
+}
+
+/* QK for many rows: K transposed into pair columns kt[dpair][CHUNK] */
+static void dp_qk_packed(attn__cpu_job *j, const uint16_t *kb, int64_t ks, int n)
+{
+    int Dp = pad32(j->D), np = Dp / 2, nv = pad16(n) / 16;
+    bool split = j->prec == ATTN_CPU_PREC_SPLIT;
+    uint32_t *kt = (uint32_t *)((char *)j->scratch + DP_KT);
+    for (int t0 = 0; t0 < nv * 16; t0 += 16)
+        for (int p0 = 0; p0 < np; p0 += 16) {
+            __m512i r[16];
+            for (int t = 0; t < 16; t++)
+                r[t] = t0 + t < n ? _mm512_loadu_si512(kb + (t0 + t) * ks + 2 * p0)
+                                  : _mm512_setzero_si512();
+            transpose16(r);
+            for (int p = 0; p < 16; p++)
+                _mm512_store_si512(kt + (size_t)(p0 + p) * ATTN_CPU_CHUNK + t0, r[p]);
+        }
+    const uint32_t *qh = j->qbuf, *ql = qh + QLO_OFF / 2;
+    for (int r0 = 0; r0 < j->R; r0 += 4) {
+        int nr = j->R - r0 < 4 ? j->R - r0 : 4;
+        const uint32_t *h[4], *l[4];
+        for (int i = 0; i < 4; i++) {
+            int rr = r0 + (i < nr ? i : 0);
+            h[i] = qh + (size_t)rr * (ATTN_CPU_MAX_HEAD / 2);
+            l[i] = ql + (size_t)rr * (ATTN_CPU_MAX_HEAD / 2);
+        }
+        __m512 acc[4][4];
+        for (int i = 0; i < 4; i++)
+            for (int v = 0; v < 4; v++)
+                acc[i][v] = _mm512_setzero_ps();
+        for (int p = 0; p < np; p++) {
+            const uint32_t *kp = kt + (size_t)p * ATTN_CPU_CHUNK;
+            __m512bh k0 = (__m512bh)_mm512_load_si512(kp);
+            __m512bh k1 = (__m512bh)_mm512_load_si512(kp + 16);
+            __m512bh k2 = (__m512bh)_mm512_load_si512(kp + 32);
+            __m512bh k3 = (__m512bh)_mm512_load_si512(kp + 48);
+            for (int i = 0; i < 4; i++) {
+                __m512bh q = (__m512bh)_mm512_set1_epi32((int)h[i][p]);
+                acc[i][0] = _mm512_dpbf16_ps(acc[i][0], k0, q);
+                if (nv > 1)
+                    acc[i][1] = _mm512_dpbf16_ps(acc[i][1], k1, q);
+                if (nv > 2)
+                    acc[i][2] = _mm512_dpbf16_ps(acc[i][2], k2, q);
+                if (nv > 3)
+                    acc[i][3] = _mm512_dpbf16_ps(acc[i][3], k3, q);
+                if (split) {
+                    __m512bh ql2 = (__m512bh)_mm512_set1_epi32((int)l[i][p]);
+                    acc[i][0] = _mm512_dpbf16_ps(acc[i][0], k0, ql2);
+                    if (nv > 1)
+                        acc[i][1] = _mm512_dpbf16_ps(acc[i][1], k1, ql2);
+                    if (nv > 2)
+                        acc[i][2] = _mm512_dpbf16_ps(acc[i][2], k2, ql2);
+                    if (nv > 3)
+                        acc[i][3] = _mm512_dpbf16_ps(acc[i][3], k3, ql2);
+                }
+            }
+        }
+        for (int i = 0; i < nr; i++)
+            for (int v = 0; v < nv; v++)
+                _mm512_storeu_ps(j->s + (size_t)(r0 + i) * ATTN_CPU_CHUNK + 16 * v, acc[i][v]);
+    }
+}
+
+/* probabilities of row r as bf16 pairs (hi, and lo when split) */
+static void dp_pack_p(attn__cpu_job *j, int r, int n, uint32_t *ph, uint32_t *pl)
+{
+    const float *s = j->s + (size_t)r * ATTN_CPU_CHUNK;
+    int nv = pad32(n);
+    for (int t = 0; t < nv; t += 32) {
+        __m512 a = _mm512_loadu_ps(s + t), b = _mm512_loadu_ps(s + t + 16);
+        if (t + 16 >= n)
+            b = _mm512_setzero_ps(); /* scores past n are already 0 up to pad16 */
+        __m512bh hb = _mm512_cvtne2ps_pbh(b, a);
+        _mm512_storeu_si512(ph + t / 2, (__m512i)hb);
+        if (pl) {
+            __m512i hw = (__m512i)hb;
+            __m512 ah = _mm512_castsi512_ps(
+                _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(hw)), 16));
+            __m512 bh = _mm512_castsi512_ps(
+                _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(hw, 1)), 16));
+            _mm512_storeu_si512(
+                pl + t / 2, (__m512i)_mm512_cvtne2ps_pbh(_mm512_sub_ps(b, bh), _mm512_sub_ps(a, ah)));
+        }
+    }
+}
+
+/* PV: o[r][d] += sum_t p[r][t] v[t][d] with V rows paired by vpermt2w */
+static void dp_pv(attn__cpu_job *j, const uint16_t *vb, int64_t vs, int n, const float *alpha)
+{
+    int Dvp = pad32(j->Dv);
+    int npairs = (n + 1) / 2;
+    bool split = j->prec == ATTN_CPU_PREC_SPLIT;
+    uint32_t p2h[ATTN_CPU_MAX_ROWS][ATTN_CPU_CHUNK / 2];
+    uint32_t p2l[ATTN_CPU_MAX_ROWS][ATTN_CPU_CHUNK / 2];
+    int rows[ATTN_CPU_MAX_ROWS], live = 0;
+    for (int r = 0; r < j->R; r++)
+        if (alpha[r] >= 0.0f) {
+            dp_pack_p(j, r, n, p2h[live], split ? p2l[live] : NULL);
+            rows[live++] = r;
+        }
+    if (!live)
+        return;
+    static const uint16_t ilo_tab[32] = {0,  32, 1,  33, 2,  34, 3,  35, 4,  36, 5,
+                                         37, 6,  38, 7,  39, 8,  40, 9,  41, 10, 42,
+                                         11, 43, 12, 44, 13, 45, 14, 46, 15, 47};
+    const __m512i ilo = _mm512_loadu_si512(ilo_tab);
+    const __m512i ihi = _mm512_add_epi16(ilo, _mm512_set1_epi16(16));
+    /* many rows: interleave the V chunk once into scratch */
+    bool pre = live > 8;
+    uint32_t *vi = (uint32_t *)((char *)j->scratch + DP_VI);
+    if (pre) {
+        for (int tp = 0; tp < npairs; tp++) {
+            const uint16_t *v0 = vb + (2 * tp) * vs;
+            const uint16_t *v1 = 2 * tp + 1 < n ? v0 + vs : NULL;
+            for (int d = 0; d < Dvp; d += 32) {
+                __m512i a = _mm512_loadu_si512(v0 + d);
+                __m512i b = v1 ? _mm512_loadu_si512(v1 + d) : _mm512_setzero_si512();
+                _mm512_store_si512(vi + (size_t)tp * ATTN_CPU_MAX_HEAD + d,
+                                   _mm512_permutex2var_epi16(a, ilo, b));
+                _mm512_store_si512(vi + (size_t)tp * ATTN_CPU_MAX_HEAD + d + 16,
+                                   _mm512_permutex2var_epi16(a, ihi, b));
+            }
+        }
+    }
+    for (int i0 = 0; i0 < live; i0 += 4) {
+        int nr = live - i0 < 4 ? live - i0 : 4;
+        int ri[4];
+        for (int i = 0; i < 4; i++)
+            ri[i] = i0 + (i < nr ? i : 0);
+        for (int d = 0; d < Dvp; d += 64) {
+            bool two = d + 64 <= Dvp;
+            __m512 c[4][4];
+            for (int i = 0; i < 4; i++) {
+                float *o = j->o + (size_t)rows[ri[i]] * j->o_stride + d;
+                __m512 al = _mm512_set1_ps(alpha[rows[ri[i]]]);
+                c[i][0] = _mm512_mul_ps(_mm512_loadu_ps(o), al);
+                c[i][1] = _mm512_mul_ps(_mm512_loadu_ps(o + 16), al);
+                c[i][2] = two ? _mm512_mul_ps(_mm512_loadu_ps(o + 32), al) : _mm512_setzero_ps();
+                c[i][3] = two ? _mm512_mul_ps(_mm512_loadu_ps(o + 48), al) : _mm512_setzero_ps();
+            }
+            for (int tp = 0; tp < npairs; tp++) {
+                __m512bh w0, w1, w2, w3;
+                if (pre) {
+                    const uint32_t *vp = vi + (size_t)tp * ATTN_CPU_MAX_HEAD + d;
+                    w0 = (__m512bh)_mm512_load_si512(vp);
+                    w1 = (__m512bh)_mm512_load_si512(vp + 16);
+                    w2 = two ? (__m512bh)_mm512_load_si512(vp + 32) : w0;
+                    w3 = two ? (__m512bh)_mm512_load_si512(vp + 48) : w0;
+                } else {
+                    const uint16_t *v0 = vb + (2 * tp) * vs + d;
+                    __m512i a = _mm512_loadu_si512(v0);
+                    __m512i b = 2 * tp + 1 < n ? _mm512_loadu_si512(v0 + vs)
+                                               : _mm512_setzero_si512();
+                    w0 = (__m512bh)_mm512_permutex2var_epi16(a, ilo, b);
+                    w1 = (__m512bh)_mm512_permutex2var_epi16(a, ihi, b);
+                    if (two) {
+                        a = _mm512_loadu_si512(v0 + 32);
+                        b = 2 * tp + 1 < n ? _mm512_loadu_si512(v0 + vs + 32)
+                                           : _mm512_setzero_si512();
+                        w2 = (__m512bh)_mm512_permutex2var_epi16(a, ilo, b);
+                        w3 = (__m512bh)_mm512_permutex2var_epi16(a, ihi, b);
+                    } else {
+                        w2 = w3 = w0;
+                    }
+                }
+                for (int i = 0; i < 4; i++) {
+                    __m512bh pp = (__m512bh)_mm512_set1_epi32((int)p2h[ri[i]][tp]);
+                    c[i][0] = _mm512_dpbf16_ps(c[i][0], w0, pp);
+                    c[i][1] = _mm512_dpbf16_ps(c[i][1], w1, pp);
+                    if (two) {
+                        c[i][2] = _mm512_dpbf16_ps(c[i][2], w2, pp);
+                        c[i][3] = _mm512_dpbf16_ps(c[i][3], w3, pp);
+                    }
+                    if (split) {
+                        __m512bh pl = (__m512bh)_mm512_set1_epi32((int)p2l[ri[i]][tp]);
+                        c[i][0] = _mm512_dpbf16_ps(c[i][0], w0, pl);
+                        c[i][1] = _mm512_dpbf16_ps(c[i][1], w1, pl);
+                        if (two) {
+                            c[i][2] = _mm512_dpbf16_ps(c[i][2], w2, pl);
+                            c[i][3] = _mm512_dpbf16_ps(c[i][3], w3, pl);
+                        }
+                    }
+                }
+            }
+            for (int i = nr - 1; i >= 0; i--) {
+                float *o = j->o + (size_t)rows[ri[i]] * j->o_stride + d;
+                _mm512_storeu_ps(o, c[i][0]);
+                _mm512_storeu_ps(o + 16, c[i][1]);
+                if (two) {
+                    _mm512_storeu_ps(o + 32, c[i][2]);
+                    _mm512_storeu_ps(o + 48, c[i][3]);
+                }
+            }
+        }
+    }
+}
+
+static void dp_chunk(attn__cpu_job *j, const void *k, const void *v, int64_t stride, int n,
+                     int key0, bool masked)
+{
+    if (j->kv_elem == ATTN_ELEM_F32 || j->kv_elem == ATTN_ELEM_F16) {
+        f32_chunk(j, k, v, stride, n, key0, masked);
+        return;
+    }
+    int D = j->D, Dv = j->Dv, Dp = pad32(D), Dvp = pad32(Dv);
+    uint16_t *kb = (uint16_t *)((char *)j->scratch + DP_KB);
+    uint16_t *vb = (uint16_t *)((char *)j->scratch + DP_VB);
+    const uint16_t *kr, *vr;
+    int64_t ks, vs;
+    if (j->kv_elem == ATTN_ELEM_BF16) {
+        if (D % 32 == 0 && Dv % 32 == 0) {
+            kr = k;
+            vr = v;
+            ks = vs = stride;
+        } else {
+            bf16_rows_pad(kb, Dp, k, stride, n, D);
+            bf16_rows_pad(vb, Dvp, v, stride, n, Dv);
+            kr = kb;
+            vr = vb;
+            ks = Dp;
+            vs = Dvp;
+        }
+    } else {
+        int e4m3 = j->kv_elem == ATTN_ELEM_FP8_E4M3;
+        fp8_rows_to_bf16(kb, Dp, k, stride, n, D, e4m3);
+        fp8_rows_to_bf16(vb, Dvp, v, stride, n, Dv, e4m3);
+        kr = kb;
+        vr = vb;
+        ks = Dp;
+        vs = Dvp;
+    }
+    if (j->R > 16)
+        dp_qk_packed(j, kr, ks, n);
+    else
+        dp_qk_rows(j, kr, ks, n);
+    float alpha[ATTN_CPU_MAX_ROWS];
+    for (int r = 0; r < j->R; r++)
+        alpha[r] = softmax_row(j, r, n, key0, masked);
+    dp_pv(j, vr, vs, n, alpha);
+}
+
+static void dp_prep(attn__cpu_job *j, const void *const *qrows)
+{
+    if (j->kv_elem == ATTN_ELEM_F32 || j->kv_elem == ATTN_ELEM_F16)
+        f32_prep_q(j, qrows);
+    else
+        dp_prep_q(j, qrows);
+}
+
+const attn__cpu_isa attn__cpu_isa_avx512 = {
+    .name = "avx512",
+    .usable = avx512_usable,
+    .prep_q = f32_prep_q,
+    .chunk = f32_chunk,
+};
+
+const attn__cpu_isa attn__cpu_isa_avx512_bf16 = {
+    .name = "avx512-bf16",
+    .usable = avx512_bf16_usable,
+    .prep_q = dp_prep,
+    .chunk = dp_chunk,
+};
