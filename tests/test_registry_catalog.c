@@ -107,7 +107,7 @@ static void test_shapes(void)
     shape("FLASH_ATTN", 128, ATTN_KV_AUTO,
           "2:2 10:num_blocks 16:block_size 4:num_kv_heads 128:head_size");
     shape("FLASH_ATTN_DIFFKV", 64, ATTN_KV_AUTO,
-          "10:num_blocks 16:block_size 4:num_kv_heads 192:head_size");
+          "10:num_blocks 16:block_size 4:num_kv_heads 192:head_size+head_size_v");
     shape("FLASHINFER", 128, ATTN_KV_AUTO,
           "10:num_blocks 2:2 16:block_size 4:num_kv_heads 128:head_size");
     shape("FLASHINFER", 128, ATTN_KV_NVFP4,

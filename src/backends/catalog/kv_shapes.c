@@ -52,8 +52,9 @@ attn_status attn__kv_shape_flash(int nb, int bs, int kvh, int hs, attn_kv_dtype 
     return attn__kv_shape_split(nb, bs, kvh, hs, kv, out);
 }
 
-/* K and V side by side in the last axis (named head_size: it is the row a
- * kernel reads); V has head_size_v = 128 (the class attribute default). */
+/* K and V side by side in the last axis ("head_size+head_size_v": the KV
+ * layout code splits it); V has head_size_v = 128 (the class attribute
+ * default). */
 attn_status attn__kv_shape_flash_diffkv(int nb, int bs, int kvh, int hs, attn_kv_dtype kv,
                                         attn_kv_shape *out)
 {
@@ -63,7 +64,8 @@ attn_status attn__kv_shape_flash_diffkv(int nb, int bs, int kvh, int hs, attn_kv
     if (bs % 16 != 0)
         return attn__fail(ATTN_INVALID_ARGUMENT, "Block size must be a multiple of 16.");
     if (!out) return attn__fail(ATTN_NULL_ARGUMENT, "KV cache shape: out is NULL");
-    static const char *const names[] = {"num_blocks", "block_size", "num_kv_heads", "head_size"};
+    static const char *const names[] = {"num_blocks", "block_size", "num_kv_heads",
+                                        "head_size+head_size_v"};
     int64_t dims[] = {nb, bs, kvh, (int64_t)hs + 128};
     attn__shape_set(out, 4, dims, names);
     return ATTN_OK;
