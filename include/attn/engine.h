@@ -1,0 +1,253 @@
+/* The serving engine: the startup sequence and the step loop.
+ *
+ * Startup (attn_engine_create), in vLLM's order: load plugins -> platform ->
+ * one selection per layer spec of the model (cached: layers with equal
+ * specs share one), honouring a requested backend and per-kind overrides ->
+ * block size (the user's --block-size wins, else the first KV group's
+ * backend's preferred size) -> KV-cache groups allocated (one block pool
+ * each, layout from the backend) -> metadata builders and kernels
+ * constructed -> READY. From then on each group's backend is fixed: the
+ * engine holds a const copy of its builder and kernel ops and never looks a
+ * backend up again. A startup failure leaves the engine FAILED, carrying the
+ * selection's exact message; a failed engine admits nothing.
+ *
+ * Every step (attn_engine_step): continuous batching (running decodes
+ * first, then running prefills, then waiting requests, chunked under a token
+ * budget), blocks allocated per step and requests preempted (blocks back to
+ * the pool, recomputed later) when a pool runs dry; the common metadata is
+ * built from the live batch into engine-owned buffers; each KV group's
+ * builder runs, with the within-step reuse rule (groups sharing a builder
+ * type and spec build once, the others only swap block tables); then K/V
+ * are written and attention runs for the chosen layers on deterministic
+ * synthetic inputs, with the backend's own kernel, or — on a simulated
+ * machine whose backend has no code here — with libattn's CPU kernels
+ * ("emulated"). A step allocates no heap memory. Nothing of one step is
+ * used by the next.
+ *
+ * Threads: an engine is used by one thread at a time; any number of engines
+ * may live in one process (there is no global engine state). */
+#ifndef ATTN_ENGINE_H
+#define ATTN_ENGINE_H
+
+#include "attn/kvcache.h"
+#include "attn/model.h"
+#include "attn/select.h"
+
+ATTN_EXTERN_C_BEGIN
+
+typedef struct attn_engine attn_engine;
+
+typedef enum attn_engine_state {
+    ATTN_ENGINE_READY = 1,
+    ATTN_ENGINE_FAILED = 2
+} attn_engine_state;
+
+typedef struct attn_engine_config {
+    uint32_t struct_size;          /* sizeof(attn_engine_config) (attn_engine_config_init) */
+    const attn_platform *platform; /* NULL = attn_platform_current(); borrowed */
+    const attn_model *model;       /* required; borrowed for the engine's lifetime */
+    const char *backend;           /* requested backend; NULL/"auto" = automatic */
+    const char *per_kind[ATTN_KIND_COUNT]; /* per-kind overrides (NULL = unset) */
+    int block_size;                /* 0 = the backend's preferred size */
+    attn_kv_dtype kv_cache_dtype;  /* default ATTN_KV_AUTO */
+    attn_kv_layout kv_layout;      /* layout asked for when the backend has no requirement */
+    int num_blocks;                /* blocks per KV group; 0 = from memory */
+    double kv_memory_fraction;     /* 0 = 0.9 of the device memory (CPU: of 4 GiB) */
+    int max_num_seqs;              /* 0 = 256 */
+    int max_num_batched_tokens;    /* token budget per step; 0 = 2048 */
+    int max_model_len;             /* 0 = 8192, lowered to what the pool can hold */
+    int max_waiting;               /* waiting-queue capacity; 0 = 4096 */
+    uint64_t seed;                 /* synthetic Q/K/V and weights */
+    bool run_kernels;              /* write K/V and run attention each step */
+    int layers_to_run;             /* 0 = one per KV group; -1 = every layer; N = first N */
+    bool verify;                   /* also run REFERENCE and report the largest difference */
+    bool check_metadata;           /* run attn_common_metadata_check every step */
+} attn_engine_config;
+
+/* Defaults above; model must still be set. */
+ATTN_API void attn_engine_config_init(attn_engine_config *cfg);
+
+/* Returns ATTN_OK with a READY engine, or a failure status. Argument errors
+ * (NULL cfg/out, no model, sizes out of range) return the status with *out
+ * NULL. Startup failures (no plugin platform, a selection that fails, a
+ * block size a backend cannot use, memory) return the status with *out set
+ * to an engine in the FAILED state whose attn_engine_error() is the exact
+ * message (e.g. "Selected backend FLASHINFER is not valid for this
+ * configuration. Reason: ['ImportError: ...']"); free it as usual. */
+ATTN_API attn_status attn_engine_create(const attn_engine_config *cfg, attn_engine **out);
+ATTN_API void attn_engine_free(attn_engine *e);
+
+ATTN_API attn_engine_state attn_engine_get_state(const attn_engine *e);
+ATTN_API attn_status attn_engine_status(const attn_engine *e); /* ATTN_OK when READY */
+ATTN_API const char *attn_engine_error(const attn_engine *e);  /* NULL when READY */
+ATTN_API const attn_platform *attn_engine_platform(const attn_engine *e);
+ATTN_API const attn_model *attn_engine_model(const attn_engine *e);
+
+/* ---- startup summary ---------------------------------------------------- */
+
+/* Block size of every KV group and where it came from ("--block-size",
+ * "preferred by FLASH_ATTN", ...). 0 when the model has no KV cache. */
+ATTN_API int attn_engine_block_size(const attn_engine *e);
+ATTN_API const char *attn_engine_block_size_source(const attn_engine *e);
+ATTN_API int attn_engine_num_blocks(const attn_engine *e);     /* per KV group */
+ATTN_API uint64_t attn_engine_kv_bytes(const attn_engine *e);  /* all groups, all layers */
+ATTN_API int attn_engine_max_model_len(const attn_engine *e);
+
+/* One selection per model group (attn_model_num_groups), including groups
+ * without a KV cache (encoder-only, encoder self-attention). NULL for a
+ * group the startup did not reach. The selection belongs to the selector's
+ * cache. */
+ATTN_API const attn_selection *attn_engine_selection(const attn_engine *e, int model_group);
+
+/* KV-cache groups: the model's groups that keep a paged decoder cache,
+ * split like vLLM's hybrid allocator when several specs are present (each
+ * spec's layers in groups of the smallest spec's layer count), so two KV
+ * groups may share a spec. 0 for an attention-free model. */
+ATTN_API int attn_engine_num_groups(const attn_engine *e);
+
+typedef enum attn_kernel_mode {
+    ATTN_KERNEL_NONE = 0,     /* no kernel runs (disabled, or none usable) */
+    ATTN_KERNEL_NATIVE = 1,   /* the selected backend's own kernel */
+    ATTN_KERNEL_EMULATED = 2  /* libattn's CPU kernel stands in for a descriptor-only backend */
+} attn_kernel_mode;
+
+typedef struct attn_engine_group_info {
+    int model_group;
+    int num_layers;
+    const int *layers;             /* model layer indices */
+    attn_kv_kind kind;
+    const char *backend;           /* the fixed backend */
+    const char *requested;         /* what was asked for this group (NULL = automatic) */
+    const attn_selection *selection;
+    const char *builder_type;      /* the builder's type_name */
+    attn_cg_support cg_support;    /* graph-capture tier of its metadata */
+    int reorder_batch_threshold;
+    attn_kv_layout layout;
+    attn_kv_shape kv_shape;        /* one layer's logical cache shape */
+    attn_elem kv_elem;
+    uint64_t bytes_per_block;      /* one block across the group's layers */
+    int num_blocks;
+    attn_kernel_mode kernel_mode;
+    const char *kernel;            /* backend whose kernel computes ("CPU_ATTN"), or NULL */
+    const char *kernel_variant;    /* e.g. "avx2" when the kernel reports one */
+    const char *kernel_note;       /* why no kernel runs, when kernel_mode is NONE */
+    int layers_run;                /* layers executed per step */
+} attn_engine_group_info;
+
+ATTN_API attn_status attn_engine_group_info_get(const attn_engine *e, int group,
+                                                attn_engine_group_info *out);
+ATTN_API const char *attn_engine_group_backend(const attn_engine *e, int group);
+ATTN_API const attn_selection *attn_engine_group_selection(const attn_engine *e, int group);
+
+/* ---- requests ------------------------------------------------------------- */
+
+typedef struct attn_request_desc {
+    int prompt_len;   /* >= 1 */
+    int output_len;   /* tokens to generate, >= 1 */
+    int prefix_id;    /* > 0: the prompt starts with shared prefix number prefix_id */
+    int prefix_len;   /* tokens of that prefix (<= prompt_len) */
+} attn_request_desc;
+
+/* Queues a request. ATTN_BAD_STATE on a failed engine; ATTN_INVALID_ARGUMENT
+ * for lengths out of range (longer than max_model_len, or more blocks than a
+ * pool has); ATTN_OUT_OF_RANGE when the waiting queue is full. *id (optional)
+ * receives the request's id (0, 1, 2, ... in order of admission). */
+ATTN_API attn_status attn_engine_add_request(attn_engine *e, const attn_request_desc *r,
+                                             uint64_t *id);
+
+typedef struct attn_engine_step_stats {
+    int64_t step;               /* this step's index, from 0 */
+    int num_reqs, num_tokens;   /* the batch */
+    int num_decode_reqs, num_decode_tokens, num_prefill_reqs, num_prefill_tokens;
+    int admitted, finished, preempted;
+    int running, waiting;       /* after the step */
+    int blocks_in_use;          /* first KV group, after the step */
+    int common_prefix_len;      /* first KV group */
+    int builds, block_table_updates; /* builder calls this step, all groups */
+    int layers_run;
+    bool emulated;              /* attention math came from a stand-in CPU kernel */
+    double metadata_ns;         /* common metadata + every builder */
+    double attention_ns;        /* K/V writes + attention */
+    double output_checksum;     /* sum of the outputs of the layers run */
+    bool output_finite;
+    double max_abs_diff;        /* vs REFERENCE when verify is on (else 0) */
+} attn_engine_step_stats;
+
+/* Runs one step. An empty schedule is a valid step (no batch, no metadata).
+ * ATTN_BAD_STATE on a failed engine. A kernel or builder failure returns its
+ * status; the scheduler's state is then as after the step's bookkeeping. */
+ATTN_API attn_status attn_engine_step(attn_engine *e, attn_engine_step_stats *stats);
+
+/* Releases every request (running and waiting) and the cached prefixes:
+ * afterwards every pool must be whole (see attn_engine_block_stats). */
+ATTN_API attn_status attn_engine_abort_all(attn_engine *e);
+
+typedef struct attn_engine_counts {
+    int64_t steps;
+    int64_t added, admitted, finished, preemptions;
+    int running, waiting;
+    int64_t tokens;             /* tokens computed over all steps */
+} attn_engine_counts;
+ATTN_API attn_status attn_engine_get_counts(const attn_engine *e, attn_engine_counts *out);
+
+/* ---- the last step, for display ------------------------------------------ */
+
+/* The common metadata group g's builder got in the last step that had a
+ * batch (block table and slot mapping are the group's own; the rest is
+ * shared). NULL before any such step, for a bad g, or without KV groups.
+ * Pointers stay valid until the next step. */
+ATTN_API const attn_common_metadata *attn_engine_common_metadata(const attn_engine *e, int g);
+/* The backend metadata group g got in that step: its builder's describe()
+ * JSON text (snprintf-like return; -1 when there is none). *reused (optional)
+ * says whether it came from update_block_table. */
+ATTN_API int attn_engine_describe_metadata(const attn_engine *e, int g, char *buf, size_t size,
+                                           bool *reused);
+/* The raw metadata object and its builder (for tests and kernels). */
+ATTN_API const void *attn_engine_group_metadata(const attn_engine *e, int g,
+                                                const attn_builder_ops **builder);
+
+/* ---- block accounting ------------------------------------------------------ */
+
+typedef struct attn_engine_block_accounting {
+    int num_blocks, num_free, num_used;
+    int64_t held_by_requests;   /* block references held by live requests */
+    int64_t held_by_prefix_cache;
+    int64_t total_refs;         /* the pool's own count */
+    int64_t leaked;             /* total_refs - held_by_requests - held_by_prefix_cache */
+    int64_t rejected_releases;  /* double frees / bad ids the pool refused */
+    bool consistent;            /* attn_block_pool_check passed */
+} attn_engine_block_accounting;
+ATTN_API attn_status attn_engine_block_stats(const attn_engine *e, int g,
+                                             attn_engine_block_accounting *out);
+
+/* ---- synthetic traffic ----------------------------------------------------- */
+
+/* A deterministic request source: for each step a Poisson number of
+ * arrivals (mean `rate`), prompt and output lengths uniform in their ranges,
+ * and a fraction of requests starting with one of num_prefixes shared
+ * prefixes of prefix_len tokens. The same config and seed always give the
+ * same sequence. */
+typedef struct attn_traffic_config {
+    double rate;                /* mean arrivals per step, >= 0 */
+    int prompt_min, prompt_max; /* >= 1 */
+    int output_min, output_max; /* >= 1 */
+    double prefix_fraction;     /* 0..1 */
+    int prefix_len;             /* tokens; prompts are lengthened to hold it */
+    int num_prefixes;           /* >= 1 when prefix_fraction > 0 */
+    uint64_t seed;
+} attn_traffic_config;
+
+/* rate 1, prompts 32..512, outputs 16..128, no shared prefix, seed 0. */
+ATTN_API void attn_traffic_config_init(attn_traffic_config *c);
+
+typedef struct attn_traffic attn_traffic;
+ATTN_API attn_status attn_traffic_create(const attn_traffic_config *c, attn_traffic **out);
+ATTN_API void attn_traffic_free(attn_traffic *t);
+/* The requests arriving at the next step: writes at most max of them and
+ * returns how many it wrote; arrivals beyond max are kept for the next call
+ * (nothing is dropped). */
+ATTN_API int attn_traffic_next(attn_traffic *t, attn_request_desc *out, int max);
+
+ATTN_EXTERN_C_END
+
+#endif

@@ -1,0 +1,164 @@
+/* Engine internals shared by engine.c (startup, accessors) and scheduler.c
+ * (requests and the step loop). Everything a step touches is allocated at
+ * startup; the step only writes into these buffers. */
+#ifndef ATTN_ENGINE_IMPL_H
+#define ATTN_ENGINE_IMPL_H
+
+#include "attn/engine.h"
+
+#define ATTN__ENGINE_ERR_MAX 4096
+
+/* A kernel a group runs each step: the selected backend's own (native) or
+ * a CPU stand-in (emulated), with its own builder state when its metadata
+ * differs from the selected backend's. */
+typedef struct attn__eng_kernel {
+    const attn_backend *backend; /* for the checked MLA entry points */
+    attn_kernel_ops ops;         /* const copy */
+    bool own_builder;            /* true: metadata from `builder`, else the group's */
+    attn_builder_ops builder;
+    void *builder_state;
+    void **impl;                 /* [layers_run] per-layer kernel state */
+    const void *md;              /* this step's metadata for it */
+} attn__eng_kernel;
+
+typedef struct attn__eng_group {
+    int model_group;
+    int num_layers;
+    int *layers;
+    attn_layer_spec spec;
+    attn_layer_params params;
+    attn_selector_config selcfg;
+    attn_kv_kind kind;
+    const attn_selection *sel;
+    const char *requested;
+    const attn_backend *backend;
+    attn_builder_ops builder; /* const copy, fixed at startup */
+    void *builder_state;
+    attn_kv_layout_info layout;
+    attn_block_pool *pool;
+    /* kernels */
+    attn_kernel_mode mode;
+    const char *kernel_name;
+    const char *kernel_variant;
+    char kernel_note[512];
+    attn__eng_kernel run;     /* the kernel that computes */
+    attn__eng_kernel verify;  /* REFERENCE, when verify is on */
+    int layers_run;
+    int *run_layers;
+    attn_kv_cache *cache;     /* memory of the layers run */
+    float *sinks;             /* [num_heads] synthetic sink logits, or NULL */
+    void *w_uk, *w_uv;        /* MLA projections (synthetic), or NULL */
+    /* per step */
+    int32_t *block_table;     /* [max_seqs][max_blocks] */
+    int64_t *slot_mapping;    /* [max_tokens] */
+    attn_common_metadata cm;
+    int common_prefix_len;
+    const void *md;
+    bool reused;
+    bool have_step;           /* cm/md describe the last step with a batch */
+} attn__eng_group;
+
+enum { ATTN__REQ_FREE = 0, ATTN__REQ_WAITING, ATTN__REQ_RUNNING };
+
+typedef struct attn__eng_req {
+    uint64_t id;
+    int state;
+    int prompt_len, output_len;
+    int num_output;   /* generated so far */
+    int num_computed; /* tokens whose K/V are in the cache */
+    int prefix_id, prefix_len;
+    int slot;         /* running slot (block lists), -1 when waiting */
+    int scheduled;    /* tokens scheduled this step */
+    int order_pos;    /* batch row this step */
+} attn__eng_req;
+
+/* A cached shared prefix: its full blocks in every group, one reference
+ * held by the cache itself. */
+typedef struct attn__eng_prefix {
+    int prefix_id;
+    int num_blocks;   /* per group */
+    int32_t *blocks;  /* [num_groups][max_blocks] */
+} attn__eng_prefix;
+
+#define ATTN__ENG_MAX_PREFIXES 16
+
+struct attn_engine {
+    attn_engine_config cfg;
+    attn_engine_state state;
+    attn_status status;
+    char error[ATTN__ENGINE_ERR_MAX];
+    const attn_platform *platform;
+    const attn_model *model;
+    int num_model_groups;
+    const attn_selection **selections; /* [num_model_groups] */
+    char (*requested)[64];             /* [num_model_groups] */
+    int block_size;
+    char block_size_source[96];
+    int num_blocks;
+    int max_blocks;                    /* per request */
+    int max_model_len;
+    int max_seqs, max_tokens, max_requests;
+    uint64_t kv_bytes;
+    int reorder_threshold;             /* smallest positive builder threshold */
+    int num_groups;
+    attn__eng_group *groups;
+    attn_platform *emu_platform;       /* owned: the CPU machine stand-in kernels validate on */
+    /* requests */
+    attn__eng_req *reqs;               /* [max_requests] */
+    int *free_reqs, num_free_reqs;
+    int *waiting;                      /* ring of request indices */
+    int wait_head, num_waiting;
+    int *running, num_running;         /* request indices, admission order */
+    int *free_slots, num_free_slots;   /* running slots */
+    attn_block_list *lists;            /* [max_seqs][num_groups] */
+    int32_t *list_ids;                 /* backing store of lists */
+    attn__eng_prefix prefixes[ATTN__ENG_MAX_PREFIXES];
+    int num_prefixes;
+    int32_t *prefix_ids;               /* backing store of prefixes */
+    int *reserve_before;               /* [num_groups] list lengths before a reservation */
+    uint64_t next_id;
+    attn_engine_counts counts;
+    /* per-step scratch */
+    int *sched;                        /* [max_seqs] request indices scheduled */
+    int num_sched;
+    int *order;                        /* [max_seqs] batch order (indices into sched) */
+    int32_t *qlens;                    /* [max_seqs] */
+    int32_t *qsl;                      /* [max_seqs + 1] */
+    int32_t *seq_lens;                 /* [max_seqs] */
+    int32_t *positions;                /* [max_tokens] */
+    uint8_t *is_prefilling;            /* [max_seqs] */
+    uint64_t *token_req_id;            /* [max_tokens] request id of each token */
+    /* synthetic inputs and outputs of the layers run */
+    void *q, *k, *v, *out, *out_ref;
+    size_t out_bytes;
+    void *mla_scratch;
+    size_t mla_scratch_size;
+    /* within-step reuse: (builder type, spec) -> group that built */
+    int *reuse_from;                   /* [num_groups] */
+    int num_reuse;
+    bool have_step;
+};
+
+/* Deterministic synthetic values in [-1, 1) from (seed, stream, index):
+ * a request's K/V at a position are the same whenever they are computed, so
+ * a preempted request recomputes exactly what it had. */
+static inline float attn__synth(uint64_t seed, uint64_t stream, uint64_t i)
+{
+    uint64_t z = seed ^ (stream * 0x9e3779b97f4a7c15ull) ^ (i * 0xbf58476d1ce4e5b9ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    return (float)((double)(z >> 40) / 8388608.0 - 1.0);
+}
+
+/* engine.c */
+extern const attn_builder_ops *const attn__engine_builder_families[];
+attn_status attn__engine_fail(attn_engine *e, attn_status st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* scheduler.c */
+attn_status attn__engine_alloc_requests(attn_engine *e);
+void attn__engine_free_requests(attn_engine *e);
+void attn__engine_release_all(attn_engine *e);
+
+#endif

@@ -1,0 +1,677 @@
+/* Requests and the step loop.
+ *
+ * Contract of a step: (1) the within-step reuse table is emptied; (2) the
+ * scheduler picks this step's tokens under the token budget — running
+ * decodes first, then running prefills (chunked), then waiting requests in
+ * order (preempted ones at the front) — and secures their KV blocks in
+ * every group, evicting cached prefixes and then preempting the newest
+ * unscheduled running request when a pool runs dry; (3) the batch is laid
+ * out decodes-first by the smallest builder reorder threshold and the
+ * common metadata is built into the engine's buffers, with each group's own
+ * block table and slot mapping; (4) each group's builder builds, or — when
+ * an earlier group of this step has the same builder type and spec — only
+ * swaps the block table into that group's metadata; (5) K/V are written and
+ * attention runs for the layers chosen at startup; (6) requests advance,
+ * finish and release their blocks. Nothing of a step is consulted by the
+ * next one except the requests' own progress. A step allocates nothing. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "attn/mla.h"
+#include "engine/engine_impl.h"
+#include "metadata/builders.h"
+#include "model/model_impl.h"
+#include "util/error.h"
+#include "util/numeric.h"
+
+static double attn__now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
+static inline int attn__total(const attn__eng_req *r)
+{
+    return r->prompt_len + r->num_output;
+}
+
+static inline attn_block_list *attn__list(attn_engine *e, const attn__eng_req *r, int g)
+{
+    return &e->lists[(size_t)r->slot * (size_t)e->num_groups + (size_t)g];
+}
+
+/* ---- storage -------------------------------------------------------------- */
+
+attn_status attn__engine_alloc_requests(attn_engine *e)
+{
+    int R = e->max_requests, S = e->max_seqs, G = e->num_groups;
+    e->reqs = calloc((size_t)R, sizeof *e->reqs);
+    e->free_reqs = calloc((size_t)R, sizeof(int));
+    e->waiting = calloc((size_t)R, sizeof(int));
+    e->running = calloc((size_t)S, sizeof(int));
+    e->free_slots = calloc((size_t)S, sizeof(int));
+    e->lists = calloc((size_t)S * (size_t)(G ? G : 1), sizeof(attn_block_list));
+    e->list_ids = calloc((size_t)S * (size_t)(G ? G : 1) * (size_t)(e->max_blocks ? e->max_blocks : 1),
+                         sizeof(int32_t));
+    e->prefix_ids = calloc((size_t)ATTN__ENG_MAX_PREFIXES * (size_t)(G ? G : 1) *
+                               (size_t)(e->max_blocks ? e->max_blocks : 1),
+                           sizeof(int32_t));
+    e->reserve_before = calloc((size_t)(G ? G : 1), sizeof(int));
+    if (!e->reqs || !e->free_reqs || !e->waiting || !e->running || !e->free_slots || !e->lists ||
+        !e->list_ids || !e->prefix_ids || !e->reserve_before)
+        return attn__engine_fail(e, ATTN_OUT_OF_MEMORY, "engine: out of memory for requests");
+    for (int i = 0; i < R; i++)
+        e->free_reqs[i] = R - 1 - i;
+    e->num_free_reqs = R;
+    for (int i = 0; i < S; i++)
+        e->free_slots[i] = S - 1 - i;
+    e->num_free_slots = S;
+    for (int s = 0; s < S; s++)
+        for (int g = 0; g < G; g++) {
+            attn_block_list *l = &e->lists[(size_t)s * (size_t)G + (size_t)g];
+            l->ids = e->list_ids + ((size_t)s * (size_t)G + (size_t)g) * (size_t)e->max_blocks;
+            l->capacity = e->max_blocks;
+        }
+    for (int p = 0; p < ATTN__ENG_MAX_PREFIXES; p++)
+        e->prefixes[p].blocks = e->prefix_ids + (size_t)p * (size_t)(G ? G : 1) * (size_t)e->max_blocks;
+    return ATTN_OK;
+}
+
+void attn__engine_free_requests(attn_engine *e)
+{
+    free(e->reqs);
+    free(e->free_reqs);
+    free(e->waiting);
+    free(e->running);
+    free(e->free_slots);
+    free(e->lists);
+    free(e->list_ids);
+    free(e->prefix_ids);
+    free(e->reserve_before);
+    e->reqs = NULL;
+}
+
+/* ---- queues ----------------------------------------------------------------- */
+
+static void attn__wait_push_back(attn_engine *e, int idx)
+{
+    e->waiting[(e->wait_head + e->num_waiting) % e->max_requests] = idx;
+    e->num_waiting++;
+}
+
+static void attn__wait_push_front(attn_engine *e, int idx)
+{
+    e->wait_head = (e->wait_head + e->max_requests - 1) % e->max_requests;
+    e->waiting[e->wait_head] = idx;
+    e->num_waiting++;
+}
+
+static int attn__wait_pop_front(attn_engine *e)
+{
+    int idx = e->waiting[e->wait_head];
+    e->wait_head = (e->wait_head + 1) % e->max_requests;
+    e->num_waiting--;
+    return idx;
+}
+
+static void attn__running_remove(attn_engine *e, int idx)
+{
+    for (int i = 0; i < e->num_running; i++) {
+        if (e->running[i] == idx) {
+            memmove(&e->running[i], &e->running[i + 1],
+                    sizeof(int) * (size_t)(e->num_running - i - 1));
+            e->num_running--;
+            return;
+        }
+    }
+}
+
+/* Releases every block a request holds, in every group. */
+static void attn__release_blocks(attn_engine *e, attn__eng_req *r)
+{
+    if (r->slot < 0)
+        return;
+    for (int g = 0; g < e->num_groups; g++)
+        attn_block_pool_release_list(e->groups[g].pool, attn__list(e, r, g));
+    e->free_slots[e->num_free_slots++] = r->slot;
+    r->slot = -1;
+}
+
+static void attn__preempt(attn_engine *e, int idx, attn_engine_step_stats *st)
+{
+    attn__eng_req *r = &e->reqs[idx];
+    attn__release_blocks(e, r);
+    attn__running_remove(e, idx);
+    r->num_computed = 0; /* recomputed from scratch: prompt and generated tokens */
+    r->scheduled = 0;
+    r->state = ATTN__REQ_WAITING;
+    attn__wait_push_front(e, idx);
+    e->counts.preemptions++;
+    st->preempted++;
+}
+
+static void attn__finish(attn_engine *e, int idx, attn_engine_step_stats *st)
+{
+    attn__eng_req *r = &e->reqs[idx];
+    attn__release_blocks(e, r);
+    attn__running_remove(e, idx);
+    r->state = ATTN__REQ_FREE;
+    e->free_reqs[e->num_free_reqs++] = idx;
+    e->counts.finished++;
+    if (st)
+        st->finished++;
+}
+
+/* ---- the prefix cache ------------------------------------------------------ */
+
+static attn__eng_prefix *attn__prefix_find(attn_engine *e, int prefix_id)
+{
+    for (int i = 0; i < e->num_prefixes; i++)
+        if (e->prefixes[i].prefix_id == prefix_id)
+            return &e->prefixes[i];
+    return NULL;
+}
+
+static int32_t *attn__prefix_blocks(attn_engine *e, attn__eng_prefix *p, int g)
+{
+    return p->blocks + (size_t)g * (size_t)e->max_blocks;
+}
+
+/* Drops the oldest cached prefix (its blocks lose the cache's reference). */
+static bool attn__prefix_evict(attn_engine *e)
+{
+    if (e->num_prefixes == 0)
+        return false;
+    attn__eng_prefix *p = &e->prefixes[0];
+    for (int g = 0; g < e->num_groups; g++)
+        attn_block_pool_release(e->groups[g].pool, p->num_blocks, attn__prefix_blocks(e, p, g));
+    int32_t *store = p->blocks;
+    memmove(&e->prefixes[0], &e->prefixes[1],
+            sizeof(attn__eng_prefix) * (size_t)(e->num_prefixes - 1));
+    e->num_prefixes--;
+    e->prefixes[e->num_prefixes].blocks = store; /* keep every entry's storage */
+    return true;
+}
+
+/* Once a request has computed its shared prefix's whole blocks, the cache
+ * keeps them (one more reference) for later requests with the same prefix. */
+static void attn__prefix_register(attn_engine *e, attn__eng_req *r)
+{
+    int nblk = r->prefix_len / e->block_size;
+    if (r->prefix_id <= 0 || nblk <= 0 || r->num_computed < nblk * e->block_size ||
+        e->num_prefixes == ATTN__ENG_MAX_PREFIXES || attn__prefix_find(e, r->prefix_id))
+        return;
+    attn__eng_prefix *p = &e->prefixes[e->num_prefixes];
+    for (int g = 0; g < e->num_groups; g++) {
+        attn_block_list *l = attn__list(e, r, g);
+        if (l->count < nblk || attn_block_pool_share(e->groups[g].pool, nblk, l->ids) != ATTN_OK) {
+            for (int h = 0; h < g; h++) /* undo the groups done */
+                attn_block_pool_release(e->groups[h].pool, nblk, attn__prefix_blocks(e, p, h));
+            attn_clear_error();
+            return;
+        }
+        memcpy(attn__prefix_blocks(e, p, g), l->ids, sizeof(int32_t) * (size_t)nblk);
+    }
+    p->prefix_id = r->prefix_id;
+    p->num_blocks = nblk;
+    e->num_prefixes++;
+}
+
+/* ---- block reservation ---------------------------------------------------- */
+
+/* Grows r's lists in every group to cover `tokens`, all or nothing. */
+static bool attn__reserve(attn_engine *e, attn__eng_req *r, int tokens)
+{
+    for (int g = 0; g < e->num_groups; g++) {
+        attn_block_list *l = attn__list(e, r, g);
+        e->reserve_before[g] = l->count;
+        if (attn_block_pool_reserve(e->groups[g].pool, l, tokens) != ATTN_OK) {
+            attn_clear_error();
+            for (int h = 0; h < g; h++) { /* give back what this call added */
+                attn_block_list *lh = attn__list(e, r, h);
+                int keep = e->reserve_before[h];
+                attn_block_pool_release(e->groups[h].pool, lh->count - keep, lh->ids + keep);
+                lh->count = keep;
+            }
+            return false;
+        }
+    }
+    return true;
+}
+
+enum { ATTN__GOT_BLOCKS, ATTN__PREEMPTED_SELF };
+
+/* Secures blocks for a running request, evicting cached prefixes and then
+ * preempting the newest unscheduled running request while the pools are dry;
+ * when r itself is the only one left, r is preempted. */
+static int attn__secure(attn_engine *e, int idx, int tokens, attn_engine_step_stats *st)
+{
+    attn__eng_req *r = &e->reqs[idx];
+    while (!attn__reserve(e, r, tokens)) {
+        if (attn__prefix_evict(e))
+            continue;
+        int victim = -1;
+        for (int i = e->num_running - 1; i >= 0; i--) {
+            int v = e->running[i];
+            if (v != idx && e->reqs[v].scheduled == 0) {
+                victim = v;
+                break;
+            }
+        }
+        if (victim < 0) {
+            attn__preempt(e, idx, st);
+            return ATTN__PREEMPTED_SELF;
+        }
+        attn__preempt(e, victim, st);
+    }
+    return ATTN__GOT_BLOCKS;
+}
+
+/* ---- scheduling ------------------------------------------------------------ */
+
+static void attn__schedule(attn_engine *e, attn_engine_step_stats *st)
+{
+    int budget = e->max_tokens;
+    e->num_sched = 0;
+    /* Running requests: decodes (one token left) first, then prefills. */
+    for (int pass = 0; pass < 2 && budget > 0; pass++) {
+        for (int i = 0; i < e->num_running && budget > 0; i++) {
+            int idx = e->running[i];
+            attn__eng_req *r = &e->reqs[idx];
+            int remaining = attn__total(r) - r->num_computed;
+            if (r->scheduled || remaining <= 0 || (pass == 0) != (remaining == 1))
+                continue;
+            int n = remaining < budget ? remaining : budget;
+            if (attn__secure(e, idx, r->num_computed + n, st) == ATTN__PREEMPTED_SELF) {
+                i = -1; /* running changed: rescan (scheduled ones are skipped) */
+                continue;
+            }
+            /* victims may have been removed before i: find r again */
+            for (i = 0; e->running[i] != idx; i++)
+                ;
+            r->scheduled = n;
+            e->sched[e->num_sched++] = idx;
+            budget -= n;
+        }
+    }
+    /* Waiting requests in order, while there is budget, a slot and blocks. */
+    while (e->num_waiting > 0 && budget > 0 && e->num_running < e->max_seqs) {
+        int idx = e->waiting[e->wait_head];
+        attn__eng_req *r = &e->reqs[idx];
+        r->slot = e->free_slots[--e->num_free_slots];
+        /* A cached prefix: share its blocks, skip its tokens (at least one
+         * token is always left to compute, in a block of its own). */
+        int shared = 0;
+        attn__eng_prefix *p = r->prefix_id > 0 ? attn__prefix_find(e, r->prefix_id) : NULL;
+        if (p && e->num_groups > 0) {
+            shared = p->num_blocks;
+            int cap = (attn__total(r) - 1) / e->block_size;
+            int own = r->prefix_len / e->block_size;
+            shared = shared < cap ? shared : cap;
+            shared = shared < own ? shared : own;
+            for (int g = 0; g < e->num_groups && shared > 0; g++) {
+                attn_block_list *l = attn__list(e, r, g);
+                attn_block_pool_share(e->groups[g].pool, shared, attn__prefix_blocks(e, p, g));
+                memcpy(l->ids, attn__prefix_blocks(e, p, g), sizeof(int32_t) * (size_t)shared);
+                l->count = shared;
+            }
+        }
+        r->num_computed = shared * e->block_size;
+        int remaining = attn__total(r) - r->num_computed;
+        int n = remaining < budget ? remaining : budget;
+        if (!attn__reserve(e, r, r->num_computed + n)) {
+            /* No preemption for admissions: wait for blocks to come back. */
+            for (int g = 0; g < e->num_groups; g++)
+                attn_block_pool_release_list(e->groups[g].pool, attn__list(e, r, g));
+            r->num_computed = 0;
+            e->free_slots[e->num_free_slots++] = r->slot;
+            r->slot = -1;
+            break;
+        }
+        attn__wait_pop_front(e);
+        r->state = ATTN__REQ_RUNNING;
+        e->running[e->num_running++] = idx;
+        r->scheduled = n;
+        e->sched[e->num_sched++] = idx;
+        budget -= n;
+        st->admitted++;
+        e->counts.admitted++;
+    }
+}
+
+/* ---- the batch and its common metadata ------------------------------------- */
+
+static void attn__build_batch(attn_engine *e, attn_engine_step_stats *st)
+{
+    const int n = e->num_sched, bs = e->block_size;
+    for (int i = 0; i < n; i++)
+        e->qlens[i] = e->reqs[e->sched[i]].scheduled;
+    attn__reorder_decodes_first(e->qlens, n, e->reorder_threshold, e->order);
+    int32_t tok = 0, max_q = 0, max_s = 0;
+    e->qsl[0] = 0;
+    for (int b = 0; b < n; b++) {
+        attn__eng_req *r = &e->reqs[e->sched[e->order[b]]];
+        int32_t q = r->scheduled, seq = r->num_computed + q;
+        r->order_pos = b;
+        e->seq_lens[b] = seq;
+        e->is_prefilling[b] = r->num_computed < r->prompt_len;
+        for (int32_t j = 0; j < q; j++) {
+            e->positions[tok + j] = r->num_computed + j;
+            e->token_req_id[tok + j] = r->id;
+        }
+        tok += q;
+        e->qsl[b + 1] = tok;
+        max_q = q > max_q ? q : max_q;
+        max_s = seq > max_s ? seq : max_s;
+        if (q == 1 && r->num_computed >= r->prompt_len) {
+            st->num_decode_reqs++;
+            st->num_decode_tokens++;
+        } else {
+            st->num_prefill_reqs++;
+            st->num_prefill_tokens += q;
+        }
+        for (int g = 0; g < e->num_groups; g++) {
+            attn__eng_group *gr = &e->groups[g];
+            const attn_block_list *l = attn__list(e, r, g);
+            int32_t *row = gr->block_table + (size_t)b * (size_t)e->max_blocks;
+            int nblk = (seq + bs - 1) / bs;
+            memcpy(row, l->ids, sizeof(int32_t) * (size_t)nblk);
+            int64_t *sl = gr->slot_mapping + (tok - q);
+            for (int32_t j = 0; j < q; j++) {
+                int32_t pos = r->num_computed + j;
+                sl[j] = (int64_t)row[pos / bs] * bs + pos % bs;
+            }
+        }
+    }
+    st->num_reqs = n;
+    st->num_tokens = tok;
+    for (int g = 0; g < e->num_groups; g++) {
+        attn__eng_group *gr = &e->groups[g];
+        attn_common_metadata cm = {
+            .query_start_loc = e->qsl,
+            .seq_lens = e->seq_lens,
+            .num_reqs = n,
+            .num_actual_tokens = tok,
+            .max_query_len = max_q,
+            .max_seq_len = max_s,
+            .block_table = gr->block_table,
+            .block_table_stride = e->max_blocks,
+            .slot_mapping = gr->slot_mapping,
+            .causal = true,
+            .block_size = bs,
+            .positions = e->positions,
+            .is_prefilling = e->is_prefilling,
+        };
+        gr->cm = cm;
+    }
+}
+
+static attn_status attn__build_metadata(attn_engine *e, attn_engine_step_stats *st)
+{
+    for (int g = 0; g < e->num_groups; g++) {
+        attn__eng_group *gr = &e->groups[g];
+        attn_status s;
+        if (e->cfg.check_metadata &&
+            (s = attn_common_metadata_check(&gr->cm, e->num_blocks)) != ATTN_OK)
+            return s;
+        gr->common_prefix_len = attn__common_prefix_len(&gr->cm);
+        gr->reused = false;
+        int from = -1;
+        for (int k = 0; k < e->num_reuse && gr->builder.update_block_table; k++) {
+            const attn__eng_group *h = &e->groups[e->reuse_from[k]];
+            if (!strcmp(h->builder.type_name, gr->builder.type_name) &&
+                attn__layer_spec_equal(&h->spec, &gr->spec)) {
+                from = e->reuse_from[k];
+                break;
+            }
+        }
+        if (from >= 0) {
+            s = gr->builder.update_block_table(gr->builder_state, e->groups[from].md,
+                                               gr->block_table, e->max_blocks, gr->slot_mapping,
+                                               &gr->md);
+            if (s == ATTN_OK) {
+                gr->reused = true;
+                gr->common_prefix_len = e->groups[from].common_prefix_len;
+                st->block_table_updates++;
+                continue;
+            }
+            attn_clear_error(); /* e.g. a cascade prefix this table does not share: build */
+        }
+        s = gr->builder.build(gr->builder_state, gr->common_prefix_len, &gr->cm, false, &gr->md);
+        if (s != ATTN_OK)
+            return s;
+        st->builds++;
+        if (gr->builder.supports_update_block_table)
+            e->reuse_from[e->num_reuse++] = g;
+    }
+    return ATTN_OK;
+}
+
+/* ---- attention ---------------------------------------------------------------- */
+
+/* Fills rows of `dim` values per (token, head) for a layer from the
+ * tokens' (request, position), in the model's element type. */
+static void attn__fill(attn_engine *e, void *buf, attn_elem el, int ntok, int heads, int dim,
+                       uint64_t stream)
+{
+    for (int t = 0; t < ntok; t++) {
+        uint64_t base = (e->token_req_id[t] << 24) ^ (uint64_t)e->positions[t];
+        for (int h = 0; h < heads; h++) {
+            size_t row = ((size_t)t * (size_t)heads + (size_t)h) * (size_t)dim;
+            uint64_t rs = stream ^ ((uint64_t)h << 56);
+            for (int d = 0; d < dim; d++)
+                attn__store_elem(buf, el, row + (size_t)d,
+                                 attn__synth(e->cfg.seed, rs, base * 1024 + (uint64_t)d));
+        }
+    }
+}
+
+static attn_status attn__kernel_md(attn__eng_group *g, attn__eng_kernel *k)
+{
+    if (!k->own_builder) {
+        k->md = g->md;
+        return ATTN_OK;
+    }
+    return k->builder.build(k->builder_state, g->common_prefix_len, &g->cm, false, &k->md);
+}
+
+static attn_status attn__forward(attn_engine *e, attn__eng_group *g, attn__eng_kernel *k, int l,
+                                 const attn_kv_view *view, void *out)
+{
+    if (g->spec.use_mla) {
+        attn_mla_args a = {.layer = &g->params, .common = &g->cm, .metadata = k->md, .kv = view,
+                           .q = e->q, .out = out, .w_uk = g->w_uk, .w_uv = g->w_uv};
+        return attn_mla_forward(k->backend, k->impl[l], &a, e->mla_scratch, e->mla_scratch_size);
+    }
+    attn_forward_args a = {.layer = &g->params, .common = &g->cm, .metadata = k->md, .q = e->q,
+                           .kv = view, .out = out};
+    return k->ops.forward(k->impl[l], &a);
+}
+
+static attn_status attn__run_attention(attn_engine *e, attn_engine_step_stats *st)
+{
+    const attn_elem el = attn_dtype_elem(attn_model_dtype(e->model));
+    const int ntok = e->groups[0].cm.num_actual_tokens;
+    double sum = 0, maxdiff = 0;
+    bool finite = true;
+    for (int gi = 0; gi < e->num_groups; gi++) {
+        attn__eng_group *g = &e->groups[gi];
+        if (g->mode == ATTN_KERNEL_NONE)
+            continue;
+        attn_status s = attn__kernel_md(g, &g->run);
+        if (s == ATTN_OK && g->verify.impl)
+            s = attn__kernel_md(g, &g->verify);
+        if (s != ATTN_OK)
+            return s;
+        const attn_layer_spec *sp = &g->spec;
+        const int H = sp->num_heads, KVH = g->layout.view.num_kv_heads;
+        int qd = sp->use_mla ? sp->qk_nope_head_dim + sp->qk_rope_head_dim : sp->head_size;
+        int od = sp->use_mla ? sp->v_head_dim : (sp->head_size_v ? sp->head_size_v : sp->head_size);
+        for (int l = 0; l < g->layers_run; l++) {
+            uint64_t layer = (uint64_t)g->run_layers[l] << 40;
+            attn_kv_view view;
+            attn_kv_cache_view(g->cache, l, &view);
+            if (sp->use_mla) {
+                int rope = sp->head_size - sp->kv_lora_rank;
+                attn__fill(e, e->k, el, ntok, 1, sp->kv_lora_rank, layer | 1);
+                attn__fill(e, e->v, el, ntok, 1, rope, layer | 2);
+                s = attn_mla_write_latent(&view, g->slot_mapping, ntok, e->k, e->v,
+                                          attn_model_dtype(e->model));
+            } else {
+                attn__fill(e, e->k, el, ntok, KVH, sp->head_size, layer | 1);
+                attn__fill(e, e->v, el, ntok, KVH, g->layout.view.head_size_v, layer | 2);
+                s = attn_kv_write(&view, g->slot_mapping, ntok, e->k, e->v, el);
+            }
+            if (s != ATTN_OK)
+                return s;
+            attn__fill(e, e->q, el, ntok, H, qd, layer | 3);
+            if ((s = attn__forward(e, g, &g->run, l, &view, e->out)) != ATTN_OK)
+                return s;
+            size_t n = (size_t)ntok * (size_t)H * (size_t)od;
+            for (size_t i = 0; i < n; i++) {
+                float x = attn__load_elem(e->out, el, i);
+                finite = finite && isfinite(x);
+                sum += x;
+            }
+            if (g->verify.impl) {
+                if ((s = attn__forward(e, g, &g->verify, l, &view, e->out_ref)) != ATTN_OK)
+                    return s;
+                for (size_t i = 0; i < n; i++) {
+                    double d = fabs((double)attn__load_elem(e->out, el, i) -
+                                    (double)attn__load_elem(e->out_ref, el, i));
+                    maxdiff = d > maxdiff ? d : maxdiff;
+                }
+            }
+            st->layers_run++;
+        }
+        st->emulated = st->emulated || g->mode == ATTN_KERNEL_EMULATED;
+    }
+    st->output_checksum = sum;
+    st->output_finite = finite;
+    st->max_abs_diff = maxdiff;
+    return ATTN_OK;
+}
+
+/* ---- requests: public ---------------------------------------------------------- */
+
+attn_status attn_engine_add_request(attn_engine *e, const attn_request_desc *rd, uint64_t *id)
+{
+    ATTN__CHECK_NULL(e);
+    ATTN__CHECK_NULL(rd);
+    if (e->state != ATTN_ENGINE_READY)
+        return attn__fail(ATTN_BAD_STATE, "engine failed at startup, no request admitted: %s",
+                          e->error);
+    if (rd->prompt_len < 1 || rd->output_len < 1 ||
+        (int64_t)rd->prompt_len + rd->output_len - 1 > e->max_model_len)
+        return attn__fail(ATTN_INVALID_ARGUMENT,
+                          "request of %d prompt + %d output tokens: lengths must be >= 1 and fit "
+                          "max_model_len %d",
+                          rd->prompt_len, rd->output_len, e->max_model_len);
+    if (rd->prefix_id < 0 || rd->prefix_len < 0 || rd->prefix_len > rd->prompt_len)
+        return attn__fail(ATTN_INVALID_ARGUMENT,
+                          "request prefix %d of %d tokens: must be >= 0 and within the prompt (%d)",
+                          rd->prefix_id, rd->prefix_len, rd->prompt_len);
+    if (e->num_free_reqs == 0)
+        return attn__fail(ATTN_OUT_OF_RANGE, "engine: waiting queue full (%d requests)",
+                          e->max_requests - e->max_seqs);
+    int idx = e->free_reqs[--e->num_free_reqs];
+    attn__eng_req *r = &e->reqs[idx];
+    memset(r, 0, sizeof *r);
+    r->id = e->next_id++;
+    r->state = ATTN__REQ_WAITING;
+    r->prompt_len = rd->prompt_len;
+    r->output_len = rd->output_len;
+    r->prefix_id = rd->prefix_id;
+    r->prefix_len = rd->prefix_id > 0 ? rd->prefix_len : 0;
+    r->slot = -1;
+    attn__wait_push_back(e, idx);
+    e->counts.added++;
+    if (id)
+        *id = r->id;
+    return ATTN_OK;
+}
+
+void attn__engine_release_all(attn_engine *e)
+{
+    while (e->num_running > 0)
+        attn__finish(e, e->running[e->num_running - 1], NULL);
+    while (e->num_waiting > 0) {
+        int idx = attn__wait_pop_front(e);
+        e->reqs[idx].state = ATTN__REQ_FREE;
+        e->free_reqs[e->num_free_reqs++] = idx;
+    }
+    while (attn__prefix_evict(e))
+        ;
+}
+
+attn_status attn_engine_abort_all(attn_engine *e)
+{
+    ATTN__CHECK_NULL(e);
+    if (e->state != ATTN_ENGINE_READY)
+        return attn__fail(ATTN_BAD_STATE, "engine failed at startup: %s", e->error);
+    attn__engine_release_all(e);
+    return ATTN_OK;
+}
+
+/* ---- the step ------------------------------------------------------------------- */
+
+attn_status attn_engine_step(attn_engine *e, attn_engine_step_stats *out)
+{
+    ATTN__CHECK_NULL(e);
+    if (e->state != ATTN_ENGINE_READY)
+        return attn__fail(ATTN_BAD_STATE, "engine failed at startup: %s", e->error);
+    attn_engine_step_stats st;
+    memset(&st, 0, sizeof st);
+    st.step = e->counts.steps;
+    st.output_finite = true;
+    e->num_reuse = 0; /* within-step reuse only: nothing is carried over */
+
+    attn__schedule(e, &st);
+    attn_status s = ATTN_OK;
+    if (e->num_sched > 0) {
+        double t0 = attn__now_ns();
+        attn__build_batch(e, &st);
+        if (e->num_groups > 0)
+            s = attn__build_metadata(e, &st);
+        double t1 = attn__now_ns();
+        st.metadata_ns = t1 - t0;
+        for (int g = 0; g < e->num_groups; g++)
+            e->groups[g].have_step = s == ATTN_OK;
+        if (s == ATTN_OK && e->num_groups > 0) {
+            s = attn__run_attention(e, &st);
+            st.attention_ns = attn__now_ns() - t1;
+        }
+        if (e->num_groups > 0) {
+            st.common_prefix_len = e->groups[0].common_prefix_len;
+        }
+    }
+    /* Advance every scheduled request, whatever the kernels said: the
+     * scheduler's bookkeeping must stay consistent with the blocks. */
+    for (int i = 0; i < e->num_sched; i++) {
+        attn__eng_req *r = &e->reqs[e->sched[i]];
+        r->num_computed += r->scheduled;
+        e->counts.tokens += r->scheduled;
+        r->scheduled = 0;
+        if (r->num_computed == attn__total(r))
+            r->num_output++;
+        attn__prefix_register(e, r);
+    }
+    for (int i = 0; i < e->num_sched; i++) {
+        int idx = e->sched[i];
+        attn__eng_req *r = &e->reqs[idx];
+        if (r->state == ATTN__REQ_RUNNING && r->num_output >= r->output_len)
+            attn__finish(e, idx, &st);
+    }
+    e->num_sched = 0;
+    e->counts.steps++;
+    st.running = e->num_running;
+    st.waiting = e->num_waiting;
+    if (e->num_groups > 0)
+        st.blocks_in_use = e->num_blocks - attn_block_pool_num_free(e->groups[0].pool);
+    if (out)
+        *out = st;
+    return s;
+}
