@@ -1,0 +1,712 @@
+/* Scenario parser (schema: data/scenarios/README.md).
+ *
+ * Contract: strict. Every member of every object must be known; every value
+ * is type-checked; machine labels are unique and every deployment and event
+ * names an existing machine; each machine has exactly one deployment; events
+ * fall inside the run. Errors are ATTN_PARSE_ERROR (shape) or
+ * ATTN_INVALID_ARGUMENT (value) with the JSON path of the field. Backend
+ * names are not checked here: an unknown or unloadable backend is a startup
+ * failure of that machine, which is what the run is there to show. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+
+#include "attn/model.h"
+#include "attn/platform.h"
+#include "scenario/scenario.h"
+#include "util/error.h"
+#include "util/json.h"
+#include "util/strbuf.h"
+
+typedef struct pctx {
+    const char *what;
+    attn__scenario *s;
+} pctx;
+
+static attn_status bad(const pctx *c, attn_status st, const char *path, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static attn_status bad(const pctx *c, attn_status st, const char *path, const char *fmt, ...)
+{
+    char msg[384];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return attn__fail(st, "%s: scenario field '%s': %s", c->what, path, msg);
+}
+
+static const char *tname(const attn__json *v)
+{
+    return attn__json_type_name(attn__json_type_of(v));
+}
+
+static void join(char *out, size_t size, const char *path, const char *key)
+{
+    snprintf(out, size, "%s%s%s", path, *path ? "." : "", key);
+}
+
+static attn_status check_keys(const pctx *c, const attn__json *obj, const char *path,
+                              const char *const *known)
+{
+    for (size_t i = 0; i < attn__json_len(obj); i++) {
+        const char *k = attn__json_key_at(obj, i);
+        bool ok = false;
+        for (const char *const *p = known; *p && !ok; p++)
+            ok = !strcmp(*p, k);
+        if (!ok) {
+            char full[200];
+            join(full, sizeof full, path, k);
+            char list[400] = "";
+            size_t o = 0;
+            for (const char *const *p = known; *p && o < sizeof list; p++)
+                o += (size_t)snprintf(list + o, sizeof list - o, "%s%s", p == known ? "" : ", ",
+                                      *p);
+            return bad(c, ATTN_PARSE_ERROR, full, "unknown field (known: %s)", list);
+        }
+    }
+    return ATTN_OK;
+}
+
+static attn_status get_str(const pctx *c, const attn__json *obj, const char *path, const char *key,
+                           char *dst, size_t size, bool required, bool null_ok)
+{
+    char full[200];
+    join(full, sizeof full, path, key);
+    const attn__json *v = attn__json_get(obj, key);
+    if (!v || (null_ok && attn__json_type_of(v) == ATTN_JSON_NULL)) {
+        if (required)
+            return bad(c, ATTN_PARSE_ERROR, full, "is missing");
+        return ATTN_OK;
+    }
+    if (attn__json_type_of(v) != ATTN_JSON_STRING)
+        return bad(c, ATTN_PARSE_ERROR, full, "expected a string, got %s", tname(v));
+    const char *s = attn__json_string(v);
+    if (strlen(s) >= size)
+        return bad(c, ATTN_INVALID_ARGUMENT, full, "is longer than %zu characters", size - 1);
+    snprintf(dst, size, "%s", s);
+    return ATTN_OK;
+}
+
+static attn_status get_int(const pctx *c, const attn__json *obj, const char *path, const char *key,
+                           long long lo, long long hi, long long *out, bool *present)
+{
+    char full[200];
+    join(full, sizeof full, path, key);
+    const attn__json *v = attn__json_get(obj, key);
+    *present = v != NULL && attn__json_type_of(v) != ATTN_JSON_NULL;
+    if (!*present)
+        return ATTN_OK;
+    long long x;
+    if (attn__json_type_of(v) != ATTN_JSON_NUMBER || !attn__json_is_int(v, &x))
+        return bad(c, ATTN_PARSE_ERROR, full, "expected an integer, got %s", tname(v));
+    if (x < lo || x > hi)
+        return bad(c, ATTN_INVALID_ARGUMENT, full, "%lld is out of range [%lld, %lld]", x, lo, hi);
+    *out = x;
+    return ATTN_OK;
+}
+
+/* "installed": ["fa2", ...] -> csv, each token checked. */
+static attn_status get_installed(const pctx *c, const attn__json *obj, const char *path,
+                                 bool *given, char *csv, size_t size)
+{
+    char full[200];
+    join(full, sizeof full, path, "installed");
+    const attn__json *v = attn__json_get(obj, "installed");
+    if (!v)
+        return ATTN_OK;
+    if (attn__json_type_of(v) != ATTN_JSON_ARRAY)
+        return bad(c, ATTN_PARSE_ERROR, full, "expected an array of component names, got %s",
+                   tname(v));
+    size_t o = 0;
+    csv[0] = 0;
+    for (size_t i = 0; i < attn__json_len(v); i++) {
+        const attn__json *e = attn__json_at(v, i);
+        char item[240];
+        snprintf(item, sizeof item, "%s[%zu]", full, i);
+        if (attn__json_type_of(e) != ATTN_JSON_STRING)
+            return bad(c, ATTN_PARSE_ERROR, item, "expected a string, got %s", tname(e));
+        attn_component comp;
+        if (attn_component_parse(attn__json_string(e), &comp) != ATTN_OK)
+            return bad(c, ATTN_INVALID_ARGUMENT, item,
+                       "unknown component '%s' (fa2, fa3, fa4, flashinfer, flashinfer_cubin, "
+                       "flashmla, tokenspeed_mla, aiter)",
+                       attn__json_string(e));
+        o += (size_t)snprintf(csv + o, o < size ? size - o : 0, "%s%s", i ? "," : "",
+                              attn__json_string(e));
+    }
+    if (o >= size)
+        return bad(c, ATTN_INVALID_ARGUMENT, full, "too long");
+    *given = true;
+    return ATTN_OK;
+}
+
+static const char *const k_launch_keys[] = {"backend",        "backend_per_kind", "block_size",
+                                            "kv_cache_dtype", "installed",        "model"};
+
+/* Reads the launch options present in obj into l (absent ones unchanged);
+ * appends "key=value" for each one present to changes when given. */
+static attn_status read_launch(const pctx *c, const attn__json *obj, const char *path,
+                               attn__scn_launch *l, char *changes, size_t csize)
+{
+    attn_status st;
+    char full[200];
+    size_t co = changes ? strlen(changes) : 0;
+#define CHANGED(...)                                                                               \
+    do {                                                                                           \
+        if (changes && co < csize)                                                                 \
+            co += (size_t)snprintf(changes + co, csize - co, "%s", co ? ", " : "");                \
+        if (changes && co < csize)                                                                 \
+            co += (size_t)snprintf(changes + co, csize - co, __VA_ARGS__);                         \
+    } while (0)
+    if (attn__json_get(obj, "model")) {
+        if ((st = get_str(c, obj, path, "model", l->model, sizeof l->model, true, false)) !=
+            ATTN_OK)
+            return st;
+        CHANGED("model=%s", l->model);
+    }
+    if (attn__json_get(obj, "backend")) {
+        l->backend[0] = 0;
+        if ((st = get_str(c, obj, path, "backend", l->backend, sizeof l->backend, false, true)) !=
+            ATTN_OK)
+            return st;
+        if (!strcasecmp(l->backend, "auto"))
+            l->backend[0] = 0;
+        CHANGED("backend=%s", l->backend[0] ? l->backend : "auto");
+    }
+    const attn__json *pk = attn__json_get(obj, "backend_per_kind");
+    if (pk && attn__json_type_of(pk) != ATTN_JSON_NULL) {
+        join(full, sizeof full, path, "backend_per_kind");
+        if (attn__json_type_of(pk) != ATTN_JSON_OBJECT)
+            return bad(c, ATTN_PARSE_ERROR, full, "expected an object {kind: backend}, got %s",
+                       tname(pk));
+        for (size_t i = 0; i < attn__json_len(pk); i++) {
+            const char *k = attn__json_key_at(pk, i);
+            const attn__json *v = attn__json_at(pk, i);
+            char item[280];
+            snprintf(item, sizeof item, "%s.%s", full, k);
+            attn_kv_kind kind;
+            if (attn_kv_kind_parse(k, &kind) != ATTN_OK)
+                return bad(c, ATTN_INVALID_ARGUMENT, item,
+                           "unknown KV-spec kind (full_attention, sliding_window, mla_attention, "
+                           "sliding_window_mla, encoder_only_attention, cross_attention)");
+            if (attn__json_type_of(v) != ATTN_JSON_STRING)
+                return bad(c, ATTN_PARSE_ERROR, item, "expected a backend name, got %s",
+                           tname(v));
+            snprintf(l->per_kind[kind], sizeof l->per_kind[kind], "%s", attn__json_string(v));
+            CHANGED("%s=%s", k, l->per_kind[kind]);
+        }
+    }
+    long long bs;
+    bool present;
+    if ((st = get_int(c, obj, path, "block_size", 1, 1 << 20, &bs, &present)) != ATTN_OK)
+        return st;
+    if (present) {
+        l->block_size = (int)bs;
+        CHANGED("block_size=%d", l->block_size);
+    }
+    if (attn__json_get(obj, "kv_cache_dtype")) {
+        char kv[32] = "";
+        if ((st = get_str(c, obj, path, "kv_cache_dtype", kv, sizeof kv, false, true)) != ATTN_OK)
+            return st;
+        attn_kv_dtype k;
+        join(full, sizeof full, path, "kv_cache_dtype");
+        if (kv[0] && attn_kv_dtype_parse(kv, &k) != ATTN_OK)
+            return bad(c, ATTN_INVALID_ARGUMENT, full, "unknown KV-cache dtype '%s'", kv);
+        snprintf(l->kv_cache_dtype, sizeof l->kv_cache_dtype, "%s", kv);
+        CHANGED("kv_cache_dtype=%s", kv[0] ? kv : "auto");
+    }
+    bool given = false;
+    char inst[256];
+    if ((st = get_installed(c, obj, path, &given, inst, sizeof inst)) != ATTN_OK)
+        return st;
+    if (given) {
+        l->installed_given = true;
+        memcpy(l->installed, inst, sizeof inst);
+        CHANGED("installed=[%s]", inst);
+    }
+#undef CHANGED
+    return ATTN_OK;
+}
+
+static attn_status read_range(const pctx *c, const attn__json *obj, const char *path,
+                              const char *key, int *lo, int *hi)
+{
+    char full[200];
+    join(full, sizeof full, path, key);
+    const attn__json *v = attn__json_get(obj, key);
+    if (!v)
+        return ATTN_OK;
+    long long a = 0, b = 0;
+    bool ok = false;
+    if (attn__json_type_of(v) == ATTN_JSON_NUMBER && attn__json_is_int(v, &a)) {
+        b = a;
+        ok = true;
+    } else if (attn__json_type_of(v) == ATTN_JSON_ARRAY && attn__json_len(v) == 2 &&
+               attn__json_type_of(attn__json_at(v, 0)) == ATTN_JSON_NUMBER &&
+               attn__json_type_of(attn__json_at(v, 1)) == ATTN_JSON_NUMBER) {
+        ok = attn__json_is_int(attn__json_at(v, 0), &a) && attn__json_is_int(attn__json_at(v, 1), &b);
+    }
+    if (!ok)
+        return bad(c, ATTN_PARSE_ERROR, full, "expected an integer or [min, max]");
+    if (a < 1 || b < a || b > 1000000)
+        return bad(c, ATTN_INVALID_ARGUMENT, full, "needs 1 <= min <= max <= 1000000");
+    *lo = (int)a;
+    *hi = (int)b;
+    return ATTN_OK;
+}
+
+static attn_status read_traffic(const pctx *c, const attn__json *t, const char *path,
+                                attn__scn_traffic *tr)
+{
+    static const char *const keys[] = {"rate",  "prompt_len", "output_len", "seed",
+                                       "steps", "show_steps", NULL};
+    attn_status st;
+    if (attn__json_type_of(t) != ATTN_JSON_OBJECT)
+        return bad(c, ATTN_PARSE_ERROR, path, "expected an object, got %s", tname(t));
+    if ((st = check_keys(c, t, path, keys)) != ATTN_OK)
+        return st;
+    const attn__json *r = attn__json_get(t, "rate");
+    if (r) {
+        char full[200];
+        join(full, sizeof full, path, "rate");
+        if (attn__json_type_of(r) != ATTN_JSON_NUMBER)
+            return bad(c, ATTN_PARSE_ERROR, full, "expected a number, got %s", tname(r));
+        double x = attn__json_number(r);
+        if (!(x >= 0 && x <= 10000))
+            return bad(c, ATTN_INVALID_ARGUMENT, full, "must be in [0, 10000] (got %g)", x);
+        tr->rate = x;
+    }
+    if ((st = read_range(c, t, path, "prompt_len", &tr->prompt_min, &tr->prompt_max)) != ATTN_OK ||
+        (st = read_range(c, t, path, "output_len", &tr->output_min, &tr->output_max)) != ATTN_OK)
+        return st;
+    long long v;
+    bool present;
+    if ((st = get_int(c, t, path, "seed", 0, (1LL << 53), &v, &present)) != ATTN_OK)
+        return st;
+    if (present)
+        tr->seed = (uint64_t)v;
+    if ((st = get_int(c, t, path, "steps", 1, 100000, &v, &present)) != ATTN_OK)
+        return st;
+    if (present)
+        tr->steps = (int)v;
+    if ((st = get_int(c, t, path, "show_steps", 0, 100, &v, &present)) != ATTN_OK)
+        return st;
+    if (present)
+        tr->show_steps = (int)v;
+    return ATTN_OK;
+}
+
+static int find_machine(const attn__scenario *s, const char *label, int limit)
+{
+    for (int i = 0; i < limit; i++)
+        if (!strcmp(s->machines[i].label, label))
+            return i;
+    return -1;
+}
+
+void attn__scn_write_value(attn__jw *w, const attn__json *v)
+{
+    if (!v) {
+        attn__jw_null(w);
+        return;
+    }
+    switch (attn__json_type_of(v)) {
+    case ATTN_JSON_NULL: attn__jw_null(w); break;
+    case ATTN_JSON_BOOL: attn__jw_bool(w, attn__json_bool(v)); break;
+    case ATTN_JSON_NUMBER: {
+        long long x;
+        if (attn__json_is_int(v, &x))
+            attn__jw_int(w, x);
+        else
+            attn__jw_num(w, attn__json_number(v));
+        break;
+    }
+    case ATTN_JSON_STRING: attn__jw_str(w, attn__json_string(v)); break;
+    case ATTN_JSON_ARRAY:
+        attn__jw_arr_begin(w);
+        for (size_t i = 0; i < attn__json_len(v); i++)
+            attn__scn_write_value(w, attn__json_at(v, i));
+        attn__jw_arr_end(w);
+        break;
+    case ATTN_JSON_OBJECT:
+        attn__jw_obj_begin(w);
+        for (size_t i = 0; i < attn__json_len(v); i++) {
+            attn__jw_key(w, attn__json_key_at(v, i));
+            attn__scn_write_value(w, attn__json_at(v, i));
+        }
+        attn__jw_obj_end(w);
+        break;
+    }
+}
+
+static attn_status read_machine(pctx *c, const attn__json *m, int idx)
+{
+    static const char *const keys[] = {"label", "machine", "installed", "settings", NULL};
+    attn__scn_machine *mc = &c->s->machines[idx];
+    char path[64], full[200];
+    snprintf(path, sizeof path, "machines[%d]", idx);
+    attn_status st;
+    if (attn__json_type_of(m) != ATTN_JSON_OBJECT)
+        return bad(c, ATTN_PARSE_ERROR, path, "expected an object, got %s", tname(m));
+    if ((st = check_keys(c, m, path, keys)) != ATTN_OK)
+        return st;
+    if ((st = get_str(c, m, path, "label", mc->label, sizeof mc->label, true, false)) != ATTN_OK)
+        return st;
+    join(full, sizeof full, path, "label");
+    if (!mc->label[0])
+        return bad(c, ATTN_INVALID_ARGUMENT, full, "must not be empty");
+    for (const char *p = mc->label; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+              *p == '-' || *p == '_' || *p == '.'))
+            return bad(c, ATTN_INVALID_ARGUMENT, full,
+                       "'%s' may only use letters, digits, '-', '_' and '.'", mc->label);
+    if (find_machine(c->s, mc->label, idx) >= 0)
+        return bad(c, ATTN_INVALID_ARGUMENT, full, "'%s' is used twice", mc->label);
+    const attn__json *spec = attn__json_get(m, "machine");
+    join(full, sizeof full, path, "machine");
+    if (!spec)
+        return bad(c, ATTN_PARSE_ERROR, full, "is missing (a catalog name or a spec object)");
+    if (attn__json_type_of(spec) == ATTN_JSON_STRING) {
+        if ((st = get_str(c, m, path, "machine", mc->spec_name, sizeof mc->spec_name, true,
+                          false)) != ATTN_OK)
+            return st;
+    } else if (attn__json_type_of(spec) == ATTN_JSON_OBJECT) {
+        attn__sb sb;
+        attn__jw w;
+        attn__sb_init(&sb);
+        attn__jw_init(&w, &sb, false);
+        attn__scn_write_value(&w, spec);
+        mc->spec_json = attn__sb_take(&sb);
+        if (!mc->spec_json)
+            return attn__fail(ATTN_OUT_OF_MEMORY, "scenario: out of memory");
+        const attn__json *nm = attn__json_get(spec, "name");
+        snprintf(mc->spec_name, sizeof mc->spec_name, "%s",
+                 nm && attn__json_type_of(nm) == ATTN_JSON_STRING ? attn__json_string(nm)
+                                                                  : "inline");
+    } else {
+        return bad(c, ATTN_PARSE_ERROR, full, "expected a catalog name or a spec object, got %s",
+                   tname(spec));
+    }
+    if ((st = get_installed(c, m, path, &mc->installed_given, mc->installed,
+                            sizeof mc->installed)) != ATTN_OK)
+        return st;
+    const attn__json *set = attn__json_get(m, "settings");
+    if (set) {
+        join(full, sizeof full, path, "settings");
+        if (attn__json_type_of(set) != ATTN_JSON_OBJECT)
+            return bad(c, ATTN_PARSE_ERROR, full, "expected an object, got %s", tname(set));
+        for (size_t i = 0; i < attn__json_len(set); i++) {
+            const char *k = attn__json_key_at(set, i);
+            const attn__json *v = attn__json_at(set, i);
+            char item[280];
+            snprintf(item, sizeof item, "%s.%s", full, k);
+            attn_setting sv;
+            if (attn_setting_parse(k, &sv) != ATTN_OK)
+                return bad(c, ATTN_INVALID_ARGUMENT, item, "unknown machine setting");
+            if (attn__json_type_of(v) != ATTN_JSON_BOOL)
+                return bad(c, ATTN_PARSE_ERROR, item, "expected true or false, got %s", tname(v));
+            if (mc->num_settings >= ATTN__SCN_MAX_SETTINGS)
+                return bad(c, ATTN_INVALID_ARGUMENT, full, "too many settings");
+            snprintf(mc->settings[mc->num_settings++], sizeof mc->settings[0], "%s=%s", k,
+                     attn__json_bool(v) ? "true" : "false");
+        }
+    }
+    return ATTN_OK;
+}
+
+static attn_status read_deployment(pctx *c, const attn__json *d, int idx, bool *seen)
+{
+    static const char *const keys[] = {"machine",        "model",     "backend",
+                                       "backend_per_kind", "block_size", "kv_cache_dtype",
+                                       "installed",      "traffic",   NULL};
+    char path[64], label[64], full[200];
+    snprintf(path, sizeof path, "deployments[%d]", idx);
+    attn_status st;
+    if (attn__json_type_of(d) != ATTN_JSON_OBJECT)
+        return bad(c, ATTN_PARSE_ERROR, path, "expected an object, got %s", tname(d));
+    if ((st = check_keys(c, d, path, keys)) != ATTN_OK)
+        return st;
+    if ((st = get_str(c, d, path, "machine", label, sizeof label, true, false)) != ATTN_OK)
+        return st;
+    join(full, sizeof full, path, "machine");
+    int mi = find_machine(c->s, label, c->s->num_machines);
+    if (mi < 0)
+        return bad(c, ATTN_INVALID_ARGUMENT, full, "no machine is labelled '%s'", label);
+    if (seen[mi])
+        return bad(c, ATTN_INVALID_ARGUMENT, full, "machine '%s' already has a deployment",
+                   label);
+    seen[mi] = true;
+    if (!attn__json_get(d, "model")) {
+        join(full, sizeof full, path, "model");
+        return bad(c, ATTN_PARSE_ERROR, full, "is missing (a preset name or a config.json path)");
+    }
+    attn__scn_machine *mc = &c->s->machines[mi];
+    if ((st = read_launch(c, d, path, &mc->launch, NULL, 0)) != ATTN_OK)
+        return st;
+    const attn__json *t = attn__json_get(d, "traffic");
+    if (t) {
+        char tp[96];
+        join(tp, sizeof tp, path, "traffic");
+        mc->traffic = c->s->traffic;
+        if ((st = read_traffic(c, t, tp, &mc->traffic)) != ATTN_OK)
+            return st;
+        if (attn__json_get(t, "steps")) {
+            char sp[128];
+            join(sp, sizeof sp, tp, "steps");
+            return bad(c, ATTN_INVALID_ARGUMENT, sp,
+                       "the number of steps belongs to the scenario's traffic (machines step "
+                       "together)");
+        }
+        mc->has_traffic = true;
+    }
+    return ATTN_OK;
+}
+
+static attn_status read_event(pctx *c, const attn__json *e, int idx)
+{
+    static const char *const keys[] = {"at_step",        "machine",   "action",
+                                       "backend",        "backend_per_kind", "block_size",
+                                       "kv_cache_dtype", "installed", "model", NULL};
+    attn__scn_event *ev = &c->s->events[idx];
+    char path[64], label[64], full[200];
+    snprintf(path, sizeof path, "events[%d]", idx);
+    attn_status st;
+    if (attn__json_type_of(e) != ATTN_JSON_OBJECT)
+        return bad(c, ATTN_PARSE_ERROR, path, "expected an object, got %s", tname(e));
+    if ((st = check_keys(c, e, path, keys)) != ATTN_OK)
+        return st;
+    long long at;
+    bool present;
+    if ((st = get_int(c, e, path, "at_step", 0, 100000, &at, &present)) != ATTN_OK)
+        return st;
+    join(full, sizeof full, path, "at_step");
+    if (!present)
+        return bad(c, ATTN_PARSE_ERROR, full, "is missing");
+    ev->at_step = (int)at;
+    if ((st = get_str(c, e, path, "machine", label, sizeof label, true, false)) != ATTN_OK)
+        return st;
+    ev->machine = find_machine(c->s, label, c->s->num_machines);
+    join(full, sizeof full, path, "machine");
+    if (ev->machine < 0)
+        return bad(c, ATTN_INVALID_ARGUMENT, full, "no machine is labelled '%s'", label);
+    if ((st = get_str(c, e, path, "action", ev->action, sizeof ev->action, true, false)) !=
+        ATTN_OK)
+        return st;
+    join(full, sizeof full, path, "action");
+    if (strcmp(ev->action, "restart") != 0 && strcmp(ev->action, "stop") != 0)
+        return bad(c, ATTN_INVALID_ARGUMENT, full, "unknown action '%s' (restart, stop)",
+                   ev->action);
+    if (!strcmp(ev->action, "stop")) {
+        for (size_t i = 0; i < sizeof k_launch_keys / sizeof k_launch_keys[0]; i++)
+            if (attn__json_get(e, k_launch_keys[i])) {
+                join(full, sizeof full, path, k_launch_keys[i]);
+                return bad(c, ATTN_INVALID_ARGUMENT, full, "only a restart takes launch options");
+            }
+    }
+    return ATTN_OK;
+}
+
+static attn_status check_events(const pctx *c)
+{
+    const attn__scenario *s = c->s;
+    for (int i = 0; i < s->num_events; i++) {
+        char full[64];
+        snprintf(full, sizeof full, "events[%d].at_step", i);
+        if (s->events[i].at_step >= s->traffic.steps)
+            return bad(c, ATTN_INVALID_ARGUMENT, full,
+                       "step %d is outside the run (steps 0..%d)", s->events[i].at_step,
+                       s->traffic.steps - 1);
+        if (i && s->events[i].at_step < s->events[i - 1].at_step)
+            return bad(c, ATTN_INVALID_ARGUMENT, full, "events must be in step order");
+    }
+    return ATTN_OK;
+}
+
+static attn_status parse_root(pctx *c, const attn__json *root)
+{
+    static const char *const keys[] = {"name",    "description", "machines", "deployments",
+                                       "traffic", "events",      NULL};
+    attn__scenario *s = c->s;
+    attn_status st;
+    if (attn__json_type_of(root) != ATTN_JSON_OBJECT)
+        return attn__fail(ATTN_PARSE_ERROR, "%s: a scenario must be a JSON object", c->what);
+    if ((st = check_keys(c, root, "", keys)) != ATTN_OK)
+        return st;
+    if ((st = get_str(c, root, "", "name", s->name, sizeof s->name, false, false)) != ATTN_OK ||
+        (st = get_str(c, root, "", "description", s->description, sizeof s->description, false,
+                      false)) != ATTN_OK)
+        return st;
+    const attn__json *ms = attn__json_get(root, "machines");
+    if (!ms)
+        return bad(c, ATTN_PARSE_ERROR, "machines", "is missing");
+    if (attn__json_type_of(ms) != ATTN_JSON_ARRAY)
+        return bad(c, ATTN_PARSE_ERROR, "machines", "expected an array, got %s", tname(ms));
+    if (attn__json_len(ms) == 0 || attn__json_len(ms) > ATTN__SCN_MAX_MACHINES)
+        return bad(c, ATTN_INVALID_ARGUMENT, "machines", "needs 1 to %d machines",
+                   ATTN__SCN_MAX_MACHINES);
+    s->num_machines = (int)attn__json_len(ms);
+    for (int i = 0; i < s->num_machines; i++)
+        if ((st = read_machine(c, attn__json_at(ms, (size_t)i), i)) != ATTN_OK)
+            return st;
+    const attn__json *t = attn__json_get(root, "traffic");
+    if (t && (st = read_traffic(c, t, "traffic", &s->traffic)) != ATTN_OK)
+        return st;
+    const attn__json *ds = attn__json_get(root, "deployments");
+    if (!ds)
+        return bad(c, ATTN_PARSE_ERROR, "deployments", "is missing");
+    if (attn__json_type_of(ds) != ATTN_JSON_ARRAY)
+        return bad(c, ATTN_PARSE_ERROR, "deployments", "expected an array, got %s", tname(ds));
+    bool seen[ATTN__SCN_MAX_MACHINES] = {0};
+    for (size_t i = 0; i < attn__json_len(ds); i++)
+        if ((st = read_deployment(c, attn__json_at(ds, i), (int)i, seen)) != ATTN_OK)
+            return st;
+    for (int i = 0; i < s->num_machines; i++)
+        if (!seen[i]) {
+            char full[64];
+            snprintf(full, sizeof full, "machines[%d]", i);
+            return bad(c, ATTN_INVALID_ARGUMENT, full, "machine '%s' has no deployment",
+                       s->machines[i].label);
+        }
+    for (int i = 0; i < s->num_machines; i++) {
+        if (!s->machines[i].has_traffic)
+            s->machines[i].traffic = s->traffic;
+        s->machines[i].traffic.steps = s->traffic.steps;
+    }
+    const attn__json *es = attn__json_get(root, "events");
+    if (es) {
+        if (attn__json_type_of(es) != ATTN_JSON_ARRAY)
+            return bad(c, ATTN_PARSE_ERROR, "events", "expected an array, got %s", tname(es));
+        if (attn__json_len(es) > ATTN__SCN_MAX_EVENTS)
+            return bad(c, ATTN_INVALID_ARGUMENT, "events", "at most %d events",
+                       ATTN__SCN_MAX_EVENTS);
+        s->num_events = (int)attn__json_len(es);
+        for (int i = 0; i < s->num_events; i++)
+            if ((st = read_event(c, attn__json_at(es, (size_t)i), i)) != ATTN_OK)
+                return st;
+        /* a restart's launch = the machine's current one with the event's
+         * changes; changes accumulate over successive restarts */
+        attn__scn_launch cur[ATTN__SCN_MAX_MACHINES];
+        for (int i = 0; i < s->num_machines; i++)
+            cur[i] = s->machines[i].launch;
+        for (int i = 0; i < s->num_events; i++) {
+            attn__scn_event *ev = &s->events[i];
+            char path[64];
+            snprintf(path, sizeof path, "events[%d]", i);
+            ev->launch = cur[ev->machine];
+            if (!strcmp(ev->action, "restart") &&
+                (st = read_launch(c, attn__json_at(es, (size_t)i), path, &ev->launch,
+                                  ev->changes, sizeof ev->changes)) != ATTN_OK)
+                return st;
+            cur[ev->machine] = ev->launch;
+        }
+    }
+    return check_events(c);
+}
+
+static void traffic_defaults(attn__scn_traffic *t)
+{
+    t->rate = 1.0;
+    t->prompt_min = 16;
+    t->prompt_max = 64;
+    t->output_min = 8;
+    t->output_max = 32;
+    t->seed = 0;
+    t->steps = 16;
+    t->show_steps = 3;
+}
+
+attn_status attn__scenario_parse(const char *json, size_t len, const char *what,
+                                 attn__scenario **out)
+{
+    ATTN__CHECK_NULL(out);
+    *out = NULL;
+    ATTN__CHECK_NULL(json);
+    attn__json *root = NULL;
+    char err[256];
+    if (attn__json_parse(json, len, &root, err, sizeof err) != ATTN_OK)
+        return attn__fail(ATTN_PARSE_ERROR, "%s: invalid JSON: %s", what, err);
+    attn__scenario *s = calloc(1, sizeof *s);
+    if (!s) {
+        attn__json_free(root);
+        return attn__fail(ATTN_OUT_OF_MEMORY, "scenario: out of memory");
+    }
+    traffic_defaults(&s->traffic);
+    snprintf(s->source, sizeof s->source, "%s", what);
+    pctx c = {what, s};
+    attn_status st = parse_root(&c, root);
+    attn__json_free(root);
+    if (st != ATTN_OK) {
+        attn__scenario_free(s);
+        return st;
+    }
+    if (!s->name[0])
+        snprintf(s->name, sizeof s->name, "%s", what);
+    *out = s;
+    return ATTN_OK;
+}
+
+attn_status attn__scenario_load(const char *name_or_path, attn__scenario **out)
+{
+    ATTN__CHECK_NULL(out);
+    *out = NULL;
+    ATTN__CHECK_NULL(name_or_path);
+    char path[1024];
+    struct stat sb;
+    size_t n = strlen(name_or_path);
+    bool is_path = strchr(name_or_path, '/') || (n > 5 && !strcmp(name_or_path + n - 5, ".json")) ||
+                   stat(name_or_path, &sb) == 0;
+    if (is_path) {
+        snprintf(path, sizeof path, "%s", name_or_path);
+    } else {
+        const char *dirs[3];
+        int nd = attn_model_data_dirs(dirs, 3);
+        bool found = false;
+        for (int i = 0; i < nd && !found; i++) {
+            snprintf(path, sizeof path, "%s/scenarios/%s.json", dirs[i], name_or_path);
+            found = stat(path, &sb) == 0 && S_ISREG(sb.st_mode);
+        }
+        if (!found)
+            return attn__fail(ATTN_NOT_FOUND,
+                              "unknown scenario '%s': no scenarios/%s.json in the data "
+                              "directories",
+                              name_or_path, name_or_path);
+    }
+    char *text = NULL;
+    size_t len = 0;
+    attn_status st = attn__read_file(path, &text, &len);
+    if (st != ATTN_OK)
+        return attn__fail(st, "cannot read scenario '%s': %s", path, attn_last_error());
+    st = attn__scenario_parse(text, len, path, out);
+    free(text);
+    return st;
+}
+
+void attn__scenario_free(attn__scenario *s)
+{
+    if (!s)
+        return;
+    for (int i = 0; i < s->num_machines; i++)
+        free(s->machines[i].spec_json);
+    free(s);
+}
+
+attn_status attn__scenario_set_steps(attn__scenario *s, int steps)
+{
+    ATTN__CHECK_NULL(s);
+    if (steps < 1 || steps > 100000)
+        return attn__fail(ATTN_INVALID_ARGUMENT, "steps must be in [1, 100000] (got %d)", steps);
+    for (int i = 0; i < s->num_events; i++)
+        if (s->events[i].at_step >= steps)
+            return attn__fail(ATTN_INVALID_ARGUMENT,
+                              "--steps %d: event %d (%s %s at step %d) would fall outside the run",
+                              steps, i, s->events[i].action,
+                              s->machines[s->events[i].machine].label, s->events[i].at_step);
+    s->traffic.steps = steps;
+    for (int i = 0; i < s->num_machines; i++)
+        s->machines[i].traffic.steps = steps;
+    return ATTN_OK;
+}

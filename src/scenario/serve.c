@@ -1,0 +1,420 @@
+/* The scenario runner's adapter to the engine (include/attn/engine.h).
+ *
+ * Contract: one engine per (re)start of a machine, created with the
+ * deployment's launch options and fed by the engine's own seeded traffic
+ * generator. The step detail shown in stage 4 is read back from the engine
+ * after its step (the common metadata and each KV group's describe()), and
+ * a freshness check compares it with the previous step: every request that
+ * continues from the last step must have a context (seq_len minus this
+ * step's query tokens) equal to its seq_len then, so the metadata is this
+ * step's batch and nothing older. Requests are identified across steps by
+ * the first block of their block-table row (no shared prefixes are
+ * generated, so first blocks are private). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attn/engine.h"
+#include "scenario/serve.h"
+#include "util/error.h"
+#include "util/json.h"
+
+#define MAX_ARRIVALS 256
+
+struct attn__srv {
+    attn_engine *engine;
+    attn_traffic *traffic;
+    int num_blocks;
+    int *last_seq; /* [num_blocks] seq_len of the request whose first block is i */
+    int *seen;     /* [num_blocks] step in which last_seq was recorded, -1 never */
+    int64_t steps;
+    int prev_finished;
+    int dropped;
+};
+
+attn_status attn__srv_start(const attn_platform *p, const attn_model *m,
+                            const attn__scn_launch *launch, const attn__scn_traffic *t,
+                            uint64_t seed, attn__srv **out)
+{
+    *out = NULL;
+    attn_engine_config cfg;
+    attn_engine_config_init(&cfg);
+    cfg.platform = p;
+    cfg.model = m;
+    cfg.backend = launch->backend[0] ? launch->backend : NULL;
+    for (int k = 0; k < ATTN_KIND_COUNT; k++)
+        cfg.per_kind[k] = launch->per_kind[k][0] ? launch->per_kind[k] : NULL;
+    cfg.block_size = launch->block_size;
+    cfg.kv_cache_dtype = ATTN_KV_AUTO;
+    if (launch->kv_cache_dtype[0] &&
+        attn_kv_dtype_parse(launch->kv_cache_dtype, &cfg.kv_cache_dtype) != ATTN_OK)
+        return attn__fail(ATTN_INVALID_ARGUMENT, "kv_cache_dtype '%s': %s",
+                          launch->kv_cache_dtype, attn_last_error());
+    cfg.num_blocks = ATTN__SRV_NUM_BLOCKS;
+    cfg.seed = seed;
+    cfg.run_kernels = true;
+    cfg.layers_to_run = 0; /* one layer per KV group: the math is a check, not a benchmark */
+    cfg.verify = true;
+    cfg.check_metadata = true;
+    attn_engine *e = NULL;
+    attn_status st = attn_engine_create(&cfg, &e);
+    if (st != ATTN_OK) {
+        char msg[2048];
+        snprintf(msg, sizeof msg, "%s",
+                 e && attn_engine_error(e) ? attn_engine_error(e) : attn_last_error());
+        attn_engine_free(e);
+        return attn__fail(st, "%s", msg);
+    }
+    attn__srv *s = calloc(1, sizeof *s);
+    if (!s) {
+        attn_engine_free(e);
+        return attn__fail(ATTN_OUT_OF_MEMORY, "scenario: out of memory");
+    }
+    s->engine = e;
+    attn_traffic_config tc;
+    attn_traffic_config_init(&tc);
+    tc.rate = t->rate;
+    tc.prompt_min = t->prompt_min;
+    tc.prompt_max = t->prompt_max;
+    tc.output_min = t->output_min;
+    tc.output_max = t->output_max;
+    tc.prefix_fraction = 0;
+    tc.seed = seed;
+    if ((st = attn_traffic_create(&tc, &s->traffic)) != ATTN_OK) {
+        attn__srv_free(s);
+        return st;
+    }
+    s->num_blocks = attn_engine_num_groups(e) > 0 ? attn_engine_num_blocks(e) : 0;
+    if (s->num_blocks > 0) {
+        s->last_seq = calloc((size_t)s->num_blocks, sizeof *s->last_seq);
+        s->seen = calloc((size_t)s->num_blocks, sizeof *s->seen);
+        if (!s->last_seq || !s->seen) {
+            attn__srv_free(s);
+            return attn__fail(ATTN_OUT_OF_MEMORY, "scenario: out of memory");
+        }
+        for (int i = 0; i < s->num_blocks; i++)
+            s->seen[i] = -1;
+    }
+    *out = s;
+    return ATTN_OK;
+}
+
+void attn__srv_free(attn__srv *s)
+{
+    if (!s)
+        return;
+    attn_engine_free(s->engine);
+    attn_traffic_free(s->traffic);
+    free(s->last_seq);
+    free(s->seen);
+    free(s);
+}
+
+static const char *mode_name(attn_kernel_mode k)
+{
+    return k == ATTN_KERNEL_NATIVE ? "native" : k == ATTN_KERNEL_EMULATED ? "emulated" : "none";
+}
+
+void attn__srv_write_startup(const attn__srv *s, attn__jw *w)
+{
+    const attn_engine *e = s->engine;
+    attn__jw_obj_begin(w);
+    attn__jw_key(w, "block_size");
+    attn__jw_int(w, attn_engine_block_size(e));
+    attn__jw_key(w, "block_size_source");
+    attn__jw_str(w, attn_engine_block_size_source(e));
+    attn__jw_key(w, "num_blocks");
+    attn__jw_int(w, attn_engine_num_groups(e) > 0 ? attn_engine_num_blocks(e) : 0);
+    attn__jw_key(w, "kv_bytes");
+    attn__jw_int(w, (long long)attn_engine_kv_bytes(e));
+    attn__jw_key(w, "max_model_len");
+    attn__jw_int(w, attn_engine_max_model_len(e));
+    attn__jw_key(w, "kv_groups");
+    attn__jw_arr_begin(w);
+    char math[512] = "";
+    size_t mo = 0;
+    for (int g = 0; g < attn_engine_num_groups(e); g++) {
+        attn_engine_group_info gi;
+        if (attn_engine_group_info_get(e, g, &gi) != ATTN_OK)
+            continue;
+        char shape[128] = "";
+        attn_kv_shape_format(&gi.kv_shape, shape, sizeof shape);
+        char lt[128];
+        attn_model_layers_text(gi.layers, gi.num_layers, lt, sizeof lt);
+        attn__jw_obj_begin(w);
+        attn__jw_key(w, "kv_group");
+        attn__jw_int(w, g);
+        attn__jw_key(w, "model_group");
+        attn__jw_int(w, gi.model_group);
+        attn__jw_key(w, "layers");
+        attn__jw_str(w, lt);
+        attn__jw_key(w, "kind");
+        attn__jw_str(w, attn_kv_kind_name(gi.kind));
+        attn__jw_key(w, "backend");
+        attn__jw_str(w, gi.backend);
+        attn__jw_key(w, "builder");
+        attn__jw_str(w, gi.builder_type);
+        attn__jw_key(w, "cg_support");
+        attn__jw_str(w, attn_cg_support_name(gi.cg_support));
+        attn__jw_key(w, "layout");
+        attn__jw_str(w, attn_layout_name(gi.layout));
+        attn__jw_key(w, "kv_shape");
+        attn__jw_str(w, shape);
+        attn__jw_key(w, "kv_elem");
+        attn__jw_str(w, attn_elem_name(gi.kv_elem));
+        attn__jw_key(w, "kernel_mode");
+        attn__jw_str(w, mode_name(gi.kernel_mode));
+        attn__jw_key(w, "kernel");
+        attn__jw_str(w, gi.kernel ? gi.kernel : "");
+        attn__jw_key(w, "kernel_variant");
+        attn__jw_str(w, gi.kernel_variant ? gi.kernel_variant : "");
+        attn__jw_key(w, "kernel_note");
+        attn__jw_str(w, gi.kernel_note ? gi.kernel_note : "");
+        attn__jw_obj_end(w);
+        if (mo < sizeof math) {
+            if (gi.kernel_mode == ATTN_KERNEL_NONE)
+                mo += (size_t)snprintf(math + mo, sizeof math - mo, "%sgroup %d: none (%s)",
+                                       mo ? "; " : "", g, gi.kernel_note ? gi.kernel_note : "");
+            else
+                mo += (size_t)snprintf(
+                    math + mo, sizeof math - mo, "%sgroup %d: %s%s%s%s%s", mo ? "; " : "", g,
+                    gi.kernel ? gi.kernel : "?", gi.kernel_variant ? " (" : "",
+                    gi.kernel_variant ? gi.kernel_variant : "", gi.kernel_variant ? ")" : "",
+                    gi.kernel_mode == ATTN_KERNEL_EMULATED ? ", emulated" : ", native");
+        }
+    }
+    attn__jw_arr_end(w);
+    attn__jw_key(w, "math");
+    attn__jw_str(w, attn_engine_num_groups(e) ? math : "no KV-cache groups (no paged attention)");
+    attn__jw_obj_end(w);
+}
+
+/* "0-49, 64-125" */
+static void slot_ranges(const int64_t *sm, int n, char *buf, size_t size)
+{
+    size_t o = 0;
+    buf[0] = 0;
+    int i = 0, shown = 0;
+    while (i < n && o < size) {
+        int j = i;
+        while (j + 1 < n && sm[j + 1] == sm[j] + 1)
+            j++;
+        if (shown == 8) {
+            snprintf(buf + o, size - o, ", ... (%d more slots)", n - i);
+            return;
+        }
+        if (sm[i] < 0)
+            o += (size_t)snprintf(buf + o, size - o, "%spad x%d", o ? ", " : "", j - i + 1);
+        else if (j > i)
+            o += (size_t)snprintf(buf + o, size - o, "%s%lld-%lld", o ? ", " : "",
+                                  (long long)sm[i], (long long)sm[j]);
+        else
+            o += (size_t)snprintf(buf + o, size - o, "%s%lld", o ? ", " : "", (long long)sm[i]);
+        shown++;
+        i = j + 1;
+    }
+}
+
+static void int_array(attn__jw *w, const int32_t *a, int n, int max)
+{
+    attn__jw_arr_begin(w);
+    for (int i = 0; i < n && i < max; i++)
+        attn__jw_int(w, a[i]);
+    attn__jw_arr_end(w);
+}
+
+/* Freshness: compare this step's batch with the last one (first KV group). */
+static void freshness(attn__srv *s, const attn_common_metadata *cm, char *text, size_t size)
+{
+    int cont = 0, fresh = 0, resumed = 0, mismatch = 0;
+    int64_t step = s->steps;
+    for (int r = 0; cm && r < cm->num_reqs; r++) {
+        int32_t key = cm->block_table[(size_t)r * (size_t)cm->block_table_stride];
+        int q = cm->query_start_loc[r + 1] - cm->query_start_loc[r];
+        int ctx = cm->seq_lens[r] - q;
+        if (key < 0 || key >= s->num_blocks)
+            continue;
+        if (ctx == 0)
+            fresh++;
+        else if (s->seen[key] == step - 1 && s->last_seq[key] == ctx)
+            cont++;
+        else if (s->seen[key] == step - 1)
+            mismatch++;
+        else
+            resumed++;
+    }
+    for (int r = 0; cm && r < cm->num_reqs; r++) {
+        int32_t key = cm->block_table[(size_t)r * (size_t)cm->block_table_stride];
+        if (key < 0 || key >= s->num_blocks)
+            continue;
+        s->seen[key] = (int)step;
+        s->last_seq[key] = cm->seq_lens[r];
+    }
+    snprintf(text, size,
+             "built from this step's batch: %d request%s continue%s from the last step (context "
+             "= its seq_len then), %d start%s, %d resume%s; %d finished last step; %s",
+             cont, cont == 1 ? "" : "s", cont == 1 ? "s" : "", fresh, fresh == 1 ? "s" : "",
+             resumed, resumed == 1 ? "s" : "", s->prev_finished,
+             mismatch ? "MISMATCH: a continuing request's context differs" : "consistent");
+}
+
+static void write_detail(attn__srv *s, attn__jw *d, const attn_engine_step_stats *ss,
+                         const attn_common_metadata *cm, const char *fresh)
+{
+    int ng = attn_engine_num_groups(s->engine);
+    attn__jw_obj_begin(d);
+    attn__jw_key(d, "common");
+    attn__jw_obj_begin(d);
+    attn__jw_key(d, "num_reqs");
+    attn__jw_int(d, cm ? cm->num_reqs : 0);
+    attn__jw_key(d, "num_actual_tokens");
+    attn__jw_int(d, cm ? cm->num_actual_tokens : 0);
+    attn__jw_key(d, "max_query_len");
+    attn__jw_int(d, cm ? cm->max_query_len : 0);
+    attn__jw_key(d, "max_seq_len");
+    attn__jw_int(d, cm ? cm->max_seq_len : 0);
+    attn__jw_key(d, "causal");
+    attn__jw_bool(d, cm ? cm->causal : true);
+    attn__jw_key(d, "block_size");
+    attn__jw_int(d, cm ? cm->block_size : 0);
+    static const int32_t zero = 0;
+    attn__jw_key(d, "query_start_loc");
+    int_array(d, cm ? cm->query_start_loc : &zero, cm ? cm->num_reqs + 1 : 1, 1 << 20);
+    attn__jw_key(d, "seq_lens");
+    int_array(d, cm ? cm->seq_lens : &zero, cm ? cm->num_reqs : 0, 1 << 20);
+    attn__jw_key(d, "block_table");
+    attn__jw_arr_begin(d);
+    for (int r = 0; cm && r < cm->num_reqs && r < 8; r++) {
+        int used = (cm->seq_lens[r] + cm->block_size - 1) / cm->block_size;
+        if (used > cm->block_table_stride)
+            used = cm->block_table_stride;
+        int_array(d, cm->block_table + (size_t)r * (size_t)cm->block_table_stride, used, 12);
+    }
+    attn__jw_arr_end(d);
+    attn__jw_key(d, "block_table_rows_shown");
+    attn__jw_int(d, cm ? (cm->num_reqs < 8 ? cm->num_reqs : 8) : 0);
+    char ranges[512] = "";
+    if (cm)
+        slot_ranges(cm->slot_mapping, cm->num_actual_tokens, ranges, sizeof ranges);
+    attn__jw_key(d, "slot_mapping");
+    attn__jw_obj_begin(d);
+    attn__jw_key(d, "count");
+    attn__jw_int(d, cm ? cm->num_actual_tokens : 0);
+    attn__jw_key(d, "ranges");
+    attn__jw_str(d, ranges);
+    attn__jw_obj_end(d);
+    attn__jw_obj_end(d); /* common */
+    attn__jw_key(d, "fresh");
+    attn__jw_str(d, cm ? fresh : (ng ? "no batch this step" : "no KV-cache groups"));
+    attn__jw_key(d, "builds");
+    attn__jw_int(d, ss->builds);
+    attn__jw_key(d, "block_table_updates");
+    attn__jw_int(d, ss->block_table_updates);
+    attn__jw_key(d, "common_prefix_len");
+    attn__jw_int(d, ss->common_prefix_len);
+    attn__jw_key(d, "groups");
+    attn__jw_arr_begin(d);
+    for (int g = 0; cm && g < ng; g++) {
+        attn_engine_group_info gi;
+        if (attn_engine_group_info_get(s->engine, g, &gi) != ATTN_OK)
+            continue;
+        char buf[4096];
+        bool reused = false;
+        int len = attn_engine_describe_metadata(s->engine, g, buf, sizeof buf, &reused);
+        attn__jw_obj_begin(d);
+        attn__jw_key(d, "group");
+        attn__jw_int(d, g);
+        attn__jw_key(d, "model_group");
+        attn__jw_int(d, gi.model_group);
+        attn__jw_key(d, "backend");
+        attn__jw_str(d, gi.backend);
+        attn__jw_key(d, "builder");
+        attn__jw_str(d, gi.builder_type);
+        attn__jw_key(d, "how");
+        attn__jw_str(d, reused ? "reused this step's build, block table swapped"
+                               : "built for this step");
+        attn__jw_key(d, "metadata");
+        attn__json *chk = NULL;
+        char err[64];
+        if (len >= 0 && (size_t)len < sizeof buf &&
+            attn__json_parse(buf, (size_t)len, &chk, err, sizeof err) == ATTN_OK)
+            attn__jw_raw(d, buf);
+        else if (len >= 0)
+            attn__jw_str(d, (size_t)len < sizeof buf ? buf : "(describe output too long)");
+        else
+            attn__jw_null(d);
+        attn__json_free(chk);
+        attn__jw_obj_end(d);
+    }
+    attn__jw_arr_end(d);
+    attn__jw_key(d, "attention");
+    attn__jw_obj_begin(d);
+    attn__jw_key(d, "emulated");
+    attn__jw_bool(d, ss->emulated);
+    attn__jw_key(d, "layers_run");
+    attn__jw_int(d, ss->layers_run);
+    attn__jw_key(d, "output_finite");
+    attn__jw_bool(d, ss->output_finite);
+    attn__jw_key(d, "max_abs_diff_vs_reference");
+    attn__jw_num(d, ss->max_abs_diff);
+    char text[512];
+    attn_engine_group_info g0;
+    bool have = ng > 0 && attn_engine_group_info_get(s->engine, 0, &g0) == ATTN_OK;
+    if (!cm)
+        snprintf(text, sizeof text, "no attention this step");
+    else if (ss->layers_run == 0)
+        snprintf(text, sizeof text, "no kernel ran (%s)",
+                 have && g0.kernel_note ? g0.kernel_note : "kernels off");
+    else
+        snprintf(text, sizeof text,
+                 "%s: %d layer%s run on %s%s%s%s in place of %s, outputs %s, max |diff| vs "
+                 "REFERENCE %.3g",
+                 ss->emulated ? "emulated" : "native", ss->layers_run,
+                 ss->layers_run == 1 ? "" : "s", have && g0.kernel ? g0.kernel : "?",
+                 have && g0.kernel_variant ? " (" : "",
+                 have && g0.kernel_variant ? g0.kernel_variant : "",
+                 have && g0.kernel_variant ? ")" : "", have ? g0.backend : "?",
+                 ss->output_finite ? "finite" : "NOT FINITE", ss->max_abs_diff);
+    attn__jw_key(d, "text");
+    attn__jw_str(d, text);
+    attn__jw_obj_end(d);
+    attn__jw_obj_end(d);
+}
+
+attn_status attn__srv_step_run(attn__srv *s, attn__jw *d, attn__srv_step *info)
+{
+    attn_request_desc arr[MAX_ARRIVALS];
+    int n = attn_traffic_next(s->traffic, arr, MAX_ARRIVALS);
+    for (int i = 0; i < n; i++) {
+        attn_status st = attn_engine_add_request(s->engine, &arr[i], NULL);
+        if (st == ATTN_OUT_OF_RANGE || st == ATTN_INVALID_ARGUMENT)
+            s->dropped++; /* queue full / longer than the pool holds: not admitted */
+        else if (st != ATTN_OK)
+            return st;
+    }
+    attn_engine_step_stats ss;
+    memset(&ss, 0, sizeof ss);
+    attn_status st = attn_engine_step(s->engine, &ss);
+    if (st != ATTN_OK)
+        return attn__fail(st, "%s", attn_last_error());
+    memset(info, 0, sizeof *info);
+    info->num_reqs = ss.num_reqs;
+    info->num_tokens = ss.num_tokens;
+    info->admitted = ss.admitted;
+    info->finished = ss.finished;
+    info->running = ss.running;
+    info->waiting = ss.waiting;
+    info->blocks_in_use = ss.blocks_in_use;
+    info->preempted = ss.preempted;
+
+    int ng = attn_engine_num_groups(s->engine);
+    const attn_common_metadata *cm =
+        (ng > 0 && ss.num_reqs > 0) ? attn_engine_common_metadata(s->engine, 0) : NULL;
+    char fresh[512] = "";
+    freshness(s, cm, fresh, sizeof fresh);
+    if (d)
+        write_detail(s, d, &ss, cm, fresh);
+    s->prev_finished = ss.finished;
+    s->steps++;
+    return ATTN_OK;
+}

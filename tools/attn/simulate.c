@@ -1,0 +1,103 @@
+/* `attn simulate [SCENARIO] [--steps N] [--json] [--html FILE]`: machines
+ * side by side through startup and serving, in stages (src/scenario). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attn/attn.h"
+#include "cli.h"
+#include "scenario/scenario.h"
+#include "scenario/view.h"
+
+static int usage(FILE *f)
+{
+    fprintf(f,
+            "usage: attn simulate [SCENARIO] [--steps N] [--json] [--html FILE]\n\n"
+            "Runs machines side by side: each platform answers what it is, each machine selects\n"
+            "its attention backends once at startup, then serves synthetic traffic, building\n"
+            "fresh metadata every step; events (e.g. a restart with an explicit backend) happen\n"
+            "on the shared step clock. Printed in stages:\n"
+            "  1 machines, nothing decided   2 each platform's answer   3 each selection\n"
+            "  4 serving (metadata per step; attention math emulated on the CPU kernels)\n"
+            "  5 events, then a closing table.\n\n"
+            "SCENARIO   a name from data/scenarios/ or a path to a scenario JSON file\n"
+            "           (default: 'default', the H100 / A100 / MI300X story;\n"
+            "           schema: data/scenarios/README.md)\n"
+            "--steps N  run N steps instead of the scenario's\n"
+            "--json     print the whole run as one JSON document instead of the report\n"
+            "--html F   also write the run as one self-contained HTML page to F\n\n"
+            "exit status: 0 the run completed (machines failing to start are part of the\n"
+            "run), 2 usage error or invalid scenario, 1 anything else\n");
+    return f == stdout ? ATTN_EXIT_OK : ATTN_EXIT_USAGE;
+}
+
+int attn_cmd_simulate(int argc, char **argv)
+{
+    const char *name = NULL, *html = NULL;
+    long steps = 0;
+    bool json = false, bad = false;
+    for (int i = 1; i < argc; i++) {
+        const char *v = NULL;
+        if (attn_cli_is_help(argv[i]))
+            return usage(stdout);
+        if (attn_cli_flag(argv, i, "--json")) {
+            json = true;
+        } else if (attn_cli_opt(argc, argv, &i, "--steps", &v, &bad)) {
+            if (bad || !attn_cli_int("simulate", "--steps", v, 1, 100000, &steps))
+                return ATTN_EXIT_USAGE;
+        } else if (attn_cli_opt(argc, argv, &i, "--html", &v, &bad)) {
+            if (bad)
+                return ATTN_EXIT_USAGE;
+            html = v;
+        } else if (argv[i][0] == '-' && argv[i][1]) {
+            return attn_cli_usage_error("simulate", "unknown option '%s'", argv[i]);
+        } else if (name) {
+            return attn_cli_usage_error("simulate", "one scenario at a time ('%s', '%s')", name,
+                                        argv[i]);
+        } else {
+            name = argv[i];
+        }
+    }
+    attn__scenario *s = NULL;
+    if (attn__scenario_load(name ? name : "default", &s) != ATTN_OK) {
+        fprintf(stderr, "attn simulate: %s\n", attn_last_error());
+        return ATTN_EXIT_USAGE;
+    }
+    if (steps && attn__scenario_set_steps(s, (int)steps) != ATTN_OK) {
+        fprintf(stderr, "attn simulate: %s\n", attn_last_error());
+        attn__scenario_free(s);
+        return ATTN_EXIT_USAGE;
+    }
+    char *doc = NULL;
+    attn_status st = attn__scenario_run(s, &doc);
+    attn__scenario_free(s);
+    if (st != ATTN_OK) {
+        fprintf(stderr, "attn simulate: %s\n", attn_last_error());
+        return ATTN_EXIT_ERROR;
+    }
+    int rc = ATTN_EXIT_OK;
+    if (json) {
+        printf("%s\n", doc);
+    } else if (attn__scenario_print_text(doc, stdout) != ATTN_OK) {
+        fprintf(stderr, "attn simulate: %s\n", attn_last_error());
+        rc = ATTN_EXIT_ERROR;
+    }
+    if (html) {
+        FILE *f = fopen(html, "w");
+        if (!f) {
+            fprintf(stderr, "attn simulate: cannot write %s\n", html);
+            rc = ATTN_EXIT_ERROR;
+        } else {
+            if (attn__scenario_write_html(doc, f) != ATTN_OK) {
+                fprintf(stderr, "attn simulate: %s\n", attn_last_error());
+                rc = ATTN_EXIT_ERROR;
+            }
+            if (fclose(f) != 0)
+                rc = ATTN_EXIT_ERROR;
+            else if (!json)
+                printf("\nHTML report written to %s\n", html);
+        }
+    }
+    free(doc);
+    return rc;
+}
