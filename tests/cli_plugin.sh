@@ -53,6 +53,13 @@ out=$(ATTN_PLUGINS="attn_example" ATTN_PLUGIN_PATH="$PLUG" "$ATTN" select --back
     --json 2>/dev/null); rc=$?
 check "allowlisted: select --backend CUSTOM exits 0 (got $rc)" test "$rc" -eq 0
 
+# The engine runs the plugin's kernel (which calls REFERENCE) for real.
+out=$(ATTN_PLUGIN_PATH="$PLUG" "$ATTN" serve --backend CUSTOM --layers 2 --heads 4 --kv-heads 2 \
+    --head-size 64 --dtype fp32 --steps 4 --prompt-len 8:24 --output-len 2:4 --num-blocks 16 2>&1)
+rc=$?
+check "serve --backend CUSTOM exits 0 (got $rc): $out" test "$rc" -eq 0
+check "serve runs the plugin kernel through REFERENCE" has "$out" 'CUSTOM kernel \(via REFERENCE'
+
 # ---- filtered out by the allowlist ------------------------------------------
 for allow in someother ""; do
     out=$(ATTN_PLUGINS="$allow" ATTN_PLUGIN_PATH="$PLUG" "$ATTN" backends 2>&1); rc=$?

@@ -24,7 +24,7 @@ target_link_options(attn_test_plugin_missing_dep PRIVATE -Wl,--no-as-needed)
 set_target_properties(attn_test_plugin_missing_dep PROPERTIES SKIP_BUILD_RPATH ON)
 
 # The tests that load plugins need them (and the example) built first.
-foreach(t test_plugin_load test_select_threads cli_plugin)
+foreach(t test_plugin_load test_plugin_select test_select_threads)
   if(TARGET ${t})
     foreach(case ${ATTN_TEST_PLUGIN_CASES})
       add_dependencies(${t} attn_test_plugin_${case})
@@ -35,11 +35,3 @@ foreach(t test_plugin_load test_select_threads cli_plugin)
   endif()
 endforeach()
 
-# The CLI references the plugin loader only weakly (tools/attn/backends.c,
-# src/select/selector.c), and a weak undefined reference does not pull an
-# object out of libattn.a: without this the `attn` binary would contain no
-# loader and ignore ATTN_PLUGIN_PATH. Remove once those references are
-# strong.
-if(TARGET attn_cli)
-  target_link_options(attn_cli PRIVATE "LINKER:--undefined=attn_plugins_load")
-endif()
