@@ -1,0 +1,34 @@
+/* Machine figures the benchmark reports against, measured in the same run:
+ * the sustained read bandwidth (every pool thread streams its slice of a
+ * buffer much larger than the last-level cache) and the peak FMA rate
+ * (every pool thread runs a register-resident FMA loop with the widest
+ * usable vector ISA). */
+#ifndef ATTN_BACKENDS_CPU_MACHINE_H
+#define ATTN_BACKENDS_CPU_MACHINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "attn/status.h"
+
+typedef struct attn__cpu_machine {
+    int threads;
+    const char *isa;     /* "avx512", "avx2" or "scalar": what the loops used */
+    double read_gbps;    /* best of the passes, 1e9 bytes/s */
+    double peak_gflops;  /* fp32 FMA, 2 flops per lane */
+    size_t buffer_bytes; /* the streamed buffer */
+    uint64_t llc_bytes;  /* last-level cache size reported by the OS (0 unknown) */
+} attn__cpu_machine;
+
+/* buffer_bytes 0 = max(1 GiB, 4 x LLC), capped at a quarter of memory. */
+attn_status attn__cpu_measure_machine(size_t buffer_bytes, attn__cpu_machine *out);
+
+/* ISA kernels (cpu_machine_*.c): sum of n bytes (n multiple of 256) and
+ * iters rounds of 10 independent FMA chains, returning a value that depends
+ * on every step. */
+uint64_t attn__cpu_read_avx512(const void *p, size_t n);
+double attn__cpu_fma_avx512(long iters);
+uint64_t attn__cpu_read_avx2(const void *p, size_t n);
+double attn__cpu_fma_avx2(long iters);
+
+#endif
