@@ -200,8 +200,10 @@ static bool attn__prefix_evict(attn_engine *e)
  * keeps them (one more reference) for later requests with the same prefix. */
 static void attn__prefix_register(attn_engine *e, attn__eng_req *r)
 {
+    if (e->num_groups == 0 || r->prefix_id <= 0)
+        return;
     int nblk = r->prefix_len / e->block_size;
-    if (r->prefix_id <= 0 || nblk <= 0 || r->num_computed < nblk * e->block_size ||
+    if (nblk <= 0 || r->num_computed < nblk * e->block_size ||
         e->num_prefixes == ATTN__ENG_MAX_PREFIXES || attn__prefix_find(e, r->prefix_id))
         return;
     attn__eng_prefix *p = &e->prefixes[e->num_prefixes];
@@ -631,22 +633,32 @@ attn_status attn_engine_step(attn_engine *e, attn_engine_step_stats *out)
 
     attn__schedule(e, &st);
     attn_status s = ATTN_OK;
-    if (e->num_sched > 0) {
+    if (e->num_groups == 0) {
+        /* Attention-free for the decoder loop: tokens are scheduled and
+         * counted, but no metadata exists to build. */
+        for (int i = 0; i < e->num_sched; i++) {
+            const attn__eng_req *r = &e->reqs[e->sched[i]];
+            bool decode = r->scheduled == 1 && r->num_computed >= r->prompt_len;
+            st.num_decode_reqs += decode;
+            st.num_decode_tokens += decode;
+            st.num_prefill_reqs += !decode;
+            st.num_prefill_tokens += decode ? 0 : r->scheduled;
+            st.num_tokens += r->scheduled;
+        }
+        st.num_reqs = e->num_sched;
+    } else if (e->num_sched > 0) {
         double t0 = attn__now_ns();
         attn__build_batch(e, &st);
-        if (e->num_groups > 0)
-            s = attn__build_metadata(e, &st);
+        s = attn__build_metadata(e, &st);
         double t1 = attn__now_ns();
         st.metadata_ns = t1 - t0;
         for (int g = 0; g < e->num_groups; g++)
             e->groups[g].have_step = s == ATTN_OK;
-        if (s == ATTN_OK && e->num_groups > 0) {
+        if (s == ATTN_OK) {
             s = attn__run_attention(e, &st);
             st.attention_ns = attn__now_ns() - t1;
         }
-        if (e->num_groups > 0) {
-            st.common_prefix_len = e->groups[0].common_prefix_len;
-        }
+        st.common_prefix_len = e->groups[0].common_prefix_len;
     }
     /* Advance every scheduled request, whatever the kernels said: the
      * scheduler's bookkeeping must stay consistent with the blocks. */
