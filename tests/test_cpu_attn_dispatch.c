@@ -1,7 +1,7 @@
 /* Variant dispatch: chosen once from the usable CPU features, and
  * ATTN_CPU_MASK forces each fallback (checked in child processes, since the
- * mask is read once per process): "-avx512_bf16" -> avx512, "-avx512" ->
- * avx2, "-avx2,-avx512" -> portable. Forcing by name for tests, and the
+ * mask is read once per process): "-amx" -> avx512-bf16, "-amx,-avx512_bf16"
+ * -> avx512, "-avx512" -> avx2, "-avx2,-avx512" -> portable. Forcing by name for tests, and the
  * kernel's variant() report. Masks this CPU cannot demonstrate are skipped
  * with a reason. */
 #include <stdio.h>
@@ -31,17 +31,28 @@ int main(int argc, char **argv)
         printf("%s\n", attn__cpu_attn_active()->name);
         return 0;
     }
+    /* what this process may use (OS support and AMX permission included) */
     const attn_cpu_info *ci = attn_cpu_info_get();
-    bool avx512 = (ci->present >> ATTN_CPU_AVX512F & 1) && (ci->present >> ATTN_CPU_AVX512BW & 1);
-    bool bf16 = avx512 && (ci->present >> ATTN_CPU_AVX512_BF16 & 1);
-    bool avx2 = (ci->present >> ATTN_CPU_AVX2 & 1) && (ci->present >> ATTN_CPU_FMA & 1);
+    bool avx512 = (ci->usable >> ATTN_CPU_AVX512F & 1) && (ci->usable >> ATTN_CPU_AVX512BW & 1);
+    bool bf16 = avx512 && (ci->usable >> ATTN_CPU_AVX512_BF16 & 1);
+    bool amx = bf16 && (ci->usable >> ATTN_CPU_AMX_TILE & 1) && (ci->usable >> ATTN_CPU_AMX_BF16 & 1);
+    bool avx2 = (ci->usable >> ATTN_CPU_AVX2 & 1) && (ci->usable >> ATTN_CPU_FMA & 1);
     bool masked = getenv("ATTN_CPU_MASK") && *getenv("ATTN_CPU_MASK");
     if (masked)
         printf("SKIP mask checks: ATTN_CPU_MASK is set for this run\n");
     else {
-        expect(argv[0], "", bf16 ? "avx512-bf16" : avx512 ? "avx512" : avx2 ? "avx2" : "portable");
+        expect(argv[0], "",
+               amx    ? "amx-bf16"
+               : bf16 ? "avx512-bf16"
+               : avx512 ? "avx512"
+               : avx2   ? "avx2"
+                        : "portable");
+        if (amx)
+            expect(argv[0], "-amx", "avx512-bf16");
+        else
+            printf("SKIP -amx: this CPU (or OS) offers no AMX-BF16\n");
         if (bf16)
-            expect(argv[0], "-avx512_bf16", "avx512");
+            expect(argv[0], "-amx,-avx512_bf16", "avx512");
         else
             printf("SKIP -avx512_bf16: this CPU has no AVX512_BF16\n");
         if (avx512 && avx2)

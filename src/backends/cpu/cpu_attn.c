@@ -30,6 +30,7 @@
 
 static const attn__cpu_isa *const g_variants[] = {
 #if defined(__x86_64__)
+    &attn__cpu_isa_amx_bf16,
     &attn__cpu_isa_avx512_bf16,
     &attn__cpu_isa_avx512,
     &attn__cpu_isa_avx2,
@@ -565,8 +566,10 @@ static const st_shape st_shapes[] = {
     {"decode+prefill fp32", ATTN_DTYPE_FP32, ATTN_ELEM_F32, 8, 2, 64, 16, 3,
      {1, 19, 1}, {37, 40, 130}, 1e-4f},
     {"decode bf16", ATTN_DTYPE_BF16, ATTN_ELEM_BF16, 8, 2, 128, 16, 2, {1, 1}, {70, 5}, 2e-2f},
-    {"decode fp8_e4m3", ATTN_DTYPE_FP32, ATTN_ELEM_FP8_E4M3, 4, 1, 64, 32, 2, {1, 3}, {50, 33},
-     1e-3f},
+    {"prefill bf16", ATTN_DTYPE_BF16, ATTN_ELEM_BF16, 8, 2, 128, 16, 2, {37, 1}, {60, 90},
+     2e-2f},
+    {"decode+prefill fp8_e4m3", ATTN_DTYPE_FP32, ATTN_ELEM_FP8_E4M3, 4, 1, 64, 32, 2, {1, 24},
+     {50, 33}, 1e-3f},
 };
 
 static uint32_t st_rand(uint32_t *s)

@@ -80,12 +80,13 @@ extern const attn__cpu_isa attn__cpu_isa_portable;
 extern const attn__cpu_isa attn__cpu_isa_avx2;
 extern const attn__cpu_isa attn__cpu_isa_avx512;
 extern const attn__cpu_isa attn__cpu_isa_avx512_bf16;
+extern const attn__cpu_isa attn__cpu_isa_amx_bf16;
 #endif
 
 /* ---- variants ------------------------------------------------------------- */
 
-/* Every variant compiled in, best first ("avx512-bf16", "avx512", "avx2",
- * "portable"); usable() says whether this machine (after ATTN_CPU_MASK) can
+/* Every variant compiled in, best first ("amx-bf16", "avx512-bf16",
+ * "avx512", "avx2", "portable"); usable() says whether this machine (after ATTN_CPU_MASK) can
  * run it. */
 int attn__cpu_attn_variant_count(void);
 const attn__cpu_isa *attn__cpu_attn_variant(int i);

@@ -768,3 +768,407 @@ const attn__cpu_isa attn__cpu_isa_avx512_bf16 = {
     .prep_q = dp_prep,
     .chunk = dp_chunk,
 };
+
+/* ---- AMX-BF16 variant ------------------------------------------------------------- */
+
+/* Jobs with more than 16 rows (prefill tiles) over bf16/fp8 caches run on
+ * the tile unit; everything else takes the BF16 dot-product path above.
+ *   S^T [keys][rows] = K . Q^T : A = 16 keys x 32 dims straight from the
+ *     cache (or the bf16 staging copy), B = the queries as VNNI pairs,
+ *     packed once per job; C tiles land in j->s as [key][row];
+ *   softmax runs across rows (one vector per key: no horizontal work); the
+ *     running max is an anchor that only moves when a row's max exceeds it
+ *     by more than AMX_TAU, so O is rarely rescaled and P stays below
+ *     e^AMX_TAU;
+ *   O [rows][dims] += P . V : A = P as bf16 (16 rows x 32 keys, built by a
+ *     16x16 transpose of key-pair columns), B = V rows interleaved in key
+ *     pairs; C tiles are loaded from and stored to the fp32 O rows.
+ * fp16/fp32 queries use hi + lo bf16 planes (two tile products).
+ * Tile instructions are inline asm with memory clobbers; the palette is
+ * loaded per chunk and released after it. */
+
+#define AMX_TAU 8.0f
+
+#define TLOAD(t, base, stride)                                                                     \
+    __asm__ volatile("tileloadd (%0,%1,1), %%tmm" #t ::"r"(base), "r"((long)(stride)) : "memory")
+#define TSTORE(t, base, stride)                                                                    \
+    __asm__ volatile("tilestored %%tmm" #t ", (%0,%1,1)" ::"r"(base), "r"((long)(stride))         \
+                     : "memory")
+#define TZERO(t) __asm__ volatile("tilezero %%tmm" #t ::: "memory")
+#define TDP(c, a, b) __asm__ volatile("tdpbf16ps %%tmm" #b ", %%tmm" #a ", %%tmm" #c ::: "memory")
+
+typedef struct {
+    uint8_t palette, start;
+    uint8_t reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+} amx_palette;
+
+static void amx_begin(void)
+{
+    amx_palette c;
+    memset(&c, 0, sizeof c);
+    c.palette = 1;
+    for (int i = 0; i < 8; i++) {
+        c.colsb[i] = 64;
+        c.rows[i] = 16;
+    }
+    __asm__ volatile("ldtilecfg %0" ::"m"(c) : "memory");
+}
+
+static void amx_end(void)
+{
+    __asm__ volatile("tilerelease" ::: "memory");
+}
+
+static bool amx_usable(void)
+{
+    return avx512_bf16_usable() && attn_cpu_has(ATTN_CPU_AMX_TILE) &&
+           attn_cpu_has(ATTN_CPU_AMX_BF16);
+}
+
+static bool amx_job(const attn__cpu_job *j)
+{
+    return j->R > 16 && j->Dv % 16 == 0 &&
+           (j->kv_elem == ATTN_ELEM_BF16 || j->kv_elem == ATTN_ELEM_FP8_E4M3 ||
+            j->kv_elem == ATTN_ELEM_FP8_E5M2);
+}
+
+/* AMX scratch, after the dp path's K/V staging rows */
+#define AMX_VT DP_KT                            /* [2 ksteps][32 dim tiles] x 1 KiB */
+#define AMX_PT (AMX_VT + 2 * 32 * 1024)         /* [4 row tiles][2 ksteps][hi, lo] x 1 KiB */
+#define AMX_END (AMX_PT + 4 * 2 * 2 * 1024)
+_Static_assert(AMX_END <= ATTN_CPU_VSCRATCH, "amx scratch too small");
+
+/* qbuf: [plane][row tile][d step] x 1 KiB, plane 1 (lo) at +64 KiB */
+#define AMX_QT(j, plane, rt, ds)                                                                   \
+    ((uint32_t *)(j)->qbuf + ((size_t)(plane) * 64 + (size_t)(rt) * 16 + (size_t)(ds)) * 256)
+
+static const uint16_t pair_idx[32] = {0, 16, 1, 17, 2, 18, 3, 19, 4,  20, 5,  21, 6,  22, 7,  23,
+                                      8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
+
+static void amx_prep_q(attn__cpu_job *j, const void *const *qrows)
+{
+    if (!amx_job(j)) {
+        dp_prep(j, qrows);
+        return;
+    }
+    int D = j->D, Dp = pad32(D), nds = Dp / 32, nrt = (j->R + 15) / 16;
+    bool split = j->prec == ATTN_CPU_PREC_SPLIT;
+    float row[ATTN_CPU_MAX_HEAD + 32];
+    for (int rt = 0; rt < nrt; rt++) {
+        /* rows of this tile as bf16 pairs: hr[r][pair], lr[r][pair] */
+        static _Thread_local uint32_t hr[16][ATTN_CPU_MAX_HEAD / 2], lr[16][ATTN_CPU_MAX_HEAD / 2];
+        for (int i = 0; i < 16; i++) {
+            int r = rt * 16 + i;
+            if (r >= j->R) {
+                memset(hr[i], 0, sizeof hr[i]);
+                memset(lr[i], 0, sizeof lr[i]);
+                continue;
+            }
+            if (j->q_elem == ATTN_ELEM_BF16) {
+                bf16_rows_pad((uint16_t *)hr[i], Dp, qrows[r], 0, 1, D);
+                continue;
+            }
+            row_to_f32(row, qrows[r], D, j->q_elem);
+            for (int d = D; d < Dp; d++)
+                row[d] = 0.0f;
+            for (int d = 0; d < Dp; d += 32) {
+                __m512 a = _mm512_loadu_ps(row + d), b = _mm512_loadu_ps(row + d + 16);
+                __m512i hw = (__m512i)_mm512_cvtne2ps_pbh(b, a);
+                __m512 ah = _mm512_castsi512_ps(
+                    _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(hw)), 16));
+                __m512 bh = _mm512_castsi512_ps(
+                    _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(hw, 1)), 16));
+                _mm512_storeu_si512(hr[i] + d / 2, hw);
+                _mm512_storeu_si512(lr[i] + d / 2, (__m512i)_mm512_cvtne2ps_pbh(
+                                                       _mm512_sub_ps(b, bh), _mm512_sub_ps(a, ah)));
+            }
+        }
+        for (int ds = 0; ds < nds; ds++) {
+            __m512i t[16];
+            for (int i = 0; i < 16; i++)
+                t[i] = _mm512_loadu_si512(hr[i] + ds * 16);
+            transpose16(t);
+            for (int p = 0; p < 16; p++)
+                _mm512_store_si512(AMX_QT(j, 0, rt, ds) + p * 16, t[p]);
+            if (split) {
+                for (int i = 0; i < 16; i++)
+                    t[i] = _mm512_loadu_si512(lr[i] + ds * 16);
+                transpose16(t);
+                for (int p = 0; p < 16; p++)
+                    _mm512_store_si512(AMX_QT(j, 1, rt, ds) + p * 16, t[p]);
+            }
+        }
+    }
+}
+
+/* C tiles of row tiles 0..nrt-1 for one key tile: St[key][row] */
+static void amx_qk(attn__cpu_job *j, const uint16_t *kb, int64_t ks, int nkt)
+{
+    int nds = pad32(j->D) / 32, nrt = (j->R + 15) / 16;
+    bool split = j->prec == ATTN_CPU_PREC_SPLIT;
+    long kstride = (long)ks * 2;
+    for (int kt = 0; kt < nkt; kt++) {
+        TZERO(0);
+        TZERO(1);
+        TZERO(2);
+        TZERO(3);
+        for (int ds = 0; ds < nds; ds++) {
+            TLOAD(4, kb + (size_t)kt * 16 * (size_t)ks + (size_t)ds * 32, kstride);
+            for (int plane = 0; plane < (split ? 2 : 1); plane++) {
+                TLOAD(5, AMX_QT(j, plane, 0, ds), 64);
+                TDP(0, 4, 5);
+                if (nrt > 1) {
+                    TLOAD(6, AMX_QT(j, plane, 1, ds), 64);
+                    TDP(1, 4, 6);
+                }
+                if (nrt > 2) {
+                    TLOAD(7, AMX_QT(j, plane, 2, ds), 64);
+                    TDP(2, 4, 7);
+                }
+                if (nrt > 3) {
+                    TLOAD(5, AMX_QT(j, plane, 3, ds), 64);
+                    TDP(3, 4, 5);
+                }
+            }
+        }
+        float *st = j->s + (size_t)kt * 16 * 64;
+        TSTORE(0, st, 256);
+        if (nrt > 1)
+            TSTORE(1, st + 16, 256);
+        if (nrt > 2)
+            TSTORE(2, st + 32, 256);
+        if (nrt > 3)
+            TSTORE(3, st + 48, 256);
+    }
+}
+
+/* softmax across rows on St [key][row] (row stride 64); alpha[r] set for
+ * every row of the job (1 = no rescale) */
+static void amx_softmax(attn__cpu_job *j, int n, int key0, float *alpha)
+{
+    int nkp = pad16(n), nrt = (j->R + 15) / 16;
+    __m512 ninf = _mm512_set1_ps(-INFINITY);
+    for (int rt = 0; rt < nrt; rt++) {
+        int r0 = rt * 16;
+        __mmask16 lanes = j->R - r0 >= 16 ? 0xffff : (__mmask16)((1u << (j->R - r0)) - 1u);
+        __m512i vlo = _mm512_maskz_loadu_epi32(lanes, j->lo + r0);
+        __m512i vhi = _mm512_maskz_loadu_epi32(lanes, j->hi + r0);
+        __m512 rel = _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_set1_epi32(key0),
+                                                         _mm512_maskz_loadu_epi32(lanes, j->pos + r0)));
+        __m512 slope = j->slope ? _mm512_maskz_loadu_ps(lanes, j->slope + r0) : _mm512_setzero_ps();
+        __m512 sc = _mm512_set1_ps(j->qk_scale);
+        __m512 mx = ninf;
+        for (int t = 0; t < nkp; t++) {
+            float *st = j->s + (size_t)t * 64 + r0;
+            __m512 x = _mm512_mul_ps(_mm512_loadu_ps(st), sc);
+            if (j->softcap > 0.0f) {
+                float tmp[16];
+                _mm512_storeu_ps(tmp, x);
+                for (int i = 0; i < 16; i++)
+                    tmp[i] = j->softcap * tanhf(tmp[i] / j->softcap);
+                x = _mm512_loadu_ps(tmp);
+            }
+            if (j->slope)
+                x = _mm512_fmadd_ps(slope, _mm512_add_ps(rel, _mm512_set1_ps((float)t)), x);
+            __m512i key = _mm512_set1_epi32(key0 + t);
+            __mmask16 vis = t < n ? lanes & _mm512_cmpge_epi32_mask(key, vlo) &
+                                        _mm512_cmple_epi32_mask(key, vhi)
+                                  : 0;
+            x = _mm512_mask_blend_ps(vis, ninf, x);
+            _mm512_storeu_ps(st, x);
+            mx = _mm512_max_ps(mx, x);
+        }
+        __m512 mold = _mm512_maskz_loadu_ps(lanes, j->m + r0);
+        __m512 lold = _mm512_maskz_loadu_ps(lanes, j->l + r0);
+        __mmask16 seen = _mm512_cmp_ps_mask(lold, _mm512_setzero_ps(), _CMP_GT_OQ);
+        __mmask16 any = _mm512_cmp_ps_mask(mx, ninf, _CMP_NEQ_OQ);
+        /* move the anchor for rows seeing keys for the first time, or whose
+         * max ran more than AMX_TAU past it */
+        __mmask16 move = any & (~seen | _mm512_cmp_ps_mask(mx, _mm512_add_ps(mold,
+                                                                   _mm512_set1_ps(AMX_TAU)),
+                                                           _CMP_GT_OQ));
+        __m512 mnew = _mm512_mask_blend_ps(move, mold, mx);
+        __m512 al = _mm512_mask_blend_ps(seen & move, _mm512_set1_ps(1.0f),
+                                         exp512(_mm512_sub_ps(mold, mnew)));
+        __m512 sum = _mm512_setzero_ps();
+        for (int t = 0; t < nkp; t++) {
+            float *st = j->s + (size_t)t * 64 + r0;
+            __m512 x = _mm512_loadu_ps(st);
+            __mmask16 live = _mm512_cmp_ps_mask(x, ninf, _CMP_NEQ_OQ);
+            __m512 p = _mm512_maskz_mov_ps(live, exp512(_mm512_sub_ps(x, mnew)));
+            _mm512_storeu_ps(st, p);
+            sum = _mm512_add_ps(sum, p);
+        }
+        __m512 lnew = _mm512_fmadd_ps(lold, al, sum);
+        _mm512_mask_storeu_ps(j->m + r0, lanes, mnew);
+        _mm512_mask_storeu_ps(j->l + r0, lanes, lnew);
+        _mm512_storeu_ps(alpha + r0, al);
+    }
+}
+
+static void amx_chunk(attn__cpu_job *j, const void *k, const void *v, int64_t stride, int n,
+                      int key0, bool masked)
+{
+    (void)masked; /* the row bounds are applied on every chunk */
+    if (!amx_job(j)) {
+        dp_chunk(j, k, v, stride, n, key0, masked);
+        return;
+    }
+    int D = j->D, Dv = j->Dv, Dp = pad32(D), Dvp = pad32(Dv);
+    int nkp = pad16(n), nkt = nkp / 16, nks = (nkp + 31) / 32, nrt = (j->R + 15) / 16;
+    bool split = j->prec == ATTN_CPU_PREC_SPLIT;
+    uint16_t *kb = (uint16_t *)((char *)j->scratch + DP_KB);
+    uint16_t *vb = (uint16_t *)((char *)j->scratch + DP_VB);
+    const uint16_t *kr, *vr;
+    int64_t ks, vs;
+    if (j->kv_elem == ATTN_ELEM_BF16 && D % 32 == 0 && Dv % 32 == 0 && n == nkp) {
+        kr = k;
+        vr = v;
+        ks = vs = stride;
+    } else {
+        if (j->kv_elem == ATTN_ELEM_BF16) {
+            bf16_rows_pad(kb, Dp, k, stride, n, D);
+            bf16_rows_pad(vb, Dvp, v, stride, n, Dv);
+        } else {
+            int e4m3 = j->kv_elem == ATTN_ELEM_FP8_E4M3;
+            fp8_rows_to_bf16(kb, Dp, k, stride, n, D, e4m3);
+            fp8_rows_to_bf16(vb, Dvp, v, stride, n, Dv, e4m3);
+        }
+        for (int t = n; t < nkp; t++) {
+            memset(kb + (size_t)t * Dp, 0, (size_t)Dp * 2);
+            memset(vb + (size_t)t * Dvp, 0, (size_t)Dvp * 2);
+        }
+        kr = kb;
+        vr = vb;
+        ks = Dp;
+        vs = Dvp;
+    }
+    amx_begin();
+    amx_qk(j, kr, ks, nkt);
+    float alpha[ATTN_CPU_MAX_ROWS];
+    amx_softmax(j, n, key0, alpha);
+    /* rescale O rows whose anchor moved */
+    for (int r = 0; r < j->R; r++)
+        if (alpha[r] != 1.0f) {
+            float *o = j->o + (size_t)r * j->o_stride;
+            __m512 a = _mm512_set1_ps(alpha[r]);
+            for (int d = 0; d < Dvp; d += 16)
+                _mm512_storeu_ps(o + d, _mm512_mul_ps(_mm512_loadu_ps(o + d), a));
+        }
+    /* P as A tiles */
+    const __m512i pidx = _mm512_loadu_si512(pair_idx);
+    uint32_t *pt = (uint32_t *)((char *)j->scratch + AMX_PT);
+    for (int rt = 0; rt < nrt; rt++)
+        for (int kq = 0; kq < nks; kq++) {
+            __m512i h[16], l[16];
+            for (int i = 0; i < 16; i++) {
+                int t = kq * 32 + 2 * i;
+                __m512 a = t < nkp ? _mm512_loadu_ps(j->s + (size_t)t * 64 + rt * 16)
+                                   : _mm512_setzero_ps();
+                __m512 b = t + 1 < nkp ? _mm512_loadu_ps(j->s + (size_t)(t + 1) * 64 + rt * 16)
+                                       : _mm512_setzero_ps();
+                __m512i hw = (__m512i)_mm512_cvtne2ps_pbh(b, a);
+                h[i] = _mm512_permutexvar_epi16(pidx, hw);
+                if (split) {
+                    __m512 ah = _mm512_castsi512_ps(
+                        _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(hw)), 16));
+                    __m512 bh = _mm512_castsi512_ps(_mm512_slli_epi32(
+                        _mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(hw, 1)), 16));
+                    l[i] = _mm512_permutexvar_epi16(
+                        pidx, (__m512i)_mm512_cvtne2ps_pbh(_mm512_sub_ps(b, bh),
+                                                           _mm512_sub_ps(a, ah)));
+                }
+            }
+            transpose16(h);
+            uint32_t *dst = pt + ((size_t)(rt * 2 + kq) * 2) * 256;
+            for (int r = 0; r < 16; r++)
+                _mm512_store_si512(dst + r * 16, h[r]);
+            if (split) {
+                transpose16(l);
+                for (int r = 0; r < 16; r++)
+                    _mm512_store_si512(dst + 256 + r * 16, l[r]);
+            }
+        }
+    /* V as B tiles: [kstep][dim tile][pair][16 dwords] */
+    static const uint16_t ilo_tab[32] = {0,  32, 1,  33, 2,  34, 3,  35, 4,  36, 5,
+                                         37, 6,  38, 7,  39, 8,  40, 9,  41, 10, 42,
+                                         11, 43, 12, 44, 13, 45, 14, 46, 15, 47};
+    const __m512i ilo = _mm512_loadu_si512(ilo_tab);
+    const __m512i ihi = _mm512_add_epi16(ilo, _mm512_set1_epi16(16));
+    uint32_t *vt = (uint32_t *)((char *)j->scratch + AMX_VT);
+    int ndt = Dv / 16;
+    for (int kq = 0; kq < nks; kq++)
+        for (int i = 0; i < 16; i++) {
+            int t = kq * 32 + 2 * i;
+            const uint16_t *v0 = t < n ? vr + t * vs : NULL;
+            const uint16_t *v1 = t + 1 < n ? vr + (t + 1) * vs : NULL;
+            for (int d = 0; d < Dvp; d += 32) {
+                __m512i a = v0 ? _mm512_loadu_si512(v0 + d) : _mm512_setzero_si512();
+                __m512i b = v1 ? _mm512_loadu_si512(v1 + d) : _mm512_setzero_si512();
+                uint32_t *dst = vt + ((size_t)(kq * 32 + d / 16) * 16 + (size_t)i) * 16;
+                _mm512_store_si512(dst, _mm512_permutex2var_epi16(a, ilo, b));
+                if (d / 16 + 1 < ndt)
+                    _mm512_store_si512(dst + 256, _mm512_permutex2var_epi16(a, ihi, b));
+            }
+        }
+    /* O += P V, four dim tiles at a time */
+    long ostride = (long)j->o_stride * 4;
+    for (int rt = 0; rt < nrt; rt++)
+        for (int dt0 = 0; dt0 < ndt; dt0 += 4) {
+            int nd = ndt - dt0 < 4 ? ndt - dt0 : 4;
+            float *o = j->o + (size_t)rt * 16 * j->o_stride + dt0 * 16;
+            TLOAD(0, o, ostride);
+            if (nd > 1)
+                TLOAD(1, o + 16, ostride);
+            if (nd > 2)
+                TLOAD(2, o + 32, ostride);
+            if (nd > 3)
+                TLOAD(3, o + 48, ostride);
+            for (int kq = 0; kq < nks; kq++) {
+                uint32_t *pa = pt + ((size_t)(rt * 2 + kq) * 2) * 256;
+                TLOAD(4, pa, 64);
+                if (split)
+                    TLOAD(6, pa + 256, 64);
+                uint32_t *vbase = vt + (size_t)(kq * 32 + dt0) * 256;
+                TLOAD(5, vbase, 64);
+                TDP(0, 4, 5);
+                if (split)
+                    TDP(0, 6, 5);
+                if (nd > 1) {
+                    TLOAD(7, vbase + 256, 64);
+                    TDP(1, 4, 7);
+                    if (split)
+                        TDP(1, 6, 7);
+                }
+                if (nd > 2) {
+                    TLOAD(5, vbase + 512, 64);
+                    TDP(2, 4, 5);
+                    if (split)
+                        TDP(2, 6, 5);
+                }
+                if (nd > 3) {
+                    TLOAD(7, vbase + 768, 64);
+                    TDP(3, 4, 7);
+                    if (split)
+                        TDP(3, 6, 7);
+                }
+            }
+            TSTORE(0, o, ostride);
+            if (nd > 1)
+                TSTORE(1, o + 16, ostride);
+            if (nd > 2)
+                TSTORE(2, o + 32, ostride);
+            if (nd > 3)
+                TSTORE(3, o + 48, ostride);
+        }
+    amx_end();
+}
+
+const attn__cpu_isa attn__cpu_isa_amx_bf16 = {
+    .name = "amx-bf16",
+    .usable = amx_usable,
+    .prep_q = amx_prep_q,
+    .chunk = amx_chunk,
+};
