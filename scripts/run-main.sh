@@ -20,7 +20,7 @@ cat <<'TXT'
  hardware and launch configuration - never by a request.
 ================================================================================
 TXT
-"$BIN" simulate --html "$HTML"
+"$BIN" simulate --verify --html "$HTML"
 
 cat <<'TXT'
 

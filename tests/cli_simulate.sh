@@ -142,6 +142,7 @@ cat >"$tmp/mine.json" <<'J'
     {"machine": "cpu0", "model": "llama-3.1-8b", "traffic": {"rate": 0.5}}
   ],
   "traffic": {"steps": 4, "show_steps": 1, "seed": 3},
+  "verify": true,
   "events": [{"at_step": 2, "machine": "cpu0", "action": "stop"}]
 }
 J
@@ -157,6 +158,11 @@ assert g0["kind"] == "sliding_window" and g0["requested"] == "FLEX_ATTENTION", g
 assert g0["ok"] is False and "attention sinks not supported" in g0["message"], g0
 assert g1["requested"] is None, g1
 assert ada["ok"] is False
+cpu = [m for m in st[4]["machines"] if m["label"] == "cpu0"][0]
+assert cpu["steps"], cpu
+at = cpu["steps"][0]["built"]["attention"]
+assert at["verified"] is True and at["output_finite"] is True, at
+assert at["max_abs_diff_vs_reference"] < 0.05, at
 ev = st[5]["events"][0]
 assert ev["machine"] == "cpu0" and ev["action"] == "stop" and ev["steps_after"] == 0, ev
 summ = {s["machine"]: s for s in d["summary"]}

@@ -367,7 +367,7 @@ static bool start_machine(run *r, mstate *ms, const attn__scn_launch *l, attn__j
     if (m && p) {
         uint64_t seed = mc->traffic.seed + (uint64_t)ms->index;
         attn__srv *srv = NULL;
-        if (attn__srv_start(p, m, l, &mc->traffic, seed, &srv) == ATTN_OK)
+        if (attn__srv_start(p, m, l, &mc->traffic, seed, r->s->verify, &srv) == ATTN_OK)
             ms->srv = srv;
         else
             snprintf(err, sizeof err, "%s", attn_last_error());
@@ -460,6 +460,8 @@ static void write_scenario_info(attn__jw *w, const attn__scenario *s)
     attn__jw_str(w, s->source);
     attn__jw_key(w, "steps");
     attn__jw_int(w, s->traffic.steps);
+    attn__jw_key(w, "verify");
+    attn__jw_bool(w, s->verify);
     attn__jw_key(w, "traffic");
     attn__jw_obj_begin(w);
     attn__jw_key(w, "rate");
@@ -728,8 +730,8 @@ attn_status attn__scenario_run(const attn__scenario *s, char **out)
     stage_begin(&w, 4, "Serving: metadata built fresh every step",
                 "Every step builds the common metadata from the live batch, then each KV group's "
                 "builder turns it into its backend's own metadata; nothing carries over from the "
-                "previous step. Attention math runs on the CPU kernels (emulated) and is checked "
-                "against the REFERENCE oracle.");
+                "previous step. Attention math runs on libattn's CPU kernels, labelled emulated "
+                "where they stand in for a GPU backend.");
     attn__jw_key(&w, "emulated");
     attn__jw_bool(&w, true);
     attn__jw_key(&w, "machines");

@@ -528,8 +528,8 @@ static attn_status check_events(const pctx *c)
 
 static attn_status parse_root(pctx *c, const attn__json *root)
 {
-    static const char *const keys[] = {"name",    "description", "machines", "deployments",
-                                       "traffic", "events",      NULL};
+    static const char *const keys[] = {"name",   "description", "machines", "deployments",
+                                       "traffic", "events",     "verify",   NULL};
     attn__scenario *s = c->s;
     attn_status st;
     if (attn__json_type_of(root) != ATTN_JSON_OBJECT)
@@ -540,6 +540,12 @@ static attn_status parse_root(pctx *c, const attn__json *root)
         (st = get_str(c, root, "", "description", s->description, sizeof s->description, false,
                       false)) != ATTN_OK)
         return st;
+    const attn__json *vf = attn__json_get(root, "verify");
+    if (vf) {
+        if (attn__json_type_of(vf) != ATTN_JSON_BOOL)
+            return bad(c, ATTN_PARSE_ERROR, "verify", "expected true or false, got %s", tname(vf));
+        s->verify = attn__json_bool(vf);
+    }
     const attn__json *ms = attn__json_get(root, "machines");
     if (!ms)
         return bad(c, ATTN_PARSE_ERROR, "machines", "is missing");

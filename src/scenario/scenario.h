@@ -68,6 +68,7 @@ typedef struct attn__scenario {
     attn__scn_traffic traffic;
     int num_events;
     attn__scn_event events[ATTN__SCN_MAX_EVENTS];
+    bool verify; /* check each emulated attention step against REFERENCE (slow) */
 } attn__scenario;
 
 /* Parses scenario JSON text; `what` names it in errors. ATTN_PARSE_ERROR or

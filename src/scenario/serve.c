@@ -28,13 +28,14 @@ struct attn__srv {
     int *last_seq; /* [num_blocks] seq_len of the request whose first block is i */
     int *seen;     /* [num_blocks] step in which last_seq was recorded, -1 never */
     int64_t steps;
+    bool verify;
     int prev_finished;
     int dropped;
 };
 
 attn_status attn__srv_start(const attn_platform *p, const attn_model *m,
                             const attn__scn_launch *launch, const attn__scn_traffic *t,
-                            uint64_t seed, attn__srv **out)
+                            uint64_t seed, bool verify, attn__srv **out)
 {
     *out = NULL;
     attn_engine_config cfg;
@@ -54,7 +55,7 @@ attn_status attn__srv_start(const attn_platform *p, const attn_model *m,
     cfg.seed = seed;
     cfg.run_kernels = true;
     cfg.layers_to_run = 0; /* one layer per KV group: the math is a check, not a benchmark */
-    cfg.verify = true;
+    cfg.verify = verify;
     cfg.check_metadata = true;
     attn_engine *e = NULL;
     attn_status st = attn_engine_create(&cfg, &e);
@@ -71,6 +72,7 @@ attn_status attn__srv_start(const attn_platform *p, const attn_model *m,
         return attn__fail(ATTN_OUT_OF_MEMORY, "scenario: out of memory");
     }
     s->engine = e;
+    s->verify = verify;
     attn_traffic_config tc;
     attn_traffic_config_init(&tc);
     tc.rate = t->rate;
@@ -355,8 +357,13 @@ static void write_detail(attn__srv *s, attn__jw *d, const attn_engine_step_stats
     attn__jw_int(d, ss->layers_run);
     attn__jw_key(d, "output_finite");
     attn__jw_bool(d, ss->output_finite);
+    attn__jw_key(d, "verified");
+    attn__jw_bool(d, s->verify);
     attn__jw_key(d, "max_abs_diff_vs_reference");
-    attn__jw_num(d, ss->max_abs_diff);
+    if (s->verify)
+        attn__jw_num(d, ss->max_abs_diff);
+    else
+        attn__jw_null(d);
     char text[512];
     attn_engine_group_info g0;
     bool have = ng > 0 && attn_engine_group_info_get(s->engine, 0, &g0) == ATTN_OK;
@@ -366,15 +373,20 @@ static void write_detail(attn__srv *s, attn__jw *d, const attn_engine_step_stats
         snprintf(text, sizeof text, "no kernel ran (%s)",
                  have && g0.kernel_note ? g0.kernel_note : "kernels off");
     else
-        snprintf(text, sizeof text,
-                 "%s: %d layer%s run on %s%s%s%s in place of %s, outputs %s, max |diff| vs "
-                 "REFERENCE %.3g",
+    {
+        char check[96];
+        if (s->verify)
+            snprintf(check, sizeof check, "max |diff| vs REFERENCE %.3g", ss->max_abs_diff);
+        else
+            snprintf(check, sizeof check, "not checked against REFERENCE (--verify)");
+        snprintf(text, sizeof text, "%s: %d layer%s run on %s%s%s%s in place of %s, outputs %s, %s",
                  ss->emulated ? "emulated" : "native", ss->layers_run,
                  ss->layers_run == 1 ? "" : "s", have && g0.kernel ? g0.kernel : "?",
                  have && g0.kernel_variant ? " (" : "",
                  have && g0.kernel_variant ? g0.kernel_variant : "",
                  have && g0.kernel_variant ? ")" : "", have ? g0.backend : "?",
-                 ss->output_finite ? "finite" : "NOT FINITE", ss->max_abs_diff);
+                 ss->output_finite ? "finite" : "NOT FINITE", check);
+    }
     attn__jw_key(d, "text");
     attn__jw_str(d, text);
     attn__jw_obj_end(d);

@@ -28,10 +28,11 @@ typedef struct attn__srv_step {
  * memory would give tens of thousands; the traffic needs far fewer). */
 #define ATTN__SRV_NUM_BLOCKS 1024
 
-/* seed: the traffic seed for this machine. */
+/* seed: the traffic seed for this machine; verify: also run the REFERENCE
+ * oracle on every attention step and report the largest difference. */
 attn_status attn__srv_start(const attn_platform *p, const attn_model *m,
                             const attn__scn_launch *launch, const attn__scn_traffic *traffic,
-                            uint64_t seed, attn__srv **out);
+                            uint64_t seed, bool verify, attn__srv **out);
 /* Writes the engine's startup summary as one JSON object: block size and
  * where it came from, blocks, KV groups (backend, builder, layout, cache
  * shape, kernel that computes and whether it is emulated). */

@@ -12,7 +12,7 @@
 static int usage(FILE *f)
 {
     fprintf(f,
-            "usage: attn simulate [SCENARIO] [--steps N] [--json] [--html FILE]\n\n"
+            "usage: attn simulate [SCENARIO] [--steps N] [--json] [--html FILE] [--verify]\n\n"
             "Runs machines side by side: each platform answers what it is, each machine selects\n"
             "its attention backends once at startup, then serves synthetic traffic, building\n"
             "fresh metadata every step; events (e.g. a restart with an explicit backend) happen\n"
@@ -25,7 +25,9 @@ static int usage(FILE *f)
             "           schema: data/scenarios/README.md)\n"
             "--steps N  run N steps instead of the scenario's\n"
             "--json     print the whole run as one JSON document instead of the report\n"
-            "--html F   also write the run as one self-contained HTML page to F\n\n"
+            "--html F   also write the run as one self-contained HTML page to F\n"
+            "--verify   also run the REFERENCE oracle on every attention step and show the\n"
+            "           largest difference (slower)\n\n"
             "exit status: 0 the run completed (machines failing to start are part of the\n"
             "run), 2 usage error or invalid scenario, 1 anything else\n");
     return f == stdout ? ATTN_EXIT_OK : ATTN_EXIT_USAGE;
@@ -35,13 +37,15 @@ int attn_cmd_simulate(int argc, char **argv)
 {
     const char *name = NULL, *html = NULL;
     long steps = 0;
-    bool json = false, bad = false;
+    bool json = false, bad = false, verify = false;
     for (int i = 1; i < argc; i++) {
         const char *v = NULL;
         if (attn_cli_is_help(argv[i]))
             return usage(stdout);
         if (attn_cli_flag(argv, i, "--json")) {
             json = true;
+        } else if (attn_cli_flag(argv, i, "--verify")) {
+            verify = true;
         } else if (attn_cli_opt(argc, argv, &i, "--steps", &v, &bad)) {
             if (bad || !attn_cli_int("simulate", "--steps", v, 1, 100000, &steps))
                 return ATTN_EXIT_USAGE;
@@ -68,6 +72,8 @@ int attn_cmd_simulate(int argc, char **argv)
         attn__scenario_free(s);
         return ATTN_EXIT_USAGE;
     }
+    if (verify)
+        s->verify = true;
     char *doc = NULL;
     attn_status st = attn__scenario_run(s, &doc);
     attn__scenario_free(s);
