@@ -318,6 +318,8 @@ static void join_unique(char *dst, size_t size, const char *item)
 static bool start_machine(run *r, mstate *ms, const attn__scn_launch *l, attn__jw *w)
 {
     const attn__scn_machine *mc = ms->mc;
+    char before[256];
+    snprintf(before, sizeof before, "%s", ms->backends);
     ms->launch = *l;
     ms->head_sizes[0] = ms->backends[0] = 0;
     attn__jw_obj_begin(w);
@@ -375,6 +377,12 @@ static bool start_machine(run *r, mstate *ms, const attn__scn_launch *l, attn__j
     if (ms->srv) {
         attn__jw_key(w, "engine");
         attn__srv_write_startup(ms->srv, w);
+    }
+    if (!ms->srv && before[0] && strcmp(before, ms->backends) != 0) {
+        /* the closing table keeps what it served with before the failed restart */
+        char now[256];
+        snprintf(now, sizeof now, "%s", ms->backends);
+        snprintf(ms->backends, sizeof ms->backends, "%.120s, then %.120s", before, now);
     }
     attn__jw_key(w, "ok");
     attn__jw_bool(w, ms->srv != NULL && all);

@@ -357,11 +357,11 @@ static void stage5(FILE *f, const attn__json *st)
 static void summary(FILE *f, const attn__json *doc)
 {
     fprintf(f, "\n== Summary ==\n");
-    fprintf(f, "   %-10s %-24s %-14s %-5s %-22s %5s %5s  %s\n", "machine", "device", "model",
+    fprintf(f, "   %-10s %-24s %-14s %-5s %-36s %5s %5s  %s\n", "machine", "device", "model",
             "head", "backend", "steps", "reqs", "state");
     for (size_t i = 0; i < attn__v_len(doc, "summary"); i++) {
         const attn__json *s = attn__v_at(doc, "summary", i);
-        fprintf(f, "   %-10s %-24.24s %-14s %-5s %-22s %5lld %5lld  %s\n",
+        fprintf(f, "   %-10s %-24.24s %-14s %-5s %-36s %5lld %5lld  %s\n",
                 attn__v_str(s, "machine"), attn__v_str(s, "device"), attn__v_str(s, "model"),
                 attn__v_str(s, "head_size"), attn__v_str(s, "backend"),
                 attn__v_int(s, "steps_served", 0), attn__v_int(s, "requests_admitted", 0),
