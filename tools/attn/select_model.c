@@ -113,6 +113,9 @@ static attn_status open_platform(const opts *o, const attn_platform **p, attn_pl
     attn_status st;
     if (o->machine)
         st = attn_platform_open(o->machine, owned);
+    else if ((o->installed || o->num_settings) && getenv("ATTN_PLATFORM") &&
+             *getenv("ATTN_PLATFORM"))
+        st = attn_platform_open(getenv("ATTN_PLATFORM"), owned);
     else if (o->installed || o->num_settings)
         st = attn_platform_detect(owned);
     else
