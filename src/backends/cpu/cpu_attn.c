@@ -247,6 +247,39 @@ static void finish_row(const fwd_ctx *c, int64_t tok, int head, float *o, float 
         a->lse[tok * c->H + head] = l > 0.0f ? m + logf(l) : -INFINITY;
 }
 
+/* Where the key chunk starting at key j lies (at most ATTN_CPU_CHUNK keys,
+ * never crossing a block, never past kmax). */
+typedef struct {
+    const char *k, *v;
+    int64_t stride;
+    int n;
+} chunk_ref;
+
+static void chunk_at(const fwd_ctx *c, int32_t tok0, const int32_t *bt, int kvh, int j, int kmax,
+                     chunk_ref *r)
+{
+    const attn_forward_args *a = c->a;
+    int n = kmax - j + 1 < ATTN_CPU_CHUNK ? kmax - j + 1 : ATTN_CPU_CHUNK;
+    if (a->k) {
+        int64_t tk = (int64_t)tok0 + j;
+        r->k = (const char *)a->k + ((tk * c->KVH + kvh) * c->D) * (int64_t)c->q_esz;
+        r->v = (const char *)a->v + ((tk * c->KVH + kvh) * c->Dv) * (int64_t)c->q_esz;
+        r->stride = (int64_t)c->KVH * c->D;
+    } else {
+        const attn_kv_view *kv = a->kv;
+        int bs = kv->block_size;
+        int off = j % bs;
+        if (bs - off < n)
+            n = bs - off;
+        int64_t base = bt[j / bs] * kv->stride_block + (int64_t)off * kv->stride_token +
+                       (int64_t)kvh * kv->stride_head;
+        r->k = (const char *)kv->data + (kv->k_offset + base) * (int64_t)c->kv_esz;
+        r->v = (const char *)kv->data + (kv->v_offset + base) * (int64_t)c->kv_esz;
+        r->stride = kv->stride_token;
+    }
+    r->n = n;
+}
+
 static void run_rows(fwd_ctx *c, const attn__cpu_tile *t, int kvh, int hgi, thread_scratch *sc)
 {
     const attn_forward_args *a = c->a;
@@ -322,30 +355,24 @@ static void run_rows(fwd_ctx *c, const attn__cpu_tile *t, int kvh, int hgi, thre
         c->isa->prep_q(&job, sc->qrows);
         int kreq = t->req;
         const int32_t *bt = a->k ? NULL : cm->block_table + (int64_t)kreq * cm->block_table_stride;
+        chunk_ref cur, nxt = {0};
+        chunk_at(c, qsl[kreq], bt, kvh, kmin, kmax, &cur);
         for (int j = kmin; j <= kmax;) {
-            int n = kmax - j + 1 < ATTN_CPU_CHUNK ? kmax - j + 1 : ATTN_CPU_CHUNK;
-            const char *kp, *vp;
-            int64_t stride;
-            if (a->k) {
-                int64_t tk = (int64_t)qsl[kreq] + j;
-                kp = (const char *)a->k + ((tk * c->KVH + kvh) * c->D) * (int64_t)c->q_esz;
-                vp = (const char *)a->v + ((tk * c->KVH + kvh) * c->Dv) * (int64_t)c->q_esz;
-                stride = (int64_t)c->KVH * c->D;
+            int n = cur.n;
+            /* the next chunk's rows are prefetched while this one computes */
+            if (j + n <= kmax) {
+                chunk_at(c, qsl[kreq], bt, kvh, j + n, kmax, &nxt);
+                job.pf_k = nxt.k;
+                job.pf_v = nxt.v;
+                job.pf_n = nxt.n;
+                job.pf_stride = nxt.stride;
             } else {
-                const attn_kv_view *kv = a->kv;
-                int bs = kv->block_size;
-                int off = j % bs;
-                if (bs - off < n)
-                    n = bs - off;
-                int64_t base = bt[j / bs] * kv->stride_block + (int64_t)off * kv->stride_token +
-                               (int64_t)kvh * kv->stride_head;
-                kp = (const char *)kv->data + (kv->k_offset + base) * (int64_t)c->kv_esz;
-                vp = (const char *)kv->data + (kv->v_offset + base) * (int64_t)c->kv_esz;
-                stride = kv->stride_token;
+                job.pf_n = 0;
             }
             bool masked = !(j >= lo_max && j + n - 1 <= hi_min);
-            c->isa->chunk(&job, kp, vp, stride, n, j, masked);
+            c->isa->chunk(&job, cur.k, cur.v, cur.stride, n, j, masked);
             j += n;
+            cur = nxt;
         }
     }
     /* finish each row */

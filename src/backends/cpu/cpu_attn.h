@@ -54,6 +54,11 @@ typedef struct attn__cpu_job {
     float *m, *l;        /* [R] running max and sum */
     float *s;            /* scratch, [R][ATTN_CPU_CHUNK] */
     void *scratch;       /* variant-specific scratch, ATTN_CPU_VSCRATCH bytes */
+    /* the next chunk's K and V rows (pf_n of them, pf_stride elements apart):
+     * variants prefetch them while computing this chunk; pf_n 0 = none */
+    const void *pf_k, *pf_v;
+    int pf_n;
+    int64_t pf_stride;
 } attn__cpu_job;
 
 /* bytes of variant scratch a job carries (K/V chunk conversions etc.) */

@@ -297,6 +297,14 @@ static void avx2_chunk(attn__cpu_job *j, const void *k, const void *v, int64_t s
     float *vf = kf + (size_t)ATTN_CPU_CHUNK * ATTN_CPU_MAX_HEAD;
     size_t es = attn_elem_size(j->kv_elem);
     for (int t = 0; t < n; t++) {
+        if (t < j->pf_n) {
+            const char *pk = (const char *)j->pf_k + (size_t)(t * j->pf_stride) * es;
+            const char *pv = (const char *)j->pf_v + (size_t)(t * j->pf_stride) * es;
+            for (size_t o = 0; o < (size_t)j->D * es; o += 64)
+                _mm_prefetch(pk + o, _MM_HINT_T0);
+            for (size_t o = 0; o < (size_t)j->Dv * es; o += 64)
+                _mm_prefetch(pv + o, _MM_HINT_T0);
+        }
         row_to_f32(kf + (size_t)t * Dp, (const char *)k + (size_t)(t * stride) * es, j->D,
                    j->kv_elem);
         row_to_f32(vf + (size_t)t * Dvp, (const char *)v + (size_t)(t * stride) * es, j->Dv,

@@ -49,6 +49,21 @@ static inline int pad32(int d)
     return (d + 31) & ~31;
 }
 
+/* Prefetch key/value row t of the next chunk (see attn__cpu_job.pf_*). */
+static inline void prefetch_next(const attn__cpu_job *j, int t)
+{
+    if (t >= j->pf_n)
+        return;
+    size_t es = attn_elem_size(j->kv_elem);
+    const char *k = (const char *)j->pf_k + (size_t)t * (size_t)j->pf_stride * es;
+    const char *v = (const char *)j->pf_v + (size_t)t * (size_t)j->pf_stride * es;
+    size_t kb = (size_t)j->D * es, vb = (size_t)j->Dv * es;
+    for (size_t o = 0; o < kb; o += 64)
+        _mm_prefetch(k + o, _MM_HINT_T1);
+    for (size_t o = 0; o < vb; o += 64)
+        _mm_prefetch(v + o, _MM_HINT_T1);
+}
+
 /* ---- shared math ---------------------------------------------------------------- */
 
 static inline __m512 exp512(__m512 x)
@@ -277,6 +292,7 @@ static void f32_chunk(attn__cpu_job *j, const void *k, const void *v, int64_t st
     float *vf = kf + (size_t)ATTN_CPU_CHUNK * ATTN_CPU_MAX_HEAD;
     size_t es = attn_elem_size(j->kv_elem);
     for (int t = 0; t < n; t++) {
+        prefetch_next(j, t);
         row_to_f32(kf + (size_t)t * Dp, (const char *)k + (size_t)(t * stride) * es, j->D,
                    j->kv_elem);
         row_to_f32(vf + (size_t)t * Dvp, (const char *)v + (size_t)(t * stride) * es, j->Dv,
@@ -449,6 +465,8 @@ static void dp_qk_rows(attn__cpu_job *j, const uint16_t *kb, int64_t ks, int n)
             int tn = n - t0 < 16 ? n - t0 : 16;
             for (int t = 0; t < 16; t++) {
                 __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+                if (r0 == 0)
+                    prefetch_next(j, t0 + t);
                 if (t < tn) {
                     const uint16_t *kr = kb + (t0 + t) * ks;
                     for (int d = 0; d < Dp; d += 32) {
