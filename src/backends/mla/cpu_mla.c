@@ -132,39 +132,21 @@ static size_t attn__slot_floats(int R)
 }
 
 /* Normalise rows into the output (and LSE). */
-static void attn__dec_store(const attn__mla_call *c, int req, int row_begin, int nrows,
-                            const float *acc, const float *m, const float *l)
+static void attn__dec_store(const attn__mla_call *c, const attn__mla_kern *k, int req,
+                            int row_begin, int nrows, const float *acc, const float *m,
+                            const float *l)
 {
     const attn_common_metadata *cm = c->cm;
     const attn_mla_args *a = c->a;
     int H = c->H, R = c->R;
+    size_t esz = c->q_elem == ATTN_ELEM_F32 ? 4 : 2;
     size_t base = (size_t)cm->query_start_loc[req] * (size_t)H;
+    void (*store)(const float *, float, int, attn_elem, void *) =
+        k->store_row ? k->store_row : attn__mla_store_row;
     for (int i = 0; i < nrows; i++) {
         size_t row = base + (size_t)(row_begin + i);
-        const float *o = acc + (size_t)i * R;
         float inv = l[i] > 0 ? c->kv_scale / l[i] : 0.0f;
-        void *dst = (char *)a->out;
-        size_t off = row * (size_t)R;
-        switch (c->q_elem) {
-        case ATTN_ELEM_F32: {
-            float *d = (float *)dst + off;
-            for (int r = 0; r < R; r++)
-                d[r] = o[r] * inv;
-            break;
-        }
-        case ATTN_ELEM_BF16: {
-            uint16_t *d = (uint16_t *)dst + off;
-            for (int r = 0; r < R; r++)
-                d[r] = attn__f32_to_bf16(o[r] * inv);
-            break;
-        }
-        default: {
-            uint16_t *d = (uint16_t *)dst + off;
-            for (int r = 0; r < R; r++)
-                d[r] = attn__f32_to_f16(o[r] * inv);
-            break;
-        }
-        }
+        store(acc + (size_t)i * R, inv, R, c->q_elem, (char *)a->out + row * (size_t)R * esz);
         if (a->lse)
             a->lse[row] =
                 l[i] > 0 ? (float)(((double)m[i] + log2((double)l[i])) * ATTN__LN2) : -INFINITY;
@@ -235,7 +217,7 @@ static void attn__dec_pieces(void *ctx, int64_t begin, int64_t end, int tid)
             j->k->decode(&d);
         }
         if (w->nsplits == 1)
-            attn__dec_store(c, r, w->row_begin, d.nrows, d.acc, d.m, d.l);
+            attn__dec_store(c, j->k, r, w->row_begin, d.nrows, d.acc, d.m, d.l);
     }
 }
 
@@ -279,7 +261,7 @@ static void attn__dec_merge(void *ctx, int64_t begin, int64_t end, int tid)
             m[i] = mx;
             l[i] = sum;
         }
-        attn__dec_store(c, w->req, w->row_begin, nrows, acc, m, l);
+        attn__dec_store(c, j->k, w->req, w->row_begin, nrows, acc, m, l);
     }
 }
 

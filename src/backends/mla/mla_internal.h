@@ -164,6 +164,9 @@ typedef struct attn__mla_kern {
     bool (*decode_ok)(attn_elem q, attn_elem kv, int R, int D);
     void (*decode)(const attn__mla_dec *d);
     void (*prefill)(const attn__mla_pre *p);
+    /* dst[0..n) = src * mul converted to e (f32, f16 or bf16, round to
+     * nearest even); NULL = the portable one. */
+    void (*store_row)(const float *src, float mul, int n, attn_elem e, void *dst);
 } attn__mla_kern;
 
 extern const attn__mla_kern attn__mla_kern_portable;
@@ -175,6 +178,7 @@ extern const attn__mla_kern attn__mla_kern_amx;
 
 /* Portable building blocks shared by the variants (mla_kern_portable.c). */
 void attn__mla_load_row_f32(const void *src, attn_elem e, int n, float *dst);
+void attn__mla_store_row(const float *src, float mul, int n, attn_elem e, void *dst);
 float attn__mla_exp2(float x);
 
 /* The variant chain CPU_MLA uses (forced by ATTN_CPU_MASK through

@@ -1,12 +1,483 @@
-/* CPU_MLA AMX-BF16 decode (placeholder until the tile kernel lands). */
-#include "backends/mla/mla_internal.h"
+/* CPU_MLA AMX-BF16 decode: bf16 queries over a bf16 (or fp8, converted
+ * exactly to bf16) latent cache on the tile unit, softmax on AVX-512.
+ *
+ * Per block of AMX_KB keys and a group of up to 128 (token, head) rows:
+ *   S^T [keys][rows] = K . Q^T   A = 16 latent rows x 32 dims, loaded
+ *                                straight from the cache (or a staging copy
+ *                                when rows cross a block, are fp8, or the
+ *                                block is short); B = the queries, packed once
+ *                                per piece as VNNI pairs;
+ *   online softmax in base 2 over the block, vectorised across rows; the
+ *   running max only moves when it grows by more than AMX_TAU (so the
+ *   accumulators are rarely rescaled and P stays below 2^AMX_TAU);
+ *   O [rows][R] += P . V         A = P (bf16, 16 rows x 32 keys), B = the
+ *                                latent part of the same rows interleaved in
+ *                                key pairs; O tiles go through the fp32
+ *                                accumulator once per block.
+ * V pairs are built with unpack lo/hi, which permutes the columns of each
+ * 32-wide group; the accumulator is put back in order at the end.
+ * Tile instructions are emitted through inline asm with memory clobbers (the
+ * compiler must not move buffer writes across tile loads and stores); the
+ * tile configuration is loaded per piece and released after it. Compiled
+ * with AVX-512 flags; used only when attn_cpu_has() reports AMX-BF16 (which
+ * includes the Linux XTILEDATA permission). */
+#include <immintrin.h>
+#include <limits.h>
+#include <math.h>
+#include <string.h>
 
-static bool no(void)
+#include "attn/cpu.h"
+#include "backends/mla/mla_internal.h"
+#include "backends/mla/mla_vec_avx512.h"
+#include "util/numeric.h"
+
+#define AMX_KB 128 /* keys per block */
+#define AMX_NSUB (AMX_KB / 32)
+#define AMX_TAU 8.0f
+#define TILE_BYTES 1024
+
+#define T_LOAD(t, base, stride)                                                                    \
+    __asm__ volatile("tileloadd (%0,%1,1), %%tmm" #t ::"r"(base), "r"((long)(stride)) : "memory")
+#define T_STORE(t, base, stride)                                                                   \
+    __asm__ volatile("tilestored %%tmm" #t ", (%0,%1,1)" ::"r"(base), "r"((long)(stride))         \
+                     : "memory")
+#define T_ZERO(t) __asm__ volatile("tilezero %%tmm" #t ::: "memory")
+#define T_DP(c, a, b) __asm__ volatile("tdpbf16ps %%tmm" #b ", %%tmm" #a ", %%tmm" #c ::: "memory")
+
+typedef struct {
+    uint8_t palette, start;
+    uint8_t reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+} amx_cfg;
+
+static void amx_config(void)
 {
-    return false;
+    amx_cfg c;
+    memset(&c, 0, sizeof c);
+    c.palette = 1;
+    for (int i = 0; i < 8; i++) {
+        c.colsb[i] = 64;
+        c.rows[i] = 16;
+    }
+    __asm__ volatile("ldtilecfg %0" ::"m"(c) : "memory");
+}
+
+static void amx_release(void)
+{
+    __asm__ volatile("tilerelease" ::: "memory");
+}
+
+static bool amx_usable(void)
+{
+    return attn_cpu_has(ATTN_CPU_AMX_TILE) && attn_cpu_has(ATTN_CPU_AMX_BF16) &&
+           attn_cpu_has(ATTN_CPU_AVX512F) && attn_cpu_has(ATTN_CPU_AVX512BW) &&
+           attn_cpu_has(ATTN_CPU_AVX512VL) && attn_cpu_has(ATTN_CPU_AVX512DQ) &&
+           attn_cpu_has(ATTN_CPU_AVX512_BF16) && attn_cpu_has(ATTN_CPU_FMA) &&
+           attn_cpu_has(ATTN_CPU_F16C) && attn_cpu_has(ATTN_CPU_AVX2);
+}
+
+static bool amx_decode_ok(attn_elem q, attn_elem kv, int R, int D)
+{
+    return q == ATTN_ELEM_BF16 &&
+           (kv == ATTN_ELEM_BF16 || kv == ATTN_ELEM_FP8_E4M3 || kv == ATTN_ELEM_FP8_E5M2) &&
+           R > 0 && R % 32 == 0 && D % 32 == 0 && D >= R;
+}
+
+static size_t al64(size_t n)
+{
+    return (n + 63) & ~(size_t)63;
+}
+
+typedef struct {
+    uint8_t *qb;       /* [Mt][D/32] tiles: queries as VNNI pairs */
+    uint16_t *ks;      /* [AMX_KB][D] staged latent rows (bf16) */
+    uint8_t *vb;       /* [R/16][AMX_NSUB] tiles: V as key pairs */
+    float *st;         /* [AMX_KB][Mp] scores, then probabilities */
+    uint8_t *pa;       /* [Mt][AMX_NSUB] tiles: P rows x 32 keys */
+    float *m, *l, *alpha;
+    int32_t *lim;
+    int32_t *pos;      /* [AMX_KB] */
+    const uint16_t **row; /* [AMX_KB] row pointers (cache or staging) */
+    const char **next;    /* [AMX_KB] the next block's rows, to prefetch */
+    const uint16_t **tbase; /* [AMX_KB / 16] tile sources */
+    long *tstride;
+} amx_ws;
+
+static size_t amx_layout(int R, int D, int rows, void *mem, amx_ws *w)
+{
+    int Mt = (rows + 15) / 16, Mp = Mt * 16;
+    size_t off = 0;
+    char *base = mem;
+#define TAKE(field, bytes)                                                                         \
+    do {                                                                                           \
+        if (w)                                                                                     \
+            w->field = (void *)(base + off);                                                       \
+        off += al64(bytes);                                                                        \
+    } while (0)
+    TAKE(qb, (size_t)Mt * (D / 32) * TILE_BYTES);
+    TAKE(ks, (size_t)AMX_KB * D * 2);
+    TAKE(vb, (size_t)(R / 16) * AMX_NSUB * TILE_BYTES);
+    TAKE(st, (size_t)AMX_KB * Mp * 4);
+    TAKE(pa, (size_t)Mt * AMX_NSUB * TILE_BYTES);
+    TAKE(m, (size_t)Mp * 4);
+    TAKE(l, (size_t)Mp * 4);
+    TAKE(alpha, (size_t)Mp * 4);
+    TAKE(lim, (size_t)Mp * 4);
+    TAKE(pos, (size_t)AMX_KB * 4);
+    TAKE(row, (size_t)AMX_KB * sizeof(void *));
+    TAKE(next, (size_t)AMX_KB * sizeof(void *));
+    TAKE(tbase, (size_t)(AMX_KB / 16) * sizeof(void *));
+    TAKE(tstride, (size_t)(AMX_KB / 16) * sizeof(long));
+#undef TAKE
+    return off;
+}
+
+static size_t amx_decode_ws(int R, int D, int rows)
+{
+    return amx_layout(R, D, rows, NULL, NULL);
+}
+
+/* Queries -> B tiles: tile (mt, kc) row p = for 16 rows, the dword of dims
+ * (32 kc + 2p, +1): a 16 x 16 dword transpose of the rows' 64-byte pieces. */
+static void amx_pack_q(const attn__mla_dec *d, int Mt, uint8_t *qb)
+{
+    const int D = d->D, DC = D / 32;
+    const uint16_t *q = (const uint16_t *)d->q + (size_t)d->row0 * D;
+    _Alignas(64) uint32_t tmp[16 * 16];
+    for (int mt = 0; mt < Mt; mt++) {
+        int nr = d->nrows - 16 * mt < 16 ? d->nrows - 16 * mt : 16;
+        for (int kc = 0; kc < DC; kc++) {
+            const float *src;
+            size_t lds;
+            if (nr == 16) {
+                src = (const float *)(q + (size_t)(16 * mt) * D + 32 * kc);
+                lds = (size_t)D / 2;
+            } else {
+                memset(tmp, 0, sizeof tmp);
+                for (int i = 0; i < nr; i++)
+                    memcpy(tmp + 16 * i, q + (size_t)(16 * mt + i) * D + 32 * kc, 64);
+                src = (const float *)tmp;
+                lds = 16;
+            }
+            v512_tr16(src, lds, (float *)(qb + ((size_t)mt * DC + kc) * TILE_BYTES), 16);
+        }
+    }
+}
+
+/* fp8 or fp32 rows -> bf16 staging (exact for fp8). */
+static void amx_stage_row(const void *src, attn_elem e, int D, uint16_t *dst)
+{
+    if (e == ATTN_ELEM_BF16) {
+        memcpy(dst, src, (size_t)D * 2);
+        return;
+    }
+    pthread_once(&v512_lut_once, v512_lut_init);
+    const float *lut = e == ATTN_ELEM_FP8_E4M3 ? v512_lut_e4m3 : v512_lut_e5m2;
+    const uint8_t *s = src;
+    for (int i = 0; i < D; i += 16) {
+        __m512i idx = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(s + i)));
+        __m512 f = _mm512_i32gather_ps(idx, lut, 4);
+        /* bf16 = the high half of the fp32 bits: exact for fp8 values */
+        __m256i h = _mm512_cvtepi32_epi16(_mm512_srli_epi32(_mm512_castps_si512(f), 16));
+        _mm256_storeu_si256((__m256i *)(dst + i), h);
+    }
+}
+
+/* Row pointers of the block starting at b0 (count written to *nk). */
+static int amx_block_rows(const attn__mla_dec *d, int b0, int total, const char **rows)
+{
+    int nk = total - b0 < AMX_KB ? total - b0 : AMX_KB;
+    for (int k = 0; k < nk; k++) {
+        int pos = d->positions ? d->positions[b0 + k] : d->kv_begin + b0 + k;
+        rows[k] = attn__mla_row(d->kv, d->kv_esz, d->bt, pos);
+    }
+    return nk;
+}
+
+/* Asks for lines [l0, l1) of each row into L2: the next block streams in
+ * while this one computes. */
+static inline void amx_prefetch(const char *const *rows, int nrows, int l0, int l1)
+{
+    for (int li = l0; li < l1; li++)
+        for (int k = 0; k < nrows; k++)
+            _mm_prefetch(rows[k] + 64 * li, _MM_HINT_T1);
+}
+
+static void amx_decode(const attn__mla_dec *d)
+{
+    const int D = d->D, R = d->R, H = d->H, n = d->nrows;
+    const int DC = D / 32, RT = R / 16;
+    const int Mt = (n + 15) / 16, Mp = Mt * 16;
+    amx_ws w;
+    amx_layout(R, D, n, d->ws, &w);
+    const size_t kv_row_bytes = (size_t)d->kv->stride_token * d->kv_esz;
+    const bool direct_ok = d->kv_elem == ATTN_ELEM_BF16;
+
+    int total = d->positions ? d->npositions : d->kv_end - d->kv_begin;
+    const int row_lines = (int)((size_t)D * d->kv_esz / 64);
+    int nnext = total > 0 ? amx_block_rows(d, 0, total, w.next) : 0;
+    amx_prefetch(w.next, nnext, 0, row_lines);
+    amx_pack_q(d, Mt, w.qb);
+    for (int i = 0; i < Mp; i++) {
+        w.m[i] = -INFINITY;
+        w.l[i] = 0.0f;
+        w.lim[i] = (d->positions || i >= n) ? INT_MAX : d->first_pos + (d->row0 + i) / H;
+    }
+    if (total == 0)
+        memset(d->acc, 0, sizeof(float) * (size_t)Mp * R);
+    const int min_lim = w.lim[0];
+    const __m512 vmul = _mm512_set1_ps(d->score_mul), ninf = _mm512_set1_ps(-INFINITY);
+    /* lo/hi unpack order back to natural order within each 32-wide group */
+    const __m512i unperm0 =
+        _mm512_setr_epi32(0, 1, 2, 3, 16, 17, 18, 19, 4, 5, 6, 7, 20, 21, 22, 23);
+    const __m512i unperm1 =
+        _mm512_setr_epi32(8, 9, 10, 11, 24, 25, 26, 27, 12, 13, 14, 15, 28, 29, 30, 31);
+    const __m512i pair_idx =
+        _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22,
+                         6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+
+    amx_config();
+    for (int b0 = 0; b0 < total; b0 += AMX_KB) {
+        const int nk = total - b0 < AMX_KB ? total - b0 : AMX_KB;
+        const int nsub = (nk + 31) / 32;
+        const bool first = b0 == 0;
+        /* ---- rows of the block: pointers, tile sources, staging ---- */
+        for (int k = 0; k < nk; k++) {
+            w.pos[k] = d->positions ? d->positions[b0 + k] : d->kv_begin + b0 + k;
+            w.row[k] = (const uint16_t *)w.next[k];
+        }
+        nnext = b0 + AMX_KB < total ? amx_block_rows(d, b0 + AMX_KB, total, w.next) : 0;
+        for (int t = 0; t < 2 * nsub; t++) {
+            int k0 = 16 * t;
+            /* direct when the 16 rows are evenly spaced in memory (a sparse
+             * list or a block boundary can break that anywhere) */
+            bool direct = direct_ok && k0 + 16 <= nk;
+            for (int j = 1; direct && j < 16; j++)
+                direct = (const char *)w.row[k0 + j] == (const char *)w.row[k0] + j * kv_row_bytes;
+            if (direct) {
+                w.tbase[t] = w.row[k0];
+                w.tstride[t] = (long)kv_row_bytes;
+                continue;
+            }
+            uint16_t *stg = w.ks + (size_t)k0 * D;
+            for (int k = k0; k < k0 + 16; k++) {
+                if (k < nk)
+                    amx_stage_row(w.row[k], d->kv_elem, D, stg + (size_t)(k - k0) * D);
+                else
+                    memset(stg + (size_t)(k - k0) * D, 0, (size_t)D * 2);
+                if (k < nk)
+                    w.row[k] = stg + (size_t)(k - k0) * D;
+            }
+            w.tbase[t] = stg;
+            w.tstride[t] = (long)D * 2;
+        }
+
+        /* ---- S^T = K . Q^T, 2 key tiles x 2 row tiles at a time ---- */
+        for (int s = 0; s < nsub; s++) {
+            const char *k0b = (const char *)w.tbase[2 * s], *k1b = (const char *)w.tbase[2 * s + 1];
+            long k0s = w.tstride[2 * s], k1s = w.tstride[2 * s + 1];
+            float *st0 = w.st + (size_t)(32 * s) * Mp, *st1 = st0 + (size_t)16 * Mp;
+            /* this sub-chunk's share of the next block's rows */
+            int pf0 = nnext * s / nsub, pf1 = nnext * (s + 1) / nsub;
+            for (int mt = 0; mt < Mt; mt += 2) {
+                const uint8_t *qa = w.qb + (size_t)mt * DC * TILE_BYTES;
+                int nmp = (Mt + 1) / 2, l0 = row_lines * (mt / 2) / nmp,
+                    l1 = row_lines * (mt / 2 + 1) / nmp;
+                amx_prefetch(w.next + pf0, pf1 - pf0, l0, l1);
+                if (mt + 1 < Mt) {
+                    const uint8_t *qc = qa + (size_t)DC * TILE_BYTES;
+                    T_ZERO(0);
+                    T_ZERO(1);
+                    T_ZERO(2);
+                    T_ZERO(3);
+                    for (int kc = 0; kc < DC; kc++) {
+                        T_LOAD(4, k0b + 64 * kc, k0s);
+                        T_LOAD(5, k1b + 64 * kc, k1s);
+                        T_LOAD(6, qa + (size_t)kc * TILE_BYTES, 64);
+                        T_LOAD(7, qc + (size_t)kc * TILE_BYTES, 64);
+                        T_DP(0, 4, 6);
+                        T_DP(1, 4, 7);
+                        T_DP(2, 5, 6);
+                        T_DP(3, 5, 7);
+                    }
+                    T_STORE(0, st0 + 16 * mt, Mp * 4);
+                    T_STORE(1, st0 + 16 * (mt + 1), Mp * 4);
+                    T_STORE(2, st1 + 16 * mt, Mp * 4);
+                    T_STORE(3, st1 + 16 * (mt + 1), Mp * 4);
+                } else {
+                    T_ZERO(0);
+                    T_ZERO(2);
+                    for (int kc = 0; kc < DC; kc++) {
+                        T_LOAD(4, k0b + 64 * kc, k0s);
+                        T_LOAD(5, k1b + 64 * kc, k1s);
+                        T_LOAD(6, qa + (size_t)kc * TILE_BYTES, 64);
+                        T_DP(0, 4, 6);
+                        T_DP(2, 5, 6);
+                    }
+                    T_STORE(0, st0 + 16 * mt, Mp * 4);
+                    T_STORE(2, st1 + 16 * mt, Mp * 4);
+                }
+            }
+        }
+
+        /* ---- online softmax over the block, 16 rows per vector ---- */
+        const bool masked = !d->positions && w.pos[nk - 1] > min_lim;
+        for (int g = 0; g < Mt; g++) {
+            float *col = w.st + 16 * g;
+            __m512 mo = _mm512_loadu_ps(w.m + 16 * g);
+            __m512i lim = _mm512_loadu_si512(w.lim + 16 * g);
+            __m512 mx = ninf;
+            for (int k = 0; k < nk; k++) {
+                __m512 s = _mm512_mul_ps(_mm512_loadu_ps(col + (size_t)k * Mp), vmul);
+                if (masked) {
+                    __mmask16 vis = _mm512_cmple_epi32_mask(_mm512_set1_epi32(w.pos[k]), lim);
+                    s = _mm512_mask_mov_ps(ninf, vis, s);
+                }
+                _mm512_storeu_ps(col + (size_t)k * Mp, s);
+                mx = _mm512_max_ps(mx, s);
+            }
+            __mmask16 upd = _mm512_cmp_ps_mask(mx, _mm512_add_ps(mo, _mm512_set1_ps(AMX_TAU)),
+                                               _CMP_GT_OQ);
+            __m512 mn = _mm512_mask_mov_ps(mo, upd, mx);
+            __m512 alpha = _mm512_mask_mov_ps(_mm512_set1_ps(1.0f), upd,
+                                              v512_exp2(_mm512_sub_ps(mo, mn)));
+            __m512 sum = _mm512_setzero_ps();
+            for (int k = 0; k < nk; k++) {
+                __m512 s = _mm512_loadu_ps(col + (size_t)k * Mp);
+                __mmask16 live = _mm512_cmp_ps_mask(s, ninf, _CMP_NEQ_OQ);
+                __m512 p = _mm512_maskz_mov_ps(live, v512_exp2(_mm512_sub_ps(s, mn)));
+                _mm512_storeu_ps(col + (size_t)k * Mp, p);
+                sum = _mm512_add_ps(sum, p);
+            }
+            for (int k = nk; k < 32 * nsub; k++)
+                _mm512_storeu_ps(col + (size_t)k * Mp, _mm512_setzero_ps());
+            __m512 lo = _mm512_loadu_ps(w.l + 16 * g);
+            _mm512_storeu_ps(w.l + 16 * g, _mm512_fmadd_ps(lo, alpha, sum));
+            _mm512_storeu_ps(w.m + 16 * g, mn);
+            /* rescale the accumulator rows whose max moved (rare; nothing to
+             * scale before a row's first visible key) */
+            _mm512_storeu_ps(w.alpha + 16 * g, alpha);
+            unsigned rows = upd & _mm512_cmp_ps_mask(mo, ninf, _CMP_NEQ_OQ);
+            while (rows) {
+                int i = __builtin_ctz(rows);
+                rows &= rows - 1;
+                float *o = d->acc + (size_t)(16 * g + i) * R;
+                __m512 vf = _mm512_set1_ps(w.alpha[16 * g + i]);
+                for (int r = 0; r < R; r += 16)
+                    _mm512_storeu_ps(o + r, _mm512_mul_ps(_mm512_loadu_ps(o + r), vf));
+            }
+        }
+
+        /* ---- P -> A tiles (rows x 32 keys), V -> B tiles (key pairs) ---- */
+        for (int s = 0; s < nsub; s++) {
+            for (int mt = 0; mt < Mt; mt++) {
+                __m512 wv[16];
+                for (int j = 0; j < 16; j++) {
+                    const float *e0 = w.st + (size_t)(32 * s + 2 * j) * Mp + 16 * mt;
+                    __m512bh b = _mm512_cvtne2ps_pbh(_mm512_loadu_ps(e0 + Mp), _mm512_loadu_ps(e0));
+                    wv[j] = _mm512_castsi512_ps(
+                        _mm512_permutexvar_epi16(pair_idx, (__m512i)b));
+                }
+                _Alignas(64) float tmp[16 * 16];
+                for (int j = 0; j < 16; j++)
+                    _mm512_store_ps(tmp + 16 * j, wv[j]);
+                v512_tr16(tmp, 16, (float *)(w.pa + ((size_t)mt * AMX_NSUB + s) * TILE_BYTES),
+                          16);
+            }
+            for (int p = 0; p < 16; p++) {
+                int ka = 32 * s + 2 * p, kb = ka + 1;
+                const uint16_t *ra = ka < nk ? w.row[ka] : NULL;
+                const uint16_t *rb = kb < nk ? w.row[kb] : NULL;
+                for (int g = 0; g < R / 32; g++) {
+                    __m512i va = ra ? _mm512_loadu_si512(ra + 32 * g) : _mm512_setzero_si512();
+                    __m512i vb = rb ? _mm512_loadu_si512(rb + 32 * g) : _mm512_setzero_si512();
+                    uint8_t *t0 = w.vb + ((size_t)(2 * g) * AMX_NSUB + s) * TILE_BYTES + 64 * p;
+                    uint8_t *t1 = w.vb + ((size_t)(2 * g + 1) * AMX_NSUB + s) * TILE_BYTES + 64 * p;
+                    _mm512_storeu_si512(t0, _mm512_unpacklo_epi16(va, vb));
+                    _mm512_storeu_si512(t1, _mm512_unpackhi_epi16(va, vb));
+                }
+            }
+        }
+
+        /* ---- O += P . V: per pair of column tiles, every pair of row tiles ---- */
+        for (int dt = 0; dt < RT; dt += 2) {
+            const uint8_t *vb0 = w.vb + (size_t)dt * AMX_NSUB * TILE_BYTES;
+            const uint8_t *vb1 = vb0 + (size_t)AMX_NSUB * TILE_BYTES;
+            for (int mt = 0; mt < Mt; mt += 2) {
+                float *c00 = d->acc + (size_t)(16 * mt) * R + 16 * dt;
+                const uint8_t *pa0 = w.pa + (size_t)mt * AMX_NSUB * TILE_BYTES;
+                if (mt + 1 < Mt) {
+                    float *c10 = c00 + (size_t)16 * R;
+                    const uint8_t *pa1 = pa0 + (size_t)AMX_NSUB * TILE_BYTES;
+                    if (first) {
+                        T_ZERO(0);
+                        T_ZERO(1);
+                        T_ZERO(2);
+                        T_ZERO(3);
+                    } else {
+                        T_LOAD(0, c00, R * 4);
+                        T_LOAD(1, c00 + 16, R * 4);
+                        T_LOAD(2, c10, R * 4);
+                        T_LOAD(3, c10 + 16, R * 4);
+                    }
+                    for (int s = 0; s < nsub; s++) {
+                        T_LOAD(4, pa0 + (size_t)s * TILE_BYTES, 64);
+                        T_LOAD(5, pa1 + (size_t)s * TILE_BYTES, 64);
+                        T_LOAD(6, vb0 + (size_t)s * TILE_BYTES, 64);
+                        T_LOAD(7, vb1 + (size_t)s * TILE_BYTES, 64);
+                        T_DP(0, 4, 6);
+                        T_DP(1, 4, 7);
+                        T_DP(2, 5, 6);
+                        T_DP(3, 5, 7);
+                    }
+                    T_STORE(0, c00, R * 4);
+                    T_STORE(1, c00 + 16, R * 4);
+                    T_STORE(2, c10, R * 4);
+                    T_STORE(3, c10 + 16, R * 4);
+                } else {
+                    if (first) {
+                        T_ZERO(0);
+                        T_ZERO(1);
+                    } else {
+                        T_LOAD(0, c00, R * 4);
+                        T_LOAD(1, c00 + 16, R * 4);
+                    }
+                    for (int s = 0; s < nsub; s++) {
+                        T_LOAD(4, pa0 + (size_t)s * TILE_BYTES, 64);
+                        T_LOAD(6, vb0 + (size_t)s * TILE_BYTES, 64);
+                        T_LOAD(7, vb1 + (size_t)s * TILE_BYTES, 64);
+                        T_DP(0, 4, 6);
+                        T_DP(1, 4, 7);
+                    }
+                    T_STORE(0, c00, R * 4);
+                    T_STORE(1, c00 + 16, R * 4);
+                }
+            }
+        }
+    }
+    amx_release();
+
+    /* natural column order; running max and sum out */
+    for (int i = 0; i < n; i++) {
+        float *o = d->acc + (size_t)i * R;
+        for (int g = 0; g < R; g += 32) {
+            __m512 lo = _mm512_loadu_ps(o + g), hi = _mm512_loadu_ps(o + g + 16);
+            _mm512_storeu_ps(o + g, _mm512_permutex2var_ps(lo, unperm0, hi));
+            _mm512_storeu_ps(o + g + 16, _mm512_permutex2var_ps(lo, unperm1, hi));
+        }
+        d->m[i] = w.m[i];
+        d->l[i] = w.l[i];
+    }
 }
 
 const attn__mla_kern attn__mla_kern_amx = {
     .name = "amx",
-    .usable = no,
+    .usable = amx_usable,
+    .decode_ws = amx_decode_ws,
+    .prefill_ws = NULL,
+    .decode_ok = amx_decode_ok,
+    .decode = amx_decode,
+    .prefill = NULL,
+    .store_row = k_store_row,
 };

@@ -38,4 +38,5 @@ const attn__mla_kern attn__mla_kern_avx512 = {
     .decode_ok = avx512_decode_ok,
     .decode = avx512_decode,
     .prefill = avx512_prefill,
+    .store_row = k_store_row,
 };

@@ -46,6 +46,24 @@ void attn__mla_load_row_f32(const void *src, attn_elem e, int n, float *dst)
     }
 }
 
+void attn__mla_store_row(const float *src, float mul, int n, attn_elem e, void *dst)
+{
+    switch (e) {
+    case ATTN_ELEM_F32:
+        for (int i = 0; i < n; i++)
+            ((float *)dst)[i] = src[i] * mul;
+        break;
+    case ATTN_ELEM_BF16:
+        for (int i = 0; i < n; i++)
+            ((uint16_t *)dst)[i] = attn__f32_to_bf16(src[i] * mul);
+        break;
+    default:
+        for (int i = 0; i < n; i++)
+            ((uint16_t *)dst)[i] = attn__f32_to_f16(src[i] * mul);
+        break;
+    }
+}
+
 float attn__mla_exp2(float x)
 {
     return exp2f(x);
@@ -285,4 +303,5 @@ const attn__mla_kern attn__mla_kern_portable = {
     .decode_ok = port_decode_ok,
     .decode = port_decode,
     .prefill = port_prefill,
+    .store_row = attn__mla_store_row,
 };

@@ -72,6 +72,34 @@ static inline void k_load_row(const void *src, attn_elem e, int n, float *dst)
     }
 }
 
+static inline void k_store_row(const float *src, float mul, int n, attn_elem e, void *dst)
+{
+    __m512 vm = _mm512_set1_ps(mul);
+    for (int i = 0; i < n; i += 16) {
+        __mmask16 mk = v512_tail(n - i);
+        __m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(mk, src + i), vm);
+        switch (e) {
+        case ATTN_ELEM_F32: _mm512_mask_storeu_ps((float *)dst + i, mk, v); break;
+        case ATTN_ELEM_BF16: {
+            /* round to nearest even on the bits (NaN stays NaN, quieted) */
+            __m512i u = _mm512_castps_si512(v);
+            __m512i r = _mm512_add_epi32(
+                u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff),
+                                    _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1))));
+            __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+            r = _mm512_mask_mov_epi32(r, nan, _mm512_or_si512(u, _mm512_set1_epi32(0x400000)));
+            _mm256_mask_storeu_epi16((uint16_t *)dst + i, mk,
+                                     _mm512_cvtepi32_epi16(_mm512_srli_epi32(r, 16)));
+            break;
+        }
+        default:
+            _mm256_mask_storeu_epi16((uint16_t *)dst + i, mk,
+                                     _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+            break;
+        }
+    }
+}
+
 /* ---- 16 x 16 transpose ------------------------------------------------------------ */
 
 static inline void v512_tr16(const float *s, size_t lds, float *d, size_t ldd)

@@ -1,0 +1,502 @@
+/* MLA decode benchmark (CPU_MLA forward_mqa) with DeepSeek-V3 shapes:
+ * 128 heads, latent rows of 512 + 64, one query token per request, batch
+ * 1 and 16, context 1k / 4k / 16k. Per shape: median time, tokens/s, bytes
+ * of latent cache read per second and GFLOP/s, each against the machine
+ * limits measured in the same run (read bandwidth of a buffer larger than
+ * the caches, peak fp32 FMA rate on AVX-512/AVX2, peak AMX-BF16 rate), and
+ * the fraction of the binding limit (whichever of memory and compute time
+ * is larger for the instruction set the kernel uses).
+ *
+ * The latent rows live in a 1 GiB block pool and every repetition reads a
+ * different window of it, so rows come from memory as they do in a server
+ * whose KV cache is far larger than the CPU caches (not from a warm L2/L3).
+ *
+ * usage: bench_mla [--dtype bf16|fp32|fp16] [--kv auto|fp8] [--repeat N]
+ *                  [--variant amx|avx512|avx2|portable] [--quick] [--json]
+ * Threads: ATTN_NUM_THREADS (default: the usable cores). */
+#include <immintrin.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "attn/attn.h"
+#include "attn/mla.h"
+#include "backends/mla/mla_internal.h"
+#include "util/numeric.h"
+#include "util/threadpool.h"
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* ---- machine limits ------------------------------------------------------------- */
+
+typedef struct {
+    const char *buf;
+    size_t bytes;
+    double sink[64];
+} bw_job;
+
+__attribute__((target("avx512f"))) static double read_avx512(const char *p, size_t n)
+{
+    __m512i a = _mm512_setzero_si512(), b = a, c = a, d = a;
+    for (size_t i = 0; i + 256 <= n; i += 256) {
+        a = _mm512_add_epi64(a, _mm512_load_si512(p + i));
+        b = _mm512_add_epi64(b, _mm512_load_si512(p + i + 64));
+        c = _mm512_add_epi64(c, _mm512_load_si512(p + i + 128));
+        d = _mm512_add_epi64(d, _mm512_load_si512(p + i + 192));
+    }
+    a = _mm512_add_epi64(_mm512_add_epi64(a, b), _mm512_add_epi64(c, d));
+    return (double)_mm512_reduce_add_epi64(a);
+}
+
+static double read_plain(const char *p, size_t n)
+{
+    uint64_t s0 = 0, s1 = 0;
+    for (size_t i = 0; i + 16 <= n; i += 16) {
+        uint64_t x, y;
+        memcpy(&x, p + i, 8);
+        memcpy(&y, p + i + 8, 8);
+        s0 += x;
+        s1 += y;
+    }
+    return (double)(s0 + s1);
+}
+
+static void bw_part(void *ctx, int64_t begin, int64_t end, int tid)
+{
+    bw_job *j = ctx;
+    size_t per = j->bytes / 64;
+    for (int64_t i = begin; i < end; i++) {
+        const char *p = j->buf + (size_t)i * per;
+        j->sink[i] = attn_cpu_has(ATTN_CPU_AVX512F) ? read_avx512(p, per) : read_plain(p, per);
+    }
+    (void)tid;
+}
+
+static double measure_bandwidth(attn__pool *pool)
+{
+    size_t bytes = (size_t)1 << 30;
+    char *buf = aligned_alloc(4096, bytes);
+    if (!buf)
+        return 0;
+    memset(buf, 1, bytes);
+    bw_job j = {buf, bytes, {0}};
+    double best = 1e30;
+    for (int r = 0; r < 4; r++) {
+        double t = now_s();
+        attn__pool_for(pool, 64, 0, bw_part, &j);
+        t = now_s() - t;
+        best = t < best ? t : best;
+    }
+    free(buf);
+    return (double)bytes / best;
+}
+
+typedef struct {
+    int kind; /* 0 fp32 FMA, 1 AMX-BF16 */
+    long iters;
+    double flops[64];
+} peak_job;
+
+__attribute__((target("avx512f,fma"))) static double fma_avx512(long n)
+{
+    __m512 x = _mm512_set1_ps(0.5f), y = _mm512_set1_ps(0.25f);
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0,
+           a7 = a0, a8 = a0, a9 = a0, a10 = a0, a11 = a0;
+    for (long i = 0; i < n; i++) {
+        a0 = _mm512_fmadd_ps(a0, x, y), a1 = _mm512_fmadd_ps(a1, x, y);
+        a2 = _mm512_fmadd_ps(a2, x, y), a3 = _mm512_fmadd_ps(a3, x, y);
+        a4 = _mm512_fmadd_ps(a4, x, y), a5 = _mm512_fmadd_ps(a5, x, y);
+        a6 = _mm512_fmadd_ps(a6, x, y), a7 = _mm512_fmadd_ps(a7, x, y);
+        a8 = _mm512_fmadd_ps(a8, x, y), a9 = _mm512_fmadd_ps(a9, x, y);
+        a10 = _mm512_fmadd_ps(a10, x, y), a11 = _mm512_fmadd_ps(a11, x, y);
+        __asm__ volatile("" : "+v"(a0), "+v"(a1), "+v"(a2), "+v"(a3), "+v"(a4), "+v"(a5));
+        __asm__ volatile("" : "+v"(a6), "+v"(a7), "+v"(a8), "+v"(a9), "+v"(a10), "+v"(a11));
+    }
+    __m512 s = _mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3));
+    s = _mm512_add_ps(s, _mm512_add_ps(_mm512_add_ps(a4, a5), _mm512_add_ps(a6, a7)));
+    s = _mm512_add_ps(s, _mm512_add_ps(_mm512_add_ps(a8, a9), _mm512_add_ps(a10, a11)));
+    return (double)_mm512_reduce_add_ps(s) * 0 + (double)n * 12 * 32;
+}
+
+__attribute__((target("avx2,fma"))) static double fma_avx2(long n)
+{
+    __m256 x = _mm256_set1_ps(0.5f), y = _mm256_set1_ps(0.25f);
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0,
+           a7 = a0, a8 = a0, a9 = a0;
+    for (long i = 0; i < n; i++) {
+        a0 = _mm256_fmadd_ps(a0, x, y), a1 = _mm256_fmadd_ps(a1, x, y);
+        a2 = _mm256_fmadd_ps(a2, x, y), a3 = _mm256_fmadd_ps(a3, x, y);
+        a4 = _mm256_fmadd_ps(a4, x, y), a5 = _mm256_fmadd_ps(a5, x, y);
+        a6 = _mm256_fmadd_ps(a6, x, y), a7 = _mm256_fmadd_ps(a7, x, y);
+        a8 = _mm256_fmadd_ps(a8, x, y), a9 = _mm256_fmadd_ps(a9, x, y);
+        __asm__ volatile("" : "+x"(a0), "+x"(a1), "+x"(a2), "+x"(a3), "+x"(a4));
+        __asm__ volatile("" : "+x"(a5), "+x"(a6), "+x"(a7), "+x"(a8), "+x"(a9));
+    }
+    return (double)n * 10 * 16;
+}
+
+typedef struct {
+    uint8_t palette, start;
+    uint8_t reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+} amx_cfg;
+
+__attribute__((target("amx-tile,amx-bf16,avx512f"))) static double amx_bf16(long n)
+{
+    static _Alignas(64) uint16_t a[16 * 32], b[16 * 32];
+    for (int i = 0; i < 16 * 32; i++) {
+        a[i] = attn__f32_to_bf16((float)((i * 37) % 17) * 0.01f);
+        b[i] = attn__f32_to_bf16((float)((i * 11) % 13) * 0.01f);
+    }
+    amx_cfg c;
+    memset(&c, 0, sizeof c);
+    c.palette = 1;
+    for (int i = 0; i < 8; i++) {
+        c.colsb[i] = 64;
+        c.rows[i] = 16;
+    }
+    /* asm with the whole struct as operand: GCC 12 drops the stores before
+     * the ldtilecfg builtin (it does not model the read) */
+    __asm__ volatile("ldtilecfg %0" ::"m"(c));
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+    _tile_loadd(4, a, 64);
+    _tile_loadd(5, b, 64);
+    _tile_loadd(6, a, 64);
+    _tile_loadd(7, b, 64);
+    for (long i = 0; i < n; i++) {
+        _tile_dpbf16ps(0, 4, 6);
+        _tile_dpbf16ps(1, 4, 7);
+        _tile_dpbf16ps(2, 5, 6);
+        _tile_dpbf16ps(3, 5, 7);
+    }
+    _tile_release();
+    return (double)n * 4 * 16 * 16 * 32 * 2;
+}
+
+static void peak_part(void *ctx, int64_t begin, int64_t end, int tid)
+{
+    peak_job *j = ctx;
+    for (int64_t i = begin; i < end; i++) {
+        double t = now_s(), f;
+        if (j->kind == 1)
+            f = amx_bf16(j->iters);
+        else if (attn_cpu_has(ATTN_CPU_AVX512F))
+            f = fma_avx512(j->iters);
+        else if (attn_cpu_has(ATTN_CPU_AVX2) && attn_cpu_has(ATTN_CPU_FMA))
+            f = fma_avx2(j->iters);
+        else
+            f = 0;
+        j->flops[i] = f / (now_s() - t);
+    }
+    (void)tid;
+}
+
+/* Sum over threads of each thread's rate (every thread runs one item). */
+static double measure_peak(attn__pool *pool, int kind)
+{
+    int nt = attn__pool_threads(pool);
+    peak_job j;
+    memset(&j, 0, sizeof j);
+    j.kind = kind;
+    j.iters = kind == 1 ? 200000 : 20000000;
+    double best = 0;
+    for (int r = 0; r < 3; r++) {
+        attn__pool_for(pool, nt, 0, peak_part, &j);
+        double s = 0;
+        for (int i = 0; i < nt; i++)
+            s += j.flops[i];
+        best = s > best ? s : best;
+    }
+    return best;
+}
+
+/* ---- the decode shapes ----------------------------------------------------------- */
+
+static uint64_t rng = 0x1234567;
+
+static float urand(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (float)((rng >> 40) * (1.0 / 16777216.0)) * 2.0f - 1.0f;
+}
+
+/* Random rows straight into storage: bf16/fp16/fp32 values in (-1, 1),
+ * fp8 bytes that are not NaN. */
+static void fill_random(void *p, attn_elem e, size_t n)
+{
+    uint64_t x = 0x9e3779b97f4a7c15ull;
+    if (e == ATTN_ELEM_FP8_E4M3) {
+        uint8_t *b = p;
+        for (size_t i = 0; i < n; i++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            uint8_t v = (uint8_t)(x >> 24);
+            b[i] = (v & 0x7f) == 0x7f ? (uint8_t)(v ^ 1) : v;
+        }
+        return;
+    }
+    if (e == ATTN_ELEM_F32) {
+        float *f = p;
+        for (size_t i = 0; i < n; i++)
+            f[i] = urand();
+        return;
+    }
+    uint16_t *h = p;
+    for (size_t i = 0; i + 4 <= n; i += 4) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        for (int k = 0; k < 4; k++) {
+            uint16_t r = (uint16_t)(x >> (16 * k));
+            /* bf16: exponent 120..126; fp16: exponent 8..14 */
+            h[i + k] = e == ATTN_ELEM_BF16
+                           ? (uint16_t)((r & 0x807f) | ((120u + (r >> 7 & 7u) % 7u) << 7))
+                           : (uint16_t)((r & 0x83ff) | ((8u + (r >> 10 & 7u) % 7u) << 10));
+        }
+    }
+}
+
+int main(int argc, char **argv)
+{
+    attn_dtype dt = ATTN_DTYPE_BF16;
+    bool fp8 = false, json = false, quick = false;
+    int repeat = 0;
+    const char *variant = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--dtype") && i + 1 < argc) {
+            if (attn_dtype_parse(argv[++i], &dt) != ATTN_OK) {
+                fprintf(stderr, "bench_mla: unknown dtype %s\n", argv[i]);
+                return 2;
+            }
+        } else if (!strcmp(argv[i], "--kv") && i + 1 < argc) {
+            fp8 = !strcmp(argv[++i], "fp8");
+        } else if (!strcmp(argv[i], "--repeat") && i + 1 < argc) {
+            repeat = atoi(argv[++i]);
+        } else if (!strcmp(argv[i], "--variant") && i + 1 < argc) {
+            variant = argv[++i];
+        } else if (!strcmp(argv[i], "--json")) {
+            json = true;
+        } else if (!strcmp(argv[i], "--quick")) {
+            quick = true;
+        } else {
+            fprintf(stderr,
+                    "usage: bench_mla [--dtype bf16|fp32|fp16] [--kv auto|fp8] [--repeat N] "
+                    "[--variant NAME] [--quick] [--json]\n");
+            return 2;
+        }
+    }
+    if (variant) {
+        const attn__mla_kern *v[8];
+        int nv = attn__mla_variants(v, 8), found = 0;
+        for (int i = 0; i < nv; i++)
+            if (!strcmp(v[i]->name, variant)) {
+                attn__mla_force_variant(v[i]);
+                found = 1;
+            }
+        if (!found) {
+            fprintf(stderr, "bench_mla: variant %s is not usable here\n", variant);
+            return 2;
+        }
+    }
+    attn__pool *pool = attn__pool_global();
+    int nthreads = attn__pool_threads(pool);
+
+    const int H = 128, R = 512, P = 64, D = R + P, BS = 128;
+    attn_elem qe = attn__mla_dtype_elem(dt);
+    attn_elem kve = fp8 ? ATTN_ELEM_FP8_E4M3 : qe;
+    const attn__mla_kern *k = attn__mla_decode_kern(qe, kve, R, D);
+    bool amx = !strcmp(k->name, "amx");
+
+    double bw = measure_bandwidth(pool);
+    double peak_fma = measure_peak(pool, 0);
+    double peak_amx = attn_cpu_has(ATTN_CPU_AMX_BF16) ? measure_peak(pool, 1) : 0;
+    double peak = amx ? peak_amx : peak_fma;
+    if (!json) {
+        printf("machine: %d threads; read bandwidth %.1f GB/s; peak fp32 FMA %.0f GFLOP/s; "
+               "peak AMX-BF16 %.0f GFLOP/s\n",
+               nthreads, bw / 1e9, peak_fma / 1e9, peak_amx / 1e9);
+        printf("CPU_MLA decode, DeepSeek-V3 shapes (128 heads, 512 + 64), dtype %s, latent "
+               "cache %s, kernel %s (compute limit: %s)\n",
+               attn_dtype_name(dt), attn_elem_name(kve), k->name,
+               amx ? "AMX-BF16 peak" : "fp32 FMA peak");
+        printf("%5s %7s %9s %11s %9s %6s %9s %6s %8s %7s\n", "batch", "context", "ms",
+               "tokens/s", "GB/s", "%bw", "GFLOP/s", "%peak", "binds", "%limit");
+    } else {
+        printf("{\"machine\": {\"threads\": %d, \"read_gbps\": %.2f, \"peak_fma_gflops\": %.1f, "
+               "\"peak_amx_bf16_gflops\": %.1f}, \"kernel\": \"%s\", \"dtype\": \"%s\", "
+               "\"kv\": \"%s\", \"results\": [",
+               nthreads, bw / 1e9, peak_fma / 1e9, peak_amx / 1e9, k->name, attn_dtype_name(dt),
+               attn_elem_name(kve));
+    }
+
+    /* the block pool: 1 GiB (at least the largest shape) */
+    size_t esz = kve == ATTN_ELEM_F32 ? 4 : kve == ATTN_ELEM_FP8_E4M3 ? 1 : 2;
+    size_t block_bytes = (size_t)BS * D * esz;
+    int pool_blocks = (int)(((size_t)1 << 30) / block_bytes);
+    if (pool_blocks < 16 * (16384 / BS))
+        pool_blocks = 16 * (16384 / BS);
+    void *cache = aligned_alloc(4096, (size_t)pool_blocks * block_bytes);
+    if (!cache) {
+        fprintf(stderr, "bench_mla: no memory for the block pool\n");
+        return 1;
+    }
+    fill_random(cache, kve, (size_t)pool_blocks * BS * D);
+    int next_block = 0;
+
+    static const int batches[] = {1, 16}, contexts[] = {1024, 4096, 16384};
+    int first = 1;
+    for (int bi = 0; bi < 2; bi++)
+        for (int ci = 0; ci < 3; ci++) {
+            int B = batches[bi], L = contexts[ci];
+            if (quick && B * L > 16 * 4096)
+                continue;
+            int bpr = (L + BS - 1) / BS;
+            int nb = B * bpr;
+            if (nb > pool_blocks) {
+                fprintf(stderr, "bench_mla: shape larger than the pool\n");
+                return 1;
+            }
+            int32_t *qsl = malloc(sizeof(int32_t) * (size_t)(B + 1));
+            int32_t *sl = malloc(sizeof(int32_t) * (size_t)B);
+            int32_t *bt = malloc(sizeof(int32_t) * (size_t)nb);
+            for (int r = 0; r <= B; r++)
+                qsl[r] = r;
+            for (int r = 0; r < B; r++)
+                sl[r] = L;
+            for (int i = 0; i < nb; i++)
+                bt[i] = (next_block + i) % pool_blocks;
+            size_t qesz = qe == ATTN_ELEM_F32 ? 4 : 2;
+            void *q = malloc((size_t)B * H * D * qesz);
+            void *out = malloc((size_t)B * H * R * qesz);
+            float *lse = malloc(sizeof(float) * (size_t)B * H);
+            for (size_t i = 0; i < (size_t)B * H * D; i++)
+                attn__store_elem(q, qe, i, urand());
+            attn_layer_params lp = {0};
+            lp.num_heads = H;
+            lp.num_kv_heads = 1;
+            lp.head_size = D;
+            lp.dtype = dt;
+            lp.kv_lora_rank = R;
+            lp.qk_rope_head_dim = P;
+            lp.qk_nope_head_dim = 128;
+            lp.v_head_dim = 128;
+            attn_kv_view kv = {0};
+            kv.data = cache;
+            kv.elem = kve;
+            kv.num_blocks = pool_blocks;
+            kv.block_size = BS;
+            kv.num_kv_heads = 1;
+            kv.head_size = D;
+            kv.head_size_v = R;
+            kv.stride_token = D;
+            kv.stride_block = (int64_t)BS * D;
+            kv.stride_head = D;
+            kv.k_scale = kv.v_scale = fp8 ? 1.0f / 16 : 1.0f;
+            attn_common_metadata cm = {0};
+            cm.query_start_loc = qsl;
+            cm.seq_lens = sl;
+            cm.num_reqs = B;
+            cm.num_actual_tokens = B;
+            cm.max_query_len = 1;
+            cm.max_seq_len = L;
+            cm.block_table = bt;
+            cm.block_table_stride = bpr;
+            cm.causal = true;
+            cm.block_size = BS;
+            attn_builder_init bi_ = {0};
+            bi_.layer = &lp;
+            bi_.block_size = BS;
+            bi_.num_blocks = pool_blocks;
+            bi_.max_num_reqs = B;
+            bi_.max_num_tokens = B;
+            bi_.num_threads = nthreads;
+            void *bst = NULL;
+            const void *md = NULL;
+            if (attn__builder_mla_cpu.create(&bi_, &bst) != ATTN_OK ||
+                attn__builder_mla_cpu.build(bst, 0, &cm, false, &md) != ATTN_OK) {
+                fprintf(stderr, "bench_mla: builder failed: %s\n", attn_last_error());
+                return 1;
+            }
+            attn_mla_args a = {0};
+            a.layer = &lp;
+            a.common = &cm;
+            a.metadata = md;
+            a.kv = &kv;
+            a.q = q;
+            a.out = out;
+            a.lse = lse;
+            attn_status st = attn_backend_forward_mqa(&attn__backend_cpu_mla, NULL, &a);
+            if (st != ATTN_OK) {
+                fprintf(stderr, "bench_mla: forward_mqa: %s\n", attn_last_error());
+                return 1;
+            }
+            double flops = (double)B * L * H * (2.0 * D + 2.0 * R);
+            double bytes = (double)B * L * D * (double)esz;
+            /* about 0.3 s per shape unless --repeat is given */
+            /* each call reads the next window of the pool */
+#define ROTATE()                                                                                   \
+    do {                                                                                           \
+        next_block = (next_block + nb) % pool_blocks;                                              \
+        for (int i_ = 0; i_ < nb; i_++)                                                            \
+            bt[i_] = (next_block + i_) % pool_blocks;                                              \
+    } while (0)
+            ROTATE();
+            double t1 = now_s();
+            attn_backend_forward_mqa(&attn__backend_cpu_mla, NULL, &a);
+            t1 = now_s() - t1;
+            int n = repeat > 0 ? repeat : (int)(0.3 / (t1 > 1e-6 ? t1 : 1e-6));
+            n = n < 3 ? 3 : n > 200 ? 200 : n;
+            double *ts = malloc(sizeof(double) * (size_t)n);
+            for (int i = 0; i < n; i++) {
+                ROTATE();
+                double t = now_s();
+                attn_backend_forward_mqa(&attn__backend_cpu_mla, NULL, &a);
+                ts[i] = now_s() - t;
+            }
+            qsort(ts, (size_t)n, sizeof *ts, cmp_double);
+            double t = ts[n / 2];
+            double t_mem = bytes / bw, t_cmp = flops / peak;
+            bool mem_binds = t_mem >= t_cmp;
+            double frac = (mem_binds ? t_mem : t_cmp) / t;
+            if (!json) {
+                printf("%5d %7d %9.3f %11.0f %9.2f %5.1f%% %9.1f %5.1f%% %8s %6.1f%%\n", B, L,
+                       t * 1e3, B / t, bytes / t / 1e9, 100 * bytes / t / bw, flops / t / 1e9,
+                       100 * flops / t / peak, mem_binds ? "memory" : "compute", 100 * frac);
+            } else {
+                printf("%s{\"batch\": %d, \"context\": %d, \"ms\": %.4f, \"tokens_per_s\": %.1f, "
+                       "\"gbps\": %.3f, \"bw_fraction\": %.4f, \"gflops\": %.2f, "
+                       "\"flops_fraction\": %.4f, \"fma_fraction\": %.4f, \"binds\": \"%s\", "
+                       "\"limit_fraction\": %.4f}",
+                       first ? "" : ", ", B, L, t * 1e3, B / t, bytes / t / 1e9, bytes / t / bw,
+                       flops / t / 1e9, flops / t / peak, flops / t / peak_fma,
+                       mem_binds ? "memory" : "compute", frac);
+            }
+            first = 0;
+            fflush(stdout);
+            free(ts);
+            attn__builder_mla_cpu.destroy(bst);
+            free(qsl), free(sl), free(bt), free(q), free(out), free(lse);
+        }
+    if (json)
+        printf("]}\n");
+    free(cache);
+    return 0;
+}
