@@ -176,6 +176,12 @@ static void stage2(FILE *f, const attn__json *st)
 
 static void engine_block(FILE *f, const attn__json *eng)
 {
+    if (attn__v_len(eng, "kv_groups") == 0) {
+        fprintf(f, "<div class=\"group\"><span class=\"badge b-ok\">engine ready</span> no paged "
+                   "KV cache (encoder-only attention runs on each pass's own keys and values)"
+                   "</div>");
+        return;
+    }
     fprintf(f, "<div class=\"group\"><span class=\"badge b-ok\">engine ready</span> block size "
                "%lld <span class=\"muted\">(",
             attn__v_int(eng, "block_size", 0));

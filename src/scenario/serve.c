@@ -367,7 +367,9 @@ static void write_detail(attn__srv *s, attn__jw *d, const attn_engine_step_stats
     char text[512];
     attn_engine_group_info g0;
     bool have = ng > 0 && attn_engine_group_info_get(s->engine, 0, &g0) == ATTN_OK;
-    if (!cm)
+    if (!cm && ng == 0)
+        snprintf(text, sizeof text, "no paged attention: the model has no KV-cache group");
+    else if (!cm)
         snprintf(text, sizeof text, "no attention this step");
     else if (ss->layers_run == 0)
         snprintf(text, sizeof text, "no kernel ran (%s)",
@@ -379,13 +381,14 @@ static void write_detail(attn__srv *s, attn__jw *d, const attn_engine_step_stats
             snprintf(check, sizeof check, "max |diff| vs REFERENCE %.3g", ss->max_abs_diff);
         else
             snprintf(check, sizeof check, "not checked against REFERENCE (--verify)");
-        snprintf(text, sizeof text, "%s: %d layer%s run on %s%s%s%s in place of %s, outputs %s, %s",
+        snprintf(text, sizeof text, "%s: %d layer%s run on %s%s%s%s%s%s, outputs %s, %s",
                  ss->emulated ? "emulated" : "native", ss->layers_run,
                  ss->layers_run == 1 ? "" : "s", have && g0.kernel ? g0.kernel : "?",
                  have && g0.kernel_variant ? " (" : "",
                  have && g0.kernel_variant ? g0.kernel_variant : "",
-                 have && g0.kernel_variant ? ")" : "", have ? g0.backend : "?",
-                 ss->output_finite ? "finite" : "NOT FINITE", check);
+                 have && g0.kernel_variant ? ")" : "", ss->emulated ? " in place of " : "",
+                 ss->emulated && have ? g0.backend : "", ss->output_finite ? "finite" : "NOT FINITE",
+                 check);
     }
     attn__jw_key(d, "text");
     attn__jw_str(d, text);

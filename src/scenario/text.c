@@ -170,6 +170,12 @@ static void stage2(FILE *f, const attn__json *st)
 
 static void print_engine(FILE *f, const attn__json *eng, const char *indent)
 {
+    if (attn__v_len(eng, "kv_groups") == 0) {
+        fprintf(f, "%s  engine ready: no paged KV cache (encoder-only attention runs on each "
+                   "pass's own keys and values)\n",
+                indent);
+        return;
+    }
     fprintf(f, "%s  engine ready: block size %lld (%s), %lld blocks per KV group\n", indent,
             attn__v_int(eng, "block_size", 0), attn__v_str(eng, "block_size_source"),
             attn__v_int(eng, "num_blocks", 0));
