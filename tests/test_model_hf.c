@@ -87,9 +87,10 @@ static void test_rules(void)
         attn_model_free(m);
     }
     /* Qwen2 with use_sliding_window: layers from max_window_layers slide */
-    m = parse_ok("{\"model_type\":\"qwen2\",\"num_hidden_layers\":4,\"num_attention_heads\":4,"
-                 "\"num_key_value_heads\":2,\"hidden_size\":512,\"sliding_window\":256,"
-                 "\"use_sliding_window\":true,\"max_window_layers\":2,\"torch_dtype\":\"bfloat16\"}");
+    m = parse_ok(
+        "{\"model_type\":\"qwen2\",\"num_hidden_layers\":4,\"num_attention_heads\":4,"
+        "\"num_key_value_heads\":2,\"hidden_size\":512,\"sliding_window\":256,"
+        "\"use_sliding_window\":true,\"max_window_layers\":2,\"torch_dtype\":\"bfloat16\"}");
     if (m) {
         CHECK(attn_model_layer(m, 1)->sliding_window == 0);
         CHECK(attn_model_layer(m, 2)->sliding_window == 256);
@@ -208,8 +209,7 @@ static void test_errors(void)
           "\"hidden_size\":1024,\"qk_rope_head_dim\":64}",
           "qk_rope_head_dim");
     /* attention libattn does not model is refused by name */
-    FAILS("{" LLAMA_HEAD ",\"num_attention_heads\":8,\"hidden_size\":512,\"alibi\":true}",
-          "alibi");
+    FAILS("{" LLAMA_HEAD ",\"num_attention_heads\":8,\"hidden_size\":512,\"alibi\":true}", "alibi");
     FAILS("{" LLAMA_HEAD ",\"num_attention_heads\":8,\"hidden_size\":512,"
           "\"attention_chunk_size\":8192}",
           "attention_chunk_size");
@@ -255,8 +255,7 @@ static void test_file(void)
     snprintf(path, sizeof path, "%s/test_model_hf_config.json", attn_test_binary_dir());
     FILE *f = fopen(path, "w");
     CHECK(f != NULL);
-    if (!f)
-        return;
+    if (!f) return;
     fputs("{\"model_type\":\"mistral\",\"num_hidden_layers\":3,\"num_attention_heads\":8,"
           "\"num_key_value_heads\":2,\"hidden_size\":1024,\"sliding_window\":128,"
           "\"torch_dtype\":\"bfloat16\"}",

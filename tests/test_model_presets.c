@@ -47,8 +47,7 @@ static void check_uniform(const attn_model *m, const expect *e)
         for (int k = 0; k < n; k++) {
             CHECK(attn_model_layer_group(m, l[k]) == g);
             CHECK(attn_model_layer(m, l[k]) == attn_model_layer(m, l[k]));
-            if (k)
-                CHECK(l[k] > l[k - 1]);
+            if (k) CHECK(l[k] > l[k - 1]);
         }
         total += n;
     }
@@ -58,8 +57,7 @@ static void check_uniform(const attn_model *m, const expect *e)
 static void test_llama(void)
 {
     attn_model *m = load("llama-3.1-8b");
-    if (!m)
-        return;
+    if (!m) return;
     expect e = {"llama-3.1-8b", "llama", ATTN_DTYPE_BF16, 32, 1, 32, 8, 128};
     check_uniform(m, &e);
     const attn_layer_spec *s = attn_model_group_spec(m, 0);
@@ -89,8 +87,7 @@ static void test_llama(void)
 static void test_mistral(void)
 {
     attn_model *m = load("mistral-7b");
-    if (!m)
-        return;
+    if (!m) return;
     expect e = {"mistral-7b", "mistral", ATTN_DTYPE_BF16, 32, 1, 32, 8, 128};
     check_uniform(m, &e);
     for (int i = 0; i < 32; i++)
@@ -104,8 +101,7 @@ static void test_mistral(void)
 static void test_qwen(void)
 {
     attn_model *m = load("qwen2.5-7b");
-    if (!m)
-        return;
+    if (!m) return;
     expect e = {"qwen2.5-7b", "qwen2", ATTN_DTYPE_BF16, 28, 1, 28, 4, 128};
     check_uniform(m, &e);
     /* use_sliding_window false: sliding_window 131072 is not applied */
@@ -117,8 +113,7 @@ static void test_qwen(void)
 static void test_phi3(void)
 {
     attn_model *m = load("phi-3-mini");
-    if (!m)
-        return;
+    if (!m) return;
     expect e = {"phi-3-mini", "phi3", ATTN_DTYPE_BF16, 32, 1, 32, 32, 96};
     check_uniform(m, &e);
     CHECK(attn_model_layer(m, 0)->sliding_window == 2047);
@@ -131,8 +126,7 @@ static void test_phi3(void)
 static void test_gemma2(void)
 {
     attn_model *m = load("gemma-2-9b");
-    if (!m)
-        return;
+    if (!m) return;
     expect e = {"gemma-2-9b", "gemma2", ATTN_DTYPE_BF16, 42, 2, 16, 8, 256};
     check_uniform(m, &e);
     for (int i = 0; i < 42; i++) {
@@ -159,8 +153,7 @@ static void test_gemma2(void)
 static void test_gpt_oss(void)
 {
     attn_model *m = load("gpt-oss-20b");
-    if (!m)
-        return;
+    if (!m) return;
     expect e = {"gpt-oss-20b", "gpt_oss", ATTN_DTYPE_BF16, 24, 2, 64, 8, 64};
     check_uniform(m, &e);
     for (int i = 0; i < 24; i++) {
@@ -180,8 +173,7 @@ static void test_gpt_oss(void)
 static void test_deepseek(void)
 {
     attn_model *m = load("deepseek-v3");
-    if (!m)
-        return;
+    if (!m) return;
     expect e = {"deepseek-v3", "deepseek_v3", ATTN_DTYPE_BF16, 61, 1, 128, 1, 576};
     check_uniform(m, &e);
     const attn_layer_spec *s = attn_model_group_spec(m, 0);
@@ -204,8 +196,7 @@ static void test_deepseek(void)
 static void test_bert(void)
 {
     attn_model *m = load("bert-base");
-    if (!m)
-        return;
+    if (!m) return;
     expect e = {"bert-base", "bert", ATTN_DTYPE_FP32, 12, 1, 12, 12, 64};
     check_uniform(m, &e);
     const attn_layer_spec *s = attn_model_group_spec(m, 0);
@@ -220,8 +211,7 @@ static void test_bert(void)
 static void test_whisper(void)
 {
     attn_model *m = load("whisper-small");
-    if (!m)
-        return;
+    if (!m) return;
     /* 12 encoder self-attention layers, then 12 decoder blocks x (self, cross) */
     expect e = {"whisper-small", "whisper", ATTN_DTYPE_FP32, 36, 3, 12, 12, 64};
     check_uniform(m, &e);

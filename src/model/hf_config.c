@@ -57,8 +57,7 @@ static void note(attn_model *m, const char *fmt, ...) __attribute__((format(prin
 
 static void note(attn_model *m, const char *fmt, ...)
 {
-    if (m->num_notes >= (int)(sizeof m->notes / sizeof m->notes[0]))
-        return;
+    if (m->num_notes >= (int)(sizeof m->notes / sizeof m->notes[0])) return;
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(m->notes[m->num_notes++], sizeof m->notes[0], fmt, ap);
@@ -69,8 +68,7 @@ static void note(attn_model *m, const char *fmt, ...)
 static const attn__json *field(const hf *c, const char *key)
 {
     const attn__json *v = attn__json_get(c->obj, key);
-    if (v && attn__json_type_of(v) == ATTN_JSON_NULL)
-        return NULL;
+    if (v && attn__json_type_of(v) == ATTN_JSON_NULL) return NULL;
     return v;
 }
 
@@ -85,8 +83,7 @@ static attn_status get_int(const hf *c, const char *key, long long lo, long long
 {
     const attn__json *v = field(c, key);
     *present = v != NULL;
-    if (!v)
-        return ATTN_OK;
+    if (!v) return ATTN_OK;
     long long x;
     if (attn__json_type_of(v) != ATTN_JSON_NUMBER)
         return field_error(c, key, "must be an integer, got %s", type_name(v));
@@ -113,8 +110,7 @@ static attn_status get_num(const hf *c, const char *key, double *out, bool *pres
 {
     const attn__json *v = field(c, key);
     *present = v != NULL;
-    if (!v)
-        return ATTN_OK;
+    if (!v) return ATTN_OK;
     if (attn__json_type_of(v) != ATTN_JSON_NUMBER)
         return field_error(c, key, "must be a number, got %s", type_name(v));
     *out = attn__json_number(v);
@@ -125,8 +121,7 @@ static attn_status get_bool(const hf *c, const char *key, bool *out, bool *prese
 {
     const attn__json *v = field(c, key);
     *present = v != NULL;
-    if (!v)
-        return ATTN_OK;
+    if (!v) return ATTN_OK;
     if (attn__json_type_of(v) != ATTN_JSON_BOOL)
         return field_error(c, key, "must be true or false, got %s", type_name(v));
     *out = attn__json_bool(v);
@@ -137,8 +132,7 @@ static attn_status get_str(const hf *c, const char *key, const char **out)
 {
     const attn__json *v = field(c, key);
     *out = NULL;
-    if (!v)
-        return ATTN_OK;
+    if (!v) return ATTN_OK;
     if (attn__json_type_of(v) != ATTN_JSON_STRING)
         return field_error(c, key, "must be a string, got %s", type_name(v));
     *out = attn__json_string(v);
@@ -148,14 +142,12 @@ static attn_status get_str(const hf *c, const char *key, const char **out)
 static bool in_list(const char *s, const char *const *list)
 {
     for (; *list; list++)
-        if (!strcmp(s, *list))
-            return true;
+        if (!strcmp(s, *list)) return true;
     return false;
 }
 
-static const char *const k_encoder_only[] = {"bert",       "roberta",   "xlm-roberta",
-                                             "camembert",  "electra",   "distilbert",
-                                             "ernie",      "mpnet",     NULL};
+static const char *const k_encoder_only[] = {
+    "bert", "roberta", "xlm-roberta", "camembert", "electra", "distilbert", "ernie", "mpnet", NULL};
 static const char *const k_seq2seq[] = {"whisper", "bart", "mbart", "marian", NULL};
 static const char *const k_t5[] = {"t5", "mt5", "umt5", NULL};
 /* vLLM's prefix-LM multimodal models: image tokens attend bidirectionally. */
@@ -165,11 +157,11 @@ static const char *const k_mm_prefix[] = {"gemma3", "paligemma", NULL};
  * whether a model_type is "known"; unknown ones still load if the standard
  * fields are all present, with a note). */
 static const char *const k_decoders[] = {
-    "llama",       "mistral",     "mixtral",     "qwen2",     "qwen2_moe", "qwen3",
-    "qwen3_moe",   "phi3",        "phimoe",      "gemma",     "gemma2",    "gemma3",
-    "gemma3_text", "cohere2",     "gpt_oss",     "deepseek_v2", "deepseek_v3",
-    "deepseek_v32", "granite",    "olmo2",       "starcoder2", "internlm2", "exaone",
-    "glm4",        "yi",          "kimi_k2",     NULL};
+    "llama",       "mistral", "mixtral",    "qwen2",       "qwen2_moe",   "qwen3",
+    "qwen3_moe",   "phi3",    "phimoe",     "gemma",       "gemma2",      "gemma3",
+    "gemma3_text", "cohere2", "gpt_oss",    "deepseek_v2", "deepseek_v3", "deepseek_v32",
+    "granite",     "olmo2",   "starcoder2", "internlm2",   "exaone",      "glm4",
+    "yi",          "kimi_k2", NULL};
 
 /* ---- dtype ---------------------------------------------------------------------------- */
 
@@ -177,10 +169,8 @@ static attn_status read_dtype(hf *c)
 {
     const char *a = NULL, *b = NULL;
     attn_status st = get_str(c, "torch_dtype", &a);
-    if (st == ATTN_OK)
-        st = get_str(c, "dtype", &b);
-    if (st != ATTN_OK)
-        return st;
+    if (st == ATTN_OK) st = get_str(c, "dtype", &b);
+    if (st != ATTN_OK) return st;
     if (!a && !b && c->obj != c->root) {
         /* multimodal wrappers often keep the dtype at the top level */
         hf top = *c;
@@ -211,17 +201,12 @@ static attn_status refuse_unmodelled(const hf *c)
 {
     bool b = false, present;
     attn_status st;
-    if ((st = get_bool(c, "alibi", &b, &present)) != ATTN_OK)
-        return st;
-    if (present && b)
-        return field_error(c, "alibi", "ALiBi position biases are not supported");
-    if ((st = get_bool(c, "use_alibi", &b, &present)) != ATTN_OK)
-        return st;
-    if (present && b)
-        return field_error(c, "use_alibi", "ALiBi position biases are not supported");
+    if ((st = get_bool(c, "alibi", &b, &present)) != ATTN_OK) return st;
+    if (present && b) return field_error(c, "alibi", "ALiBi position biases are not supported");
+    if ((st = get_bool(c, "use_alibi", &b, &present)) != ATTN_OK) return st;
+    if (present && b) return field_error(c, "use_alibi", "ALiBi position biases are not supported");
     const char *pe = NULL;
-    if ((st = get_str(c, "position_embedding_type", &pe)) != ATTN_OK)
-        return st;
+    if ((st = get_str(c, "position_embedding_type", &pe)) != ATTN_OK) return st;
     if (pe && strcmp(pe, "absolute") != 0 && strcmp(pe, "rope") != 0)
         return field_error(c, "position_embedding_type", "'%s' is not supported (absolute only)",
                            pe);
@@ -229,8 +214,7 @@ static attn_status refuse_unmodelled(const hf *c)
     if ((st = get_int(c, "attention_chunk_size", 0, 1LL << 40, &chunk, &present)) != ATTN_OK)
         return st;
     if (present && chunk > 0)
-        return field_error(c, "attention_chunk_size",
-                           "chunked local attention is not supported");
+        return field_error(c, "attention_chunk_size", "chunked local attention is not supported");
     return ATTN_OK;
 }
 
@@ -245,8 +229,7 @@ static attn_status read_layer_types(const hf *c, int layers, bool *sliding, bool
 {
     const attn__json *lt = field(c, "layer_types");
     *present = lt != NULL;
-    if (!lt)
-        return ATTN_OK;
+    if (!lt) return ATTN_OK;
     if (attn__json_type_of(lt) != ATTN_JSON_ARRAY)
         return field_error(c, "layer_types", "must be a list of strings, got %s", type_name(lt));
     if ((long long)attn__json_len(lt) != layers)
@@ -279,20 +262,17 @@ static attn_status read_windows(hf *c, int layers, win_info *w)
     long long window = 0;
     bool has_window, flag = true, has_flag;
     attn_status st = get_int(c, "sliding_window", -(1LL << 40), 1LL << 40, &window, &has_window);
-    if (st != ATTN_OK)
-        return st;
+    if (st != ATTN_OK) return st;
     if (has_window && window < 0)
         return field_error(c, "sliding_window", "must not be negative (got %lld)", window);
     if (has_window && window > (1LL << 30))
         return field_error(c, "sliding_window", "%lld is too large", window);
-    if ((st = get_bool(c, "use_sliding_window", &flag, &has_flag)) != ATTN_OK)
-        return st;
+    if ((st = get_bool(c, "use_sliding_window", &flag, &has_flag)) != ATTN_OK) return st;
     w->window = has_window ? (int)window : 0;
 
     bool lt_present;
     bool *lt = calloc((size_t)layers, sizeof *lt);
-    if (!lt)
-        return attn__fail(ATTN_OUT_OF_MEMORY, "model: out of memory");
+    if (!lt) return attn__fail(ATTN_OUT_OF_MEMORY, "model: out of memory");
     if ((st = read_layer_types(c, layers, lt, &lt_present)) != ATTN_OK) {
         free(lt);
         return st;
@@ -331,8 +311,7 @@ static attn_status read_windows(hf *c, int layers, win_info *w)
         if (!has_flag) {
             flag = false; /* Qwen2Config's default */
             has_flag = true;
-            if (w->window > 0)
-                note(m, "use_sliding_window absent: false (the Qwen2 default)");
+            if (w->window > 0) note(m, "use_sliding_window absent: false (the Qwen2 default)");
         }
         bool has_mwl;
         if ((st = get_int(c, "max_window_layers", 0, 1 << 20, &mwl, &has_mwl)) != ATTN_OK) {
@@ -343,8 +322,7 @@ static attn_status read_windows(hf *c, int layers, win_info *w)
         if (flag && !has_mwl) {
             free(lt);
             free(rule);
-            return field_error(c, "max_window_layers",
-                               "is missing but use_sliding_window is true");
+            return field_error(c, "max_window_layers", "is missing but use_sliding_window is true");
         }
         for (int i = 0; i < layers; i++)
             rule[i] = flag && i >= mwl;
@@ -370,8 +348,7 @@ static attn_status read_windows(hf *c, int layers, win_info *w)
     memcpy(w->sliding, lt_present ? lt : rule, (size_t)layers * sizeof *lt);
     free(lt);
     free(rule);
-    if (st != ATTN_OK)
-        return st;
+    if (st != ATTN_OK) return st;
 
     bool any = false;
     for (int i = 0; i < layers; i++)
@@ -401,14 +378,12 @@ static attn_status read_decoder(hf *c)
         (st = get_int(c, "head_dim", 1, 1 << 16, &head_dim, &p_hd)) != ATTN_OK ||
         (st = get_int(c, "hidden_size", 1, 1 << 24, &hidden, &p_hidden)) != ATTN_OK)
         return st;
-    if ((st = refuse_unmodelled(c)) != ATTN_OK)
-        return st;
+    if ((st = refuse_unmodelled(c)) != ATTN_OK) return st;
 
     /* MLA */
     long long lora = 0, rope = 0, nope = 0, vdim = 0, topk = 0;
     bool p_lora, p_topk;
-    if ((st = get_int(c, "kv_lora_rank", 1, 1 << 16, &lora, &p_lora)) != ATTN_OK)
-        return st;
+    if ((st = get_int(c, "kv_lora_rank", 1, 1 << 16, &lora, &p_lora)) != ATTN_OK) return st;
     if (p_lora) {
         if ((st = need_int(c, "qk_rope_head_dim", 0, 1 << 16, &rope)) != ATTN_OK ||
             (st = need_int(c, "qk_nope_head_dim", 0, 1 << 16, &nope)) != ATTN_OK ||
@@ -418,8 +393,8 @@ static attn_status read_decoder(hf *c)
         if (rope + nope <= 0)
             return field_error(c, "qk_rope_head_dim", "qk_rope_head_dim + qk_nope_head_dim is 0");
     } else {
-        static const char *const mla_only[] = {"qk_rope_head_dim", "qk_nope_head_dim",
-                                               "v_head_dim", "index_topk", NULL};
+        static const char *const mla_only[] = {"qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim",
+                                               "index_topk", NULL};
         for (const char *const *k = mla_only; *k; k++)
             if (field(c, *k) && strcmp(*k, "v_head_dim") != 0)
                 return field_error(c, *k, "is an MLA dimension but kv_lora_rank is missing");
@@ -444,25 +419,21 @@ static attn_status read_decoder(hf *c)
     }
     if (!p_kv) {
         kv_heads = heads;
-        if (!p_lora)
-            note(tmp, "num_key_value_heads absent: %lld (= num_attention_heads)", heads);
+        if (!p_lora) note(tmp, "num_key_value_heads absent: %lld (= num_attention_heads)", heads);
     }
     if (!p_lora && heads % kv_heads != 0)
         return field_error(c, "num_key_value_heads",
                            "%lld does not divide num_attention_heads %lld", kv_heads, heads);
 
     double cap = 0, scalar = 0;
-    if ((st = get_num(c, "attn_logit_softcapping", &cap, &present)) != ATTN_OK)
-        return st;
+    if ((st = get_num(c, "attn_logit_softcapping", &cap, &present)) != ATTN_OK) return st;
     if (present && !(cap >= 0 && cap < 1e9))
         return field_error(c, "attn_logit_softcapping", "must be >= 0 (got %g)", cap);
-    if ((st = get_num(c, "query_pre_attn_scalar", &scalar, &present)) != ATTN_OK)
-        return st;
+    if ((st = get_num(c, "query_pre_attn_scalar", &scalar, &present)) != ATTN_OK) return st;
     if (present && !(scalar > 0 && scalar < 1e9))
         return field_error(c, "query_pre_attn_scalar", "must be > 0 (got %g)", scalar);
 
-    if ((st = attn__model_alloc(tmp->name, (int)layers, &m)) != ATTN_OK)
-        return st;
+    if ((st = attn__model_alloc(tmp->name, (int)layers, &m)) != ATTN_OK) return st;
     memcpy(m->model_type, tmp->model_type, sizeof m->model_type);
     memcpy(m->notes, tmp->notes, sizeof m->notes);
     m->num_notes = tmp->num_notes;
@@ -551,18 +522,15 @@ static attn_status read_encoder_only(hf *c)
         (st = need_int(c, k_heads, 1, 1 << 20, &heads)) != ATTN_OK ||
         (st = need_int(c, k_hidden, 1, 1 << 24, &hidden)) != ATTN_OK)
         return st;
-    if ((st = refuse_unmodelled(c)) != ATTN_OK)
-        return st;
-    if ((st = get_bool(c, "is_decoder", &b, &present)) != ATTN_OK)
-        return st;
+    if ((st = refuse_unmodelled(c)) != ATTN_OK) return st;
+    if ((st = get_bool(c, "is_decoder", &b, &present)) != ATTN_OK) return st;
     if (present && b)
         return field_error(c, "is_decoder", "is true, but model_type '%s' is read as encoder-only",
                            c->m->model_type);
     if (hidden % heads != 0)
         return field_error(c, k_hidden, "%lld is not divisible by %s %lld", hidden, k_heads, heads);
     attn_model *m;
-    if ((st = attn__model_alloc(c->m->name, (int)layers, &m)) != ATTN_OK)
-        return st;
+    if ((st = attn__model_alloc(c->m->name, (int)layers, &m)) != ATTN_OK) return st;
     memcpy(m->model_type, c->m->model_type, sizeof m->model_type);
     memcpy(m->notes, c->m->notes, sizeof m->notes);
     m->num_notes = c->m->num_notes;
@@ -606,24 +574,25 @@ static attn_status read_seq2seq(hf *c, bool t5)
             (st = need_int(c, "d_model", 1, 1 << 24, &d_model)) != ATTN_OK)
             return st;
         if (d_model % enc_heads != 0)
-            return field_error(c, "d_model", "%lld is not divisible by encoder_attention_heads %lld",
-                               d_model, enc_heads);
+            return field_error(c, "d_model",
+                               "%lld is not divisible by encoder_attention_heads %lld", d_model,
+                               enc_heads);
         if (d_model % dec_heads != 0)
-            return field_error(c, "d_model", "%lld is not divisible by decoder_attention_heads %lld",
-                               d_model, dec_heads);
+            return field_error(c, "d_model",
+                               "%lld is not divisible by decoder_attention_heads %lld", d_model,
+                               dec_heads);
     }
-    if ((st = refuse_unmodelled(c)) != ATTN_OK)
-        return st;
+    if ((st = refuse_unmodelled(c)) != ATTN_OK) return st;
     bool encdec = true;
-    if ((st = get_bool(c, "is_encoder_decoder", &encdec, &present)) != ATTN_OK)
-        return st;
+    if ((st = get_bool(c, "is_encoder_decoder", &encdec, &present)) != ATTN_OK) return st;
     if (present && !encdec)
-        return field_error(c, "is_encoder_decoder", "is false, but model_type '%s' is an "
-                           "encoder-decoder family", c->m->model_type);
+        return field_error(c, "is_encoder_decoder",
+                           "is false, but model_type '%s' is an "
+                           "encoder-decoder family",
+                           c->m->model_type);
     int total = (int)(enc_layers + 2 * dec_layers);
     attn_model *m;
-    if ((st = attn__model_alloc(c->m->name, total, &m)) != ATTN_OK)
-        return st;
+    if ((st = attn__model_alloc(c->m->name, total, &m)) != ATTN_OK) return st;
     memcpy(m->model_type, c->m->model_type, sizeof m->model_type);
     memcpy(m->notes, c->m->notes, sizeof m->notes);
     m->num_notes = c->m->num_notes;
@@ -679,29 +648,22 @@ static attn_status parse(hf *c)
         }
     }
     const char *mt = NULL;
-    if ((st = get_str(c, "model_type", &mt)) != ATTN_OK)
-        return st;
+    if ((st = get_str(c, "model_type", &mt)) != ATTN_OK) return st;
     if (!mt && c->obj != c->root) {
         hf top = *c;
         top.obj = c->root;
         top.prefix = "";
-        if ((st = get_str(&top, "model_type", &mt)) != ATTN_OK)
-            return st;
+        if ((st = get_str(&top, "model_type", &mt)) != ATTN_OK) return st;
     }
     snprintf(c->m->model_type, sizeof c->m->model_type, "%s", mt ? mt : "");
-    if ((st = read_dtype(c)) != ATTN_OK)
-        return st;
+    if ((st = read_dtype(c)) != ATTN_OK) return st;
 
-    if (mt && in_list(mt, k_encoder_only))
-        return read_encoder_only(c);
-    if (mt && in_list(mt, k_seq2seq))
-        return read_seq2seq(c, false);
-    if (mt && in_list(mt, k_t5))
-        return read_seq2seq(c, true);
+    if (mt && in_list(mt, k_encoder_only)) return read_encoder_only(c);
+    if (mt && in_list(mt, k_seq2seq)) return read_seq2seq(c, false);
+    if (mt && in_list(mt, k_t5)) return read_seq2seq(c, true);
 
     bool encdec = false, present;
-    if ((st = get_bool(c, "is_encoder_decoder", &encdec, &present)) != ATTN_OK)
-        return st;
+    if ((st = get_bool(c, "is_encoder_decoder", &encdec, &present)) != ATTN_OK) return st;
     if (encdec)
         return field_error(c, "model_type",
                            "'%s' is an encoder-decoder model libattn does not know (known: "
@@ -722,8 +684,10 @@ static attn_status parse(hf *c)
                                "model_type '%s' is not known and neither head_dim nor "
                                "hidden_size is given",
                                mt ? mt : "(missing)");
-        note(c->m, "model_type '%s' not known: read as a decoder-only transformer from its "
-                   "standard fields", mt ? mt : "(missing)");
+        note(c->m,
+             "model_type '%s' not known: read as a decoder-only transformer from its "
+             "standard fields",
+             mt ? mt : "(missing)");
     }
     return read_decoder(c);
 }
@@ -735,8 +699,7 @@ attn_status attn__model_from_hf(const char *json, size_t len, const char *name, 
     attn__json *root = NULL;
     char err[256];
     attn_status st = attn__json_parse(json, len, &root, err, sizeof err);
-    if (st != ATTN_OK)
-        return attn__fail(ATTN_PARSE_ERROR, "%s: invalid JSON: %s", what, err);
+    if (st != ATTN_OK) return attn__fail(ATTN_PARSE_ERROR, "%s: invalid JSON: %s", what, err);
     if (attn__json_type_of(root) != ATTN_JSON_OBJECT) {
         attn__json_free(root);
         return attn__fail(ATTN_PARSE_ERROR, "%s: a model config must be a JSON object", what);
@@ -749,8 +712,7 @@ attn_status attn__model_from_hf(const char *json, size_t len, const char *name, 
         return st;
     }
     st = parse(&c);
-    if (st == ATTN_OK)
-        st = attn__model_finish(c.m);
+    if (st == ATTN_OK) st = attn__model_finish(c.m);
     attn__json_free(root);
     if (st != ATTN_OK) {
         attn_model_free(c.m);

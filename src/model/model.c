@@ -42,8 +42,7 @@ attn_status attn__model_alloc(const char *name, int layers, attn_model **out)
     if (layers <= 0 || layers > 100000)
         return attn__fail(ATTN_INVALID_ARGUMENT, "model: number of layers %d out of range", layers);
     attn_model *m = calloc(1, sizeof *m);
-    if (!m)
-        return attn__fail(ATTN_OUT_OF_MEMORY, "model: out of memory");
+    if (!m) return attn__fail(ATTN_OUT_OF_MEMORY, "model: out of memory");
     m->layers = calloc((size_t)layers, sizeof *m->layers);
     m->layer_names = calloc((size_t)layers, sizeof *m->layer_names);
     m->layer_group = calloc((size_t)layers, sizeof *m->layer_group);
@@ -89,8 +88,7 @@ attn_status attn__model_finish(attn_model *m)
         int g = 0;
         while (g < groups && !attn__layer_spec_equal(&m->layers[m->group_first[g]], &m->layers[i]))
             g++;
-        if (g == groups)
-            m->group_first[groups++] = i;
+        if (g == groups) m->group_first[groups++] = i;
         m->layer_group[i] = g;
         m->group_count[g]++;
     }
@@ -100,8 +98,7 @@ attn_status attn__model_finish(attn_model *m)
         off += m->group_count[g];
     }
     int *fill = calloc((size_t)groups, sizeof(int));
-    if (!fill)
-        return attn__fail(ATTN_OUT_OF_MEMORY, "model: out of memory");
+    if (!fill) return attn__fail(ATTN_OUT_OF_MEMORY, "model: out of memory");
     for (int i = 0; i < n; i++) {
         int g = m->layer_group[i];
         m->group_layers[m->group_offset[g] + fill[g]++] = i;
@@ -132,8 +129,7 @@ attn_status attn_model_from_shape(int layers, int heads, int kv_heads, int head_
     snprintf(name, sizeof name, "shape-%dx%dh%dkv%d", layers, heads, kv_heads, head_size);
     attn_model *m;
     attn_status st = attn__model_alloc(name, layers, &m);
-    if (st != ATTN_OK)
-        return st;
+    if (st != ATTN_OK) return st;
     m->dtype = dtype;
     for (int i = 0; i < layers; i++) {
         attn_layer_spec *s = &m->layers[i];
@@ -153,8 +149,7 @@ attn_status attn_model_from_shape(int layers, int heads, int kv_heads, int head_
 
 void attn_model_free(attn_model *m)
 {
-    if (!m)
-        return;
+    if (!m) return;
     free(m->layers);
     free(m->layer_names);
     free(m->layer_group);
@@ -175,8 +170,7 @@ static bool file_exists(const char *path)
 
 static bool valid_preset_name(const char *name)
 {
-    if (!*name || strlen(name) > 100)
-        return false;
+    if (!*name || strlen(name) > 100) return false;
     for (const char *p = name; *p; p++) {
         char c = *p;
         if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
@@ -190,12 +184,9 @@ int attn_model_data_dirs(const char **dirs, int max)
 {
     int n = 0;
     const char *env = getenv("ATTN_DATA_DIR");
-    if (env && *env && n < max)
-        dirs[n++] = env;
-    if (ATTN_DATA_DIR[0] && n < max)
-        dirs[n++] = ATTN_DATA_DIR;
-    if (ATTN_INSTALL_DATA_DIR[0] && n < max)
-        dirs[n++] = ATTN_INSTALL_DATA_DIR;
+    if (env && *env && n < max) dirs[n++] = env;
+    if (ATTN_DATA_DIR[0] && n < max) dirs[n++] = ATTN_DATA_DIR;
+    if (ATTN_INSTALL_DATA_DIR[0] && n < max) dirs[n++] = ATTN_INSTALL_DATA_DIR;
     return n;
 }
 
@@ -209,11 +200,9 @@ attn_status attn_model_preset_path(const char *name, char *buf, size_t size)
     int nd = attn_model_data_dirs(dirs, 3);
     for (int i = 0; i < nd; i++) {
         int w = snprintf(buf, size, "%s/models/%s.json", dirs[i], name);
-        if (w > 0 && (size_t)w < size && file_exists(buf))
-            return ATTN_OK;
+        if (w > 0 && (size_t)w < size && file_exists(buf)) return ATTN_OK;
     }
-    if (size)
-        buf[0] = 0;
+    if (size) buf[0] = 0;
     char known[512] = "";
     size_t kl = 0;
     for (int i = 0; i < PRESET_COUNT && kl < sizeof known; i++)
@@ -240,8 +229,7 @@ static attn_status load_file(const char *path, const char *name, attn_model **ou
         return attn__fail(st, "cannot read model config '%s': %s", path, attn_last_error());
     st = attn__model_from_hf(text, len, name, path, out);
     free(text);
-    if (st == ATTN_OK)
-        snprintf((*out)->source, sizeof (*out)->source, "%s", path);
+    if (st == ATTN_OK) snprintf((*out)->source, sizeof(*out)->source, "%s", path);
     return st;
 }
 
@@ -254,8 +242,7 @@ attn_status attn_model_load(const char *name_or_path, attn_model **out)
         return load_file(name_or_path, name_or_path, out);
     char path[1024];
     attn_status st = attn_model_preset_path(name_or_path, path, sizeof path);
-    if (st != ATTN_OK)
-        return st;
+    if (st != ATTN_OK) return st;
     return load_file(path, name_or_path, out);
 }
 
@@ -269,50 +256,61 @@ attn_status attn_model_from_json(const char *json, const char *name, attn_model 
 
 /* ---- accessors -------------------------------------------------------------------------- */
 
-const char *attn_model_name(const attn_model *m) { return m ? m->name : NULL; }
-const char *attn_model_type(const attn_model *m) { return m ? m->model_type : NULL; }
-const char *attn_model_source(const attn_model *m) { return m ? m->source : NULL; }
-attn_dtype attn_model_dtype(const attn_model *m) { return m ? m->dtype : ATTN_DTYPE_BF16; }
-int attn_model_num_layers(const attn_model *m) { return m ? m->num_layers : 0; }
+const char *attn_model_name(const attn_model *m)
+{
+    return m ? m->name : NULL;
+}
+const char *attn_model_type(const attn_model *m)
+{
+    return m ? m->model_type : NULL;
+}
+const char *attn_model_source(const attn_model *m)
+{
+    return m ? m->source : NULL;
+}
+attn_dtype attn_model_dtype(const attn_model *m)
+{
+    return m ? m->dtype : ATTN_DTYPE_BF16;
+}
+int attn_model_num_layers(const attn_model *m)
+{
+    return m ? m->num_layers : 0;
+}
 
 const attn_layer_spec *attn_model_layer(const attn_model *m, int layer)
 {
-    if (!m || layer < 0 || layer >= m->num_layers)
-        return NULL;
+    if (!m || layer < 0 || layer >= m->num_layers) return NULL;
     return &m->layers[layer];
 }
 
 const char *attn_model_layer_name(const attn_model *m, int layer)
 {
-    if (!m || layer < 0 || layer >= m->num_layers)
-        return NULL;
+    if (!m || layer < 0 || layer >= m->num_layers) return NULL;
     return m->layer_names[layer];
 }
 
-int attn_model_num_groups(const attn_model *m) { return m ? m->num_groups : 0; }
+int attn_model_num_groups(const attn_model *m)
+{
+    return m ? m->num_groups : 0;
+}
 
 const attn_layer_spec *attn_model_group_spec(const attn_model *m, int group)
 {
-    if (!m || group < 0 || group >= m->num_groups)
-        return NULL;
+    if (!m || group < 0 || group >= m->num_groups) return NULL;
     return &m->layers[m->group_first[group]];
 }
 
 int attn_model_group_layers(const attn_model *m, int group, const int **layers)
 {
-    if (layers)
-        *layers = NULL;
-    if (!m || group < 0 || group >= m->num_groups)
-        return 0;
-    if (layers)
-        *layers = &m->group_layers[m->group_offset[group]];
+    if (layers) *layers = NULL;
+    if (!m || group < 0 || group >= m->num_groups) return 0;
+    if (layers) *layers = &m->group_layers[m->group_offset[group]];
     return m->group_count[group];
 }
 
 int attn_model_layer_group(const attn_model *m, int layer)
 {
-    if (!m || layer < 0 || layer >= m->num_layers)
-        return -1;
+    if (!m || layer < 0 || layer >= m->num_layers) return -1;
     return m->layer_group[layer];
 }
 
@@ -321,8 +319,8 @@ bool attn_layer_spec_has_kv_cache(const attn_layer_spec *spec)
     /* vLLM runs encoder self-attention and encoder-only attention on K/V of
      * the current pass; only decoder self-attention and cross-attention
      * (the encoder's K/V, written once) keep a paged cache. */
-    return spec && (spec->attn_type == ATTN_TYPE_DECODER ||
-                    spec->attn_type == ATTN_TYPE_ENCODER_DECODER);
+    return spec &&
+           (spec->attn_type == ATTN_TYPE_DECODER || spec->attn_type == ATTN_TYPE_ENCODER_DECODER);
 }
 
 bool attn_model_group_has_kv_cache(const attn_model *m, int group)
@@ -334,11 +332,9 @@ void attn_model_selector_config(const attn_model *m, const attn_layer_spec *spec
                                 attn_kv_dtype kv_cache_dtype, int user_block_size,
                                 attn_selector_config *out)
 {
-    if (!out)
-        return;
+    if (!out) return;
     attn_selector_config_init(out);
-    if (!spec)
-        return;
+    if (!spec) return;
     out->head_size = spec->head_size;
     out->dtype = m ? m->dtype : ATTN_DTYPE_BF16;
     out->kv_cache_dtype = kv_cache_dtype;
@@ -356,11 +352,9 @@ void attn_model_selector_config(const attn_model *m, const attn_layer_spec *spec
 void attn_model_layer_params(const attn_model *m, const attn_layer_spec *spec,
                              attn_kv_dtype kv_cache_dtype, attn_layer_params *out)
 {
-    if (!out)
-        return;
+    if (!out) return;
     memset(out, 0, sizeof *out);
-    if (!spec)
-        return;
+    if (!spec) return;
     out->num_heads = spec->num_heads;
     out->num_kv_heads = spec->num_kv_heads;
     out->head_size = spec->head_size;
@@ -371,8 +365,7 @@ void attn_model_layer_params(const attn_model *m, const attn_layer_spec *spec,
         out->scale = 1.0f / sqrtf((float)(spec->qk_nope_head_dim + spec->qk_rope_head_dim));
     else if (spec->head_size > 0)
         out->scale = 1.0f / sqrtf((float)spec->head_size);
-    if (m && m->scale_mult > 0)
-        out->scale *= m->scale_mult;
+    if (m && m->scale_mult > 0) out->scale *= m->scale_mult;
     out->logits_soft_cap = spec->logits_soft_cap;
     out->sliding_window = spec->sliding_window;
     out->sinks = NULL; /* sink logits are weights: the serving side supplies them */
@@ -386,14 +379,20 @@ void attn_model_layer_params(const attn_model *m, const attn_layer_spec *spec,
     out->v_head_dim = spec->v_head_dim;
 }
 
-int attn_model_preset_count(void) { return PRESET_COUNT; }
+int attn_model_preset_count(void)
+{
+    return PRESET_COUNT;
+}
 
 const char *attn_model_preset_name(int i)
 {
     return (i >= 0 && i < PRESET_COUNT) ? k_presets[i] : NULL;
 }
 
-int attn_model_num_notes(const attn_model *m) { return m ? m->num_notes : 0; }
+int attn_model_num_notes(const attn_model *m)
+{
+    return m ? m->num_notes : 0;
+}
 
 const char *attn_model_note(const attn_model *m, int i)
 {
@@ -402,24 +401,18 @@ const char *attn_model_note(const attn_model *m, int i)
 
 const char *attn_layer_spec_kind(const attn_layer_spec *s)
 {
-    if (!s)
-        return NULL;
-    if (s->attn_type == ATTN_TYPE_ENCODER_ONLY)
-        return "encoder_only_attention";
-    if (s->attn_type == ATTN_TYPE_ENCODER_DECODER)
-        return "cross_attention";
-    if (s->use_mla)
-        return s->sliding_window > 0 ? "sliding_window_mla" : "mla_attention";
+    if (!s) return NULL;
+    if (s->attn_type == ATTN_TYPE_ENCODER_ONLY) return "encoder_only_attention";
+    if (s->attn_type == ATTN_TYPE_ENCODER_DECODER) return "cross_attention";
+    if (s->use_mla) return s->sliding_window > 0 ? "sliding_window_mla" : "mla_attention";
     return s->sliding_window > 0 ? "sliding_window" : "full_attention";
 }
 
 void attn_model_layers_text(const int *l, int n, char *buf, size_t size)
 {
-    if (!buf || !size)
-        return;
+    if (!buf || !size) return;
     buf[0] = 0;
-    if (!l || n <= 0)
-        return;
+    if (!l || n <= 0) return;
     if (n == 1) {
         snprintf(buf, size, "%d", l[0]);
         return;

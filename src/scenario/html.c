@@ -14,12 +14,23 @@ static void esc(FILE *f, const char *s)
 {
     for (; s && *s; s++) {
         switch (*s) {
-        case '&': fputs("&amp;", f); break;
-        case '<': fputs("&lt;", f); break;
-        case '>': fputs("&gt;", f); break;
-        case '"': fputs("&quot;", f); break;
-        case '\'': fputs("&#39;", f); break;
-        default: fputc(*s, f);
+        case '&':
+            fputs("&amp;", f);
+            break;
+        case '<':
+            fputs("&lt;", f);
+            break;
+        case '>':
+            fputs("&gt;", f);
+            break;
+        case '"':
+            fputs("&quot;", f);
+            break;
+        case '\'':
+            fputs("&#39;", f);
+            break;
+        default:
+            fputc(*s, f);
         }
     }
 }
@@ -88,12 +99,14 @@ static void chip_svg(FILE *f, const char *label, const char *kind)
     const char *fill = !strcmp(kind, "rocm")   ? "#c0392b"
                        : !strcmp(kind, "cuda") ? "#3b8e3a"
                                                : "#4a6fa5";
-    fprintf(f, "<svg width=\"150\" height=\"64\" viewBox=\"0 0 150 64\" role=\"img\">"
-               "<rect x=\"20\" y=\"6\" width=\"110\" height=\"52\" rx=\"6\" fill=\"%s\"/>",
+    fprintf(f,
+            "<svg width=\"150\" height=\"64\" viewBox=\"0 0 150 64\" role=\"img\">"
+            "<rect x=\"20\" y=\"6\" width=\"110\" height=\"52\" rx=\"6\" fill=\"%s\"/>",
             fill);
     for (int i = 0; i < 6; i++)
-        fprintf(f, "<rect x=\"%d\" y=\"0\" width=\"6\" height=\"6\" fill=\"#888\"/>"
-                   "<rect x=\"%d\" y=\"58\" width=\"6\" height=\"6\" fill=\"#888\"/>",
+        fprintf(f,
+                "<rect x=\"%d\" y=\"0\" width=\"6\" height=\"6\" fill=\"#888\"/>"
+                "<rect x=\"%d\" y=\"58\" width=\"6\" height=\"6\" fill=\"#888\"/>",
                 30 + i * 17, 30 + i * 17);
     fprintf(f, "<text x=\"75\" y=\"38\" font-size=\"14\" text-anchor=\"middle\" fill=\"#fff\" "
                "font-family=\"sans-serif\">");
@@ -153,8 +166,7 @@ static void stage2(FILE *f, const attn__json *st)
             esc(f, attn__json_string(attn__v_at(p, "installed", k)));
             fprintf(f, "</code>");
         }
-        if (!ni)
-            fprintf(f, "<i>none</i>");
+        if (!ni) fprintf(f, "<i>none</i>");
         fprintf(f, "</div>");
         for (size_t g = 0; g < attn__v_len(m, "priorities"); g++) {
             const attn__json *gr = attn__v_at(m, "priorities", g);
@@ -182,12 +194,14 @@ static void engine_block(FILE *f, const attn__json *eng)
                    "</div>");
         return;
     }
-    fprintf(f, "<div class=\"group\"><span class=\"badge b-ok\">engine ready</span> block size "
-               "%lld <span class=\"muted\">(",
+    fprintf(f,
+            "<div class=\"group\"><span class=\"badge b-ok\">engine ready</span> block size "
+            "%lld <span class=\"muted\">(",
             attn__v_int(eng, "block_size", 0));
     esc(f, attn__v_str(eng, "block_size_source"));
-    fprintf(f, ")</span>, %lld blocks per KV group<table><tr><th>KV group</th><th>backend</th>"
-               "<th>cache</th><th>builder</th></tr>",
+    fprintf(f,
+            ")</span>, %lld blocks per KV group<table><tr><th>KV group</th><th>backend</th>"
+            "<th>cache</th><th>builder</th></tr>",
             attn__v_int(eng, "num_blocks", 0));
     for (size_t k = 0; k < attn__v_len(eng, "kv_groups"); k++) {
         const attn__json *g = attn__v_at(eng, "kv_groups", k);
@@ -284,8 +298,7 @@ static void selection_card(FILE *f, const attn__json *m)
         fprintf(f, "</table></div>");
     }
     const attn__json *eng = attn__v_get(m, "engine");
-    if (eng)
-        engine_block(f, eng);
+    if (eng) engine_block(f, eng);
     if (!attn__v_bool(m, "ok")) {
         fprintf(f, "<div class=\"group\"><span class=\"badge b-bad\">startup failed</span>"
                    "<div class=\"err\">");
@@ -310,13 +323,13 @@ static void tokens_svg(FILE *f, const attn__json *m, long long steps)
     long long maxt = 1;
     for (size_t k = 0; k < attn__v_len(m, "counters"); k++) {
         long long t = attn__v_int(attn__v_at(m, "counters", k), "num_tokens", 0);
-        if (t > maxt)
-            maxt = t;
+        if (t > maxt) maxt = t;
     }
     const int W = 300, H = 60;
     double bw = steps > 0 ? (double)W / (double)steps : W;
-    fprintf(f, "<svg width=\"100%%\" viewBox=\"0 0 %d %d\" role=\"img\">"
-               "<rect x=\"0\" y=\"0\" width=\"%d\" height=\"%d\" fill=\"#f1f3f7\"/>",
+    fprintf(f,
+            "<svg width=\"100%%\" viewBox=\"0 0 %d %d\" role=\"img\">"
+            "<rect x=\"0\" y=\"0\" width=\"%d\" height=\"%d\" fill=\"#f1f3f7\"/>",
             W, H + 14, W, H);
     for (size_t k = 0; k < attn__v_len(m, "counters"); k++) {
         const attn__json *c = attn__v_at(m, "counters", k);
@@ -325,8 +338,9 @@ static void tokens_svg(FILE *f, const attn__json *m, long long steps)
         fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"#3b6fb6\"/>",
                 (double)s * bw + 0.5, H - h, bw > 2 ? bw - 1 : bw, h);
     }
-    fprintf(f, "<text x=\"2\" y=\"%d\" font-size=\"10\" fill=\"#555\">tokens per step (max %lld)"
-               "</text></svg>",
+    fprintf(f,
+            "<text x=\"2\" y=\"%d\" font-size=\"10\" fill=\"#555\">tokens per step (max %lld)"
+            "</text></svg>",
             H + 12, maxt);
 }
 
@@ -340,8 +354,7 @@ static void stage4(FILE *f, const attn__json *st, long long steps)
         esc(f, attn__v_str(m, "label"));
         fprintf(f, "</h3>");
         tokens_svg(f, m, steps);
-        if (attn__v_len(m, "steps") == 0)
-            fprintf(f, "<div class=\"muted\">no step served</div>");
+        if (attn__v_len(m, "steps") == 0) fprintf(f, "<div class=\"muted\">no step served</div>");
         for (size_t k = 0; k < attn__v_len(m, "steps"); k++) {
             const attn__json *sd = attn__v_at(m, "steps", k);
             const attn__json *b = attn__v_get(sd, "built");
@@ -399,16 +412,18 @@ static void timeline_svg(FILE *f, const attn__json *st4, const attn__json *st5, 
     const int left = 90, W = 900, lane = 26;
     double cw = steps > 0 ? (double)(W - left - 10) / (double)steps : 10;
     int H = (int)n * lane + 30;
-    fprintf(f, "<svg width=\"100%%\" viewBox=\"0 0 %d %d\" role=\"img\" "
-               "style=\"max-width:1000px\">",
+    fprintf(f,
+            "<svg width=\"100%%\" viewBox=\"0 0 %d %d\" role=\"img\" "
+            "style=\"max-width:1000px\">",
             W, H);
     for (size_t i = 0; i < n; i++) {
         const attn__json *m = attn__v_at(st4, "machines", i);
         int y = (int)i * lane + 6;
         fprintf(f, "<text x=\"4\" y=\"%d\" font-size=\"12\" font-family=\"sans-serif\">", y + 14);
         esc(f, attn__v_str(m, "label"));
-        fprintf(f, "</text><rect x=\"%d\" y=\"%d\" width=\"%.1f\" height=\"18\" "
-                   "fill=\"#fbdcd9\"/>",
+        fprintf(f,
+                "</text><rect x=\"%d\" y=\"%d\" width=\"%.1f\" height=\"18\" "
+                "fill=\"#fbdcd9\"/>",
                 left, y, cw * (double)steps);
         for (size_t k = 0; k < attn__v_len(m, "counters"); k++) {
             long long s = attn__v_int(attn__v_at(m, "counters", k), "step", 0);
@@ -419,10 +434,11 @@ static void timeline_svg(FILE *f, const attn__json *st4, const attn__json *st5, 
     for (size_t e = 0; e < attn__v_len(st5, "events"); e++) {
         const attn__json *ev = attn__v_at(st5, "events", e);
         double x = left + (double)attn__v_int(ev, "at_step", 0) * cw;
-        fprintf(f, "<line x1=\"%.1f\" y1=\"2\" x2=\"%.1f\" y2=\"%d\" stroke=\"#b3261e\" "
-                   "stroke-width=\"2\" stroke-dasharray=\"4 3\"/>"
-                   "<text x=\"%.1f\" y=\"%d\" font-size=\"11\" fill=\"#b3261e\" "
-                   "font-family=\"sans-serif\">step %lld: %s ",
+        fprintf(f,
+                "<line x1=\"%.1f\" y1=\"2\" x2=\"%.1f\" y2=\"%d\" stroke=\"#b3261e\" "
+                "stroke-width=\"2\" stroke-dasharray=\"4 3\"/>"
+                "<text x=\"%.1f\" y=\"%d\" font-size=\"11\" fill=\"#b3261e\" "
+                "font-family=\"sans-serif\">step %lld: %s ",
                 x, x, H - 14, x + 3, H - 3, attn__v_int(ev, "at_step", 0),
                 attn__v_str(ev, "action"));
         esc(f, attn__v_str(ev, "machine"));
@@ -439,8 +455,7 @@ static void stage5(FILE *f, const attn__json *st, const attn__json *st4, long lo
     timeline_svg(f, st4, st, steps);
     for (size_t e = 0; e < attn__v_len(st, "events"); e++) {
         const attn__json *ev = attn__v_at(st, "events", e);
-        fprintf(f, "<h3>step %lld: %s ", attn__v_int(ev, "at_step", 0),
-                attn__v_str(ev, "action"));
+        fprintf(f, "<h3>step %lld: %s ", attn__v_int(ev, "at_step", 0), attn__v_str(ev, "action"));
         esc(f, attn__v_str(ev, "machine"));
         if (attn__v_str(ev, "changes")[0]) {
             fprintf(f, " with <code>");
@@ -462,9 +477,10 @@ static void stage5(FILE *f, const attn__json *st, const attn__json *st4, long lo
             const attn__json *o = attn__v_at(ev, "others", k);
             fprintf(f, "<div class=\"card\"><h3>");
             esc(f, attn__v_str(o, "label"));
-            fprintf(f, "</h3><div><span class=\"badge b-ok\">kept going</span></div>"
-                       "<div>step counter %lld &rarr; %lld (+%lld)</div>"
-                       "<div>%lld requests admitted after the event</div><div class=\"muted\">",
+            fprintf(f,
+                    "</h3><div><span class=\"badge b-ok\">kept going</span></div>"
+                    "<div>step counter %lld &rarr; %lld (+%lld)</div>"
+                    "<div>%lld requests admitted after the event</div><div class=\"muted\">",
                     attn__v_int(o, "steps_at_event", 0), attn__v_int(o, "steps_at_end", 0),
                     attn__v_int(o, "advanced", 0), attn__v_int(o, "admitted_after", 0));
             esc(f, attn__v_str(o, "state"));
@@ -521,22 +537,18 @@ attn_status attn__scenario_write_html(const char *doc_text, FILE *f)
     esc(f, attn__v_str(sc, "name"));
     fprintf(f, "</h1><p>");
     esc(f, attn__v_str(sc, "description"));
-    fprintf(f, "</p><p>%lld steps on one clock. Backend selection happens once per machine, at "
-               "startup; nothing about a request decides it.</p></header>\n",
+    fprintf(f,
+            "</p><p>%lld steps on one clock. Backend selection happens once per machine, at "
+            "startup; nothing about a request decides it.</p></header>\n",
             steps);
     const attn__json *s1 = attn__v_stage(doc, 1), *s2 = attn__v_stage(doc, 2),
                      *s3 = attn__v_stage(doc, 3), *s4 = attn__v_stage(doc, 4),
                      *s5 = attn__v_stage(doc, 5);
-    if (s1)
-        stage1(f, s1, s2);
-    if (s2)
-        stage2(f, s2);
-    if (s3)
-        stage3(f, s3);
-    if (s4)
-        stage4(f, s4, steps);
-    if (s5)
-        stage5(f, s5, s4, steps);
+    if (s1) stage1(f, s1, s2);
+    if (s2) stage2(f, s2);
+    if (s3) stage3(f, s3);
+    if (s4) stage4(f, s4, steps);
+    if (s5) stage5(f, s5, s4, steps);
     summary(f, doc);
     fprintf(f, "</body></html>\n");
     attn__json_free(doc);

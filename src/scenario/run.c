@@ -75,13 +75,11 @@ static attn_status open_platform(run *r, const attn__scn_machine *mc, const attn
     attn_status st = mc->spec_json ? attn_platform_from_json(mc->spec_json, &p)
                                    : attn_platform_open(mc->spec_name, &p);
     if (st != ATTN_OK)
-        return attn__fail(st, "machine '%s' (%s): %s", mc->label, mc->spec_name,
-                          attn_last_error());
+        return attn__fail(st, "machine '%s' (%s): %s", mc->label, mc->spec_name, attn_last_error());
     if (mc->installed_given && (st = attn_platform_set_installed(p, mc->installed)) != ATTN_OK)
         goto fail;
     for (int i = 0; i < mc->num_settings; i++)
-        if ((st = attn_platform_set_setting(p, mc->settings[i])) != ATTN_OK)
-            goto fail;
+        if ((st = attn_platform_set_setting(p, mc->settings[i])) != ATTN_OK) goto fail;
     if (l->installed_given && (st = attn_platform_set_installed(p, l->installed)) != ATTN_OK)
         goto fail;
     if (r->num_platforms >= MAX_STARTS) {
@@ -266,8 +264,7 @@ static bool write_group_selection(attn__jw *w, const attn_platform *p, const att
     attn__jw_arr_begin(w);
     for (int i = 0; sel && i < attn_selection_num_candidates(sel); i++) {
         attn_candidate_info ci;
-        if (attn_selection_candidate(sel, i, &ci) != ATTN_OK)
-            continue;
+        if (attn_selection_candidate(sel, i, &ci) != ATTN_OK) continue;
         attn__jw_obj_begin(w);
         attn__jw_key(w, "name");
         attn__jw_str(w, ci.name);
@@ -303,13 +300,11 @@ static void join_unique(char *dst, size_t size, const char *item)
     while (*p) {
         const char *e = strchr(p, '/');
         size_t len = e ? (size_t)(e - p) : strlen(p);
-        if (len == n && !strncmp(p, item, n))
-            return;
+        if (len == n && !strncmp(p, item, n)) return;
         p += len + (e ? 1 : 0);
     }
     size_t o = strlen(dst);
-    if (o < size)
-        snprintf(dst + o, size - o, "%s%s", o ? "/" : "", item);
+    if (o < size) snprintf(dst + o, size - o, "%s%s", o ? "/" : "", item);
 }
 
 /* Starts (or restarts) machine ms with launch l, writing the startup record
@@ -397,8 +392,7 @@ static bool start_machine(run *r, mstate *ms, const attn__scn_launch *l, attn__j
 
 static void step_machine(mstate *ms, int step)
 {
-    if (!ms->srv)
-        return;
+    if (!ms->srv) return;
     attn__srv_step info;
     memset(&info, 0, sizeof info);
     bool show = ms->shown < ms->mc->traffic.show_steps;
@@ -559,8 +553,7 @@ attn_status attn__scenario_run(const attn__scenario *s, char **out)
     ATTN__CHECK_NULL(out);
     *out = NULL;
     run *r = calloc(1, sizeof *r);
-    if (!r)
-        return attn__fail(ATTN_OUT_OF_MEMORY, "scenario: out of memory");
+    if (!r) return attn__fail(ATTN_OUT_OF_MEMORY, "scenario: out of memory");
     r->s = s;
     for (int i = 0; i < s->num_machines; i++) {
         mstate *ms = &r->m[i];
@@ -658,8 +651,7 @@ attn_status attn__scenario_run(const attn__scenario *s, char **out)
         attn__jw_key(&ev, "others");
         attn__jw_arr_begin(&ev);
         for (int i = 0; i < s->num_machines; i++) {
-            if (i == e->machine)
-                continue;
+            if (i == e->machine) continue;
             attn__jw_obj_begin(&ev);
             attn__jw_key(&ev, "label");
             attn__jw_str(&ev, r->m[i].mc->label);

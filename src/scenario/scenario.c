@@ -63,8 +63,8 @@ static attn_status check_keys(const pctx *c, const attn__json *obj, const char *
             char list[400] = "";
             size_t o = 0;
             for (const char *const *p = known; *p && o < sizeof list; p++)
-                o += (size_t)snprintf(list + o, sizeof list - o, "%s%s", p == known ? "" : ", ",
-                                      *p);
+                o +=
+                    (size_t)snprintf(list + o, sizeof list - o, "%s%s", p == known ? "" : ", ", *p);
             return bad(c, ATTN_PARSE_ERROR, full, "unknown field (known: %s)", list);
         }
     }
@@ -78,8 +78,7 @@ static attn_status get_str(const pctx *c, const attn__json *obj, const char *pat
     join(full, sizeof full, path, key);
     const attn__json *v = attn__json_get(obj, key);
     if (!v || (null_ok && attn__json_type_of(v) == ATTN_JSON_NULL)) {
-        if (required)
-            return bad(c, ATTN_PARSE_ERROR, full, "is missing");
+        if (required) return bad(c, ATTN_PARSE_ERROR, full, "is missing");
         return ATTN_OK;
     }
     if (attn__json_type_of(v) != ATTN_JSON_STRING)
@@ -98,8 +97,7 @@ static attn_status get_int(const pctx *c, const attn__json *obj, const char *pat
     join(full, sizeof full, path, key);
     const attn__json *v = attn__json_get(obj, key);
     *present = v != NULL && attn__json_type_of(v) != ATTN_JSON_NULL;
-    if (!*present)
-        return ATTN_OK;
+    if (!*present) return ATTN_OK;
     long long x;
     if (attn__json_type_of(v) != ATTN_JSON_NUMBER || !attn__json_is_int(v, &x))
         return bad(c, ATTN_PARSE_ERROR, full, "expected an integer, got %s", tname(v));
@@ -116,8 +114,7 @@ static attn_status get_installed(const pctx *c, const attn__json *obj, const cha
     char full[200];
     join(full, sizeof full, path, "installed");
     const attn__json *v = attn__json_get(obj, "installed");
-    if (!v)
-        return ATTN_OK;
+    if (!v) return ATTN_OK;
     if (attn__json_type_of(v) != ATTN_JSON_ARRAY)
         return bad(c, ATTN_PARSE_ERROR, full, "expected an array of component names, got %s",
                    tname(v));
@@ -138,8 +135,7 @@ static attn_status get_installed(const pctx *c, const attn__json *obj, const cha
         o += (size_t)snprintf(csv + o, o < size ? size - o : 0, "%s%s", i ? "," : "",
                               attn__json_string(e));
     }
-    if (o >= size)
-        return bad(c, ATTN_INVALID_ARGUMENT, full, "too long");
+    if (o >= size) return bad(c, ATTN_INVALID_ARGUMENT, full, "too long");
     *given = true;
     return ATTN_OK;
 }
@@ -159,8 +155,7 @@ static attn_status read_launch(const pctx *c, const attn__json *obj, const char 
     do {                                                                                           \
         if (changes && co < csize)                                                                 \
             co += (size_t)snprintf(changes + co, csize - co, "%s", co ? ", " : "");                \
-        if (changes && co < csize)                                                                 \
-            co += (size_t)snprintf(changes + co, csize - co, __VA_ARGS__);                         \
+        if (changes && co < csize) co += (size_t)snprintf(changes + co, csize - co, __VA_ARGS__);  \
     } while (0)
     if (attn__json_get(obj, "model")) {
         if ((st = get_str(c, obj, path, "model", l->model, sizeof l->model, true, false)) !=
@@ -173,8 +168,7 @@ static attn_status read_launch(const pctx *c, const attn__json *obj, const char 
         if ((st = get_str(c, obj, path, "backend", l->backend, sizeof l->backend, false, true)) !=
             ATTN_OK)
             return st;
-        if (!strcasecmp(l->backend, "auto"))
-            l->backend[0] = 0;
+        if (!strcasecmp(l->backend, "auto")) l->backend[0] = 0;
         CHANGED("backend=%s", l->backend[0] ? l->backend : "auto");
     }
     const attn__json *pk = attn__json_get(obj, "backend_per_kind");
@@ -194,16 +188,14 @@ static attn_status read_launch(const pctx *c, const attn__json *obj, const char 
                            "unknown KV-spec kind (full_attention, sliding_window, mla_attention, "
                            "sliding_window_mla, encoder_only_attention, cross_attention)");
             if (attn__json_type_of(v) != ATTN_JSON_STRING)
-                return bad(c, ATTN_PARSE_ERROR, item, "expected a backend name, got %s",
-                           tname(v));
+                return bad(c, ATTN_PARSE_ERROR, item, "expected a backend name, got %s", tname(v));
             snprintf(l->per_kind[kind], sizeof l->per_kind[kind], "%s", attn__json_string(v));
             CHANGED("%s=%s", k, l->per_kind[kind]);
         }
     }
     long long bs;
     bool present;
-    if ((st = get_int(c, obj, path, "block_size", 1, 1 << 20, &bs, &present)) != ATTN_OK)
-        return st;
+    if ((st = get_int(c, obj, path, "block_size", 1, 1 << 20, &bs, &present)) != ATTN_OK) return st;
     if (present) {
         l->block_size = (int)bs;
         CHANGED("block_size=%d", l->block_size);
@@ -221,8 +213,7 @@ static attn_status read_launch(const pctx *c, const attn__json *obj, const char 
     }
     bool given = false;
     char inst[256];
-    if ((st = get_installed(c, obj, path, &given, inst, sizeof inst)) != ATTN_OK)
-        return st;
+    if ((st = get_installed(c, obj, path, &given, inst, sizeof inst)) != ATTN_OK) return st;
     if (given) {
         l->installed_given = true;
         memcpy(l->installed, inst, sizeof inst);
@@ -238,8 +229,7 @@ static attn_status read_range(const pctx *c, const attn__json *obj, const char *
     char full[200];
     join(full, sizeof full, path, key);
     const attn__json *v = attn__json_get(obj, key);
-    if (!v)
-        return ATTN_OK;
+    if (!v) return ATTN_OK;
     long long a = 0, b = 0;
     bool ok = false;
     if (attn__json_type_of(v) == ATTN_JSON_NUMBER && attn__json_is_int(v, &a)) {
@@ -248,10 +238,10 @@ static attn_status read_range(const pctx *c, const attn__json *obj, const char *
     } else if (attn__json_type_of(v) == ATTN_JSON_ARRAY && attn__json_len(v) == 2 &&
                attn__json_type_of(attn__json_at(v, 0)) == ATTN_JSON_NUMBER &&
                attn__json_type_of(attn__json_at(v, 1)) == ATTN_JSON_NUMBER) {
-        ok = attn__json_is_int(attn__json_at(v, 0), &a) && attn__json_is_int(attn__json_at(v, 1), &b);
+        ok = attn__json_is_int(attn__json_at(v, 0), &a) &&
+             attn__json_is_int(attn__json_at(v, 1), &b);
     }
-    if (!ok)
-        return bad(c, ATTN_PARSE_ERROR, full, "expected an integer or [min, max]");
+    if (!ok) return bad(c, ATTN_PARSE_ERROR, full, "expected an integer or [min, max]");
     if (a < 1 || b < a || b > 1000000)
         return bad(c, ATTN_INVALID_ARGUMENT, full, "needs 1 <= min <= max <= 1000000");
     *lo = (int)a;
@@ -267,8 +257,7 @@ static attn_status read_traffic(const pctx *c, const attn__json *t, const char *
     attn_status st;
     if (attn__json_type_of(t) != ATTN_JSON_OBJECT)
         return bad(c, ATTN_PARSE_ERROR, path, "expected an object, got %s", tname(t));
-    if ((st = check_keys(c, t, path, keys)) != ATTN_OK)
-        return st;
+    if ((st = check_keys(c, t, path, keys)) != ATTN_OK) return st;
     const attn__json *r = attn__json_get(t, "rate");
     if (r) {
         char full[200];
@@ -285,26 +274,19 @@ static attn_status read_traffic(const pctx *c, const attn__json *t, const char *
         return st;
     long long v;
     bool present;
-    if ((st = get_int(c, t, path, "seed", 0, (1LL << 53), &v, &present)) != ATTN_OK)
-        return st;
-    if (present)
-        tr->seed = (uint64_t)v;
-    if ((st = get_int(c, t, path, "steps", 1, 100000, &v, &present)) != ATTN_OK)
-        return st;
-    if (present)
-        tr->steps = (int)v;
-    if ((st = get_int(c, t, path, "show_steps", 0, 100, &v, &present)) != ATTN_OK)
-        return st;
-    if (present)
-        tr->show_steps = (int)v;
+    if ((st = get_int(c, t, path, "seed", 0, (1LL << 53), &v, &present)) != ATTN_OK) return st;
+    if (present) tr->seed = (uint64_t)v;
+    if ((st = get_int(c, t, path, "steps", 1, 100000, &v, &present)) != ATTN_OK) return st;
+    if (present) tr->steps = (int)v;
+    if ((st = get_int(c, t, path, "show_steps", 0, 100, &v, &present)) != ATTN_OK) return st;
+    if (present) tr->show_steps = (int)v;
     return ATTN_OK;
 }
 
 static int find_machine(const attn__scenario *s, const char *label, int limit)
 {
     for (int i = 0; i < limit; i++)
-        if (!strcmp(s->machines[i].label, label))
-            return i;
+        if (!strcmp(s->machines[i].label, label)) return i;
     return -1;
 }
 
@@ -315,8 +297,12 @@ void attn__scn_write_value(attn__jw *w, const attn__json *v)
         return;
     }
     switch (attn__json_type_of(v)) {
-    case ATTN_JSON_NULL: attn__jw_null(w); break;
-    case ATTN_JSON_BOOL: attn__jw_bool(w, attn__json_bool(v)); break;
+    case ATTN_JSON_NULL:
+        attn__jw_null(w);
+        break;
+    case ATTN_JSON_BOOL:
+        attn__jw_bool(w, attn__json_bool(v));
+        break;
     case ATTN_JSON_NUMBER: {
         long long x;
         if (attn__json_is_int(v, &x))
@@ -325,7 +311,9 @@ void attn__scn_write_value(attn__jw *w, const attn__json *v)
             attn__jw_num(w, attn__json_number(v));
         break;
     }
-    case ATTN_JSON_STRING: attn__jw_str(w, attn__json_string(v)); break;
+    case ATTN_JSON_STRING:
+        attn__jw_str(w, attn__json_string(v));
+        break;
     case ATTN_JSON_ARRAY:
         attn__jw_arr_begin(w);
         for (size_t i = 0; i < attn__json_len(v); i++)
@@ -352,13 +340,11 @@ static attn_status read_machine(pctx *c, const attn__json *m, int idx)
     attn_status st;
     if (attn__json_type_of(m) != ATTN_JSON_OBJECT)
         return bad(c, ATTN_PARSE_ERROR, path, "expected an object, got %s", tname(m));
-    if ((st = check_keys(c, m, path, keys)) != ATTN_OK)
-        return st;
+    if ((st = check_keys(c, m, path, keys)) != ATTN_OK) return st;
     if ((st = get_str(c, m, path, "label", mc->label, sizeof mc->label, true, false)) != ATTN_OK)
         return st;
     join(full, sizeof full, path, "label");
-    if (!mc->label[0])
-        return bad(c, ATTN_INVALID_ARGUMENT, full, "must not be empty");
+    if (!mc->label[0]) return bad(c, ATTN_INVALID_ARGUMENT, full, "must not be empty");
     for (const char *p = mc->label; *p; p++)
         if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
               *p == '-' || *p == '_' || *p == '.'))
@@ -381,8 +367,7 @@ static attn_status read_machine(pctx *c, const attn__json *m, int idx)
         attn__jw_init(&w, &sb, false);
         attn__scn_write_value(&w, spec);
         mc->spec_json = attn__sb_take(&sb);
-        if (!mc->spec_json)
-            return attn__fail(ATTN_OUT_OF_MEMORY, "scenario: out of memory");
+        if (!mc->spec_json) return attn__fail(ATTN_OUT_OF_MEMORY, "scenario: out of memory");
         const attn__json *nm = attn__json_get(spec, "name");
         snprintf(mc->spec_name, sizeof mc->spec_name, "%s",
                  nm && attn__json_type_of(nm) == ATTN_JSON_STRING ? attn__json_string(nm)
@@ -420,40 +405,35 @@ static attn_status read_machine(pctx *c, const attn__json *m, int idx)
 
 static attn_status read_deployment(pctx *c, const attn__json *d, int idx, bool *seen)
 {
-    static const char *const keys[] = {"machine",        "model",     "backend",
+    static const char *const keys[] = {"machine",          "model",      "backend",
                                        "backend_per_kind", "block_size", "kv_cache_dtype",
-                                       "installed",      "traffic",   NULL};
+                                       "installed",        "traffic",    NULL};
     char path[64], label[64], full[200];
     snprintf(path, sizeof path, "deployments[%d]", idx);
     attn_status st;
     if (attn__json_type_of(d) != ATTN_JSON_OBJECT)
         return bad(c, ATTN_PARSE_ERROR, path, "expected an object, got %s", tname(d));
-    if ((st = check_keys(c, d, path, keys)) != ATTN_OK)
-        return st;
+    if ((st = check_keys(c, d, path, keys)) != ATTN_OK) return st;
     if ((st = get_str(c, d, path, "machine", label, sizeof label, true, false)) != ATTN_OK)
         return st;
     join(full, sizeof full, path, "machine");
     int mi = find_machine(c->s, label, c->s->num_machines);
-    if (mi < 0)
-        return bad(c, ATTN_INVALID_ARGUMENT, full, "no machine is labelled '%s'", label);
+    if (mi < 0) return bad(c, ATTN_INVALID_ARGUMENT, full, "no machine is labelled '%s'", label);
     if (seen[mi])
-        return bad(c, ATTN_INVALID_ARGUMENT, full, "machine '%s' already has a deployment",
-                   label);
+        return bad(c, ATTN_INVALID_ARGUMENT, full, "machine '%s' already has a deployment", label);
     seen[mi] = true;
     if (!attn__json_get(d, "model")) {
         join(full, sizeof full, path, "model");
         return bad(c, ATTN_PARSE_ERROR, full, "is missing (a preset name or a config.json path)");
     }
     attn__scn_machine *mc = &c->s->machines[mi];
-    if ((st = read_launch(c, d, path, &mc->launch, NULL, 0)) != ATTN_OK)
-        return st;
+    if ((st = read_launch(c, d, path, &mc->launch, NULL, 0)) != ATTN_OK) return st;
     const attn__json *t = attn__json_get(d, "traffic");
     if (t) {
         char tp[96];
         join(tp, sizeof tp, path, "traffic");
         mc->traffic = c->s->traffic;
-        if ((st = read_traffic(c, t, tp, &mc->traffic)) != ATTN_OK)
-            return st;
+        if ((st = read_traffic(c, t, tp, &mc->traffic)) != ATTN_OK) return st;
         if (attn__json_get(t, "steps")) {
             char sp[128];
             join(sp, sizeof sp, tp, "steps");
@@ -468,24 +448,21 @@ static attn_status read_deployment(pctx *c, const attn__json *d, int idx, bool *
 
 static attn_status read_event(pctx *c, const attn__json *e, int idx)
 {
-    static const char *const keys[] = {"at_step",        "machine",   "action",
-                                       "backend",        "backend_per_kind", "block_size",
-                                       "kv_cache_dtype", "installed", "model", NULL};
+    static const char *const keys[] = {
+        "at_step",    "machine",        "action",    "backend", "backend_per_kind",
+        "block_size", "kv_cache_dtype", "installed", "model",   NULL};
     attn__scn_event *ev = &c->s->events[idx];
     char path[64], label[64], full[200];
     snprintf(path, sizeof path, "events[%d]", idx);
     attn_status st;
     if (attn__json_type_of(e) != ATTN_JSON_OBJECT)
         return bad(c, ATTN_PARSE_ERROR, path, "expected an object, got %s", tname(e));
-    if ((st = check_keys(c, e, path, keys)) != ATTN_OK)
-        return st;
+    if ((st = check_keys(c, e, path, keys)) != ATTN_OK) return st;
     long long at;
     bool present;
-    if ((st = get_int(c, e, path, "at_step", 0, 100000, &at, &present)) != ATTN_OK)
-        return st;
+    if ((st = get_int(c, e, path, "at_step", 0, 100000, &at, &present)) != ATTN_OK) return st;
     join(full, sizeof full, path, "at_step");
-    if (!present)
-        return bad(c, ATTN_PARSE_ERROR, full, "is missing");
+    if (!present) return bad(c, ATTN_PARSE_ERROR, full, "is missing");
     ev->at_step = (int)at;
     if ((st = get_str(c, e, path, "machine", label, sizeof label, true, false)) != ATTN_OK)
         return st;
@@ -493,8 +470,7 @@ static attn_status read_event(pctx *c, const attn__json *e, int idx)
     join(full, sizeof full, path, "machine");
     if (ev->machine < 0)
         return bad(c, ATTN_INVALID_ARGUMENT, full, "no machine is labelled '%s'", label);
-    if ((st = get_str(c, e, path, "action", ev->action, sizeof ev->action, true, false)) !=
-        ATTN_OK)
+    if ((st = get_str(c, e, path, "action", ev->action, sizeof ev->action, true, false)) != ATTN_OK)
         return st;
     join(full, sizeof full, path, "action");
     if (strcmp(ev->action, "restart") != 0 && strcmp(ev->action, "stop") != 0)
@@ -517,9 +493,8 @@ static attn_status check_events(const pctx *c)
         char full[64];
         snprintf(full, sizeof full, "events[%d].at_step", i);
         if (s->events[i].at_step >= s->traffic.steps)
-            return bad(c, ATTN_INVALID_ARGUMENT, full,
-                       "step %d is outside the run (steps 0..%d)", s->events[i].at_step,
-                       s->traffic.steps - 1);
+            return bad(c, ATTN_INVALID_ARGUMENT, full, "step %d is outside the run (steps 0..%d)",
+                       s->events[i].at_step, s->traffic.steps - 1);
         if (i && s->events[i].at_step < s->events[i - 1].at_step)
             return bad(c, ATTN_INVALID_ARGUMENT, full, "events must be in step order");
     }
@@ -528,14 +503,13 @@ static attn_status check_events(const pctx *c)
 
 static attn_status parse_root(pctx *c, const attn__json *root)
 {
-    static const char *const keys[] = {"name",   "description", "machines", "deployments",
-                                       "traffic", "events",     "verify",   NULL};
+    static const char *const keys[] = {"name",    "description", "machines", "deployments",
+                                       "traffic", "events",      "verify",   NULL};
     attn__scenario *s = c->s;
     attn_status st;
     if (attn__json_type_of(root) != ATTN_JSON_OBJECT)
         return attn__fail(ATTN_PARSE_ERROR, "%s: a scenario must be a JSON object", c->what);
-    if ((st = check_keys(c, root, "", keys)) != ATTN_OK)
-        return st;
+    if ((st = check_keys(c, root, "", keys)) != ATTN_OK) return st;
     if ((st = get_str(c, root, "", "name", s->name, sizeof s->name, false, false)) != ATTN_OK ||
         (st = get_str(c, root, "", "description", s->description, sizeof s->description, false,
                       false)) != ATTN_OK)
@@ -547,8 +521,7 @@ static attn_status parse_root(pctx *c, const attn__json *root)
         s->verify = attn__json_bool(vf);
     }
     const attn__json *ms = attn__json_get(root, "machines");
-    if (!ms)
-        return bad(c, ATTN_PARSE_ERROR, "machines", "is missing");
+    if (!ms) return bad(c, ATTN_PARSE_ERROR, "machines", "is missing");
     if (attn__json_type_of(ms) != ATTN_JSON_ARRAY)
         return bad(c, ATTN_PARSE_ERROR, "machines", "expected an array, got %s", tname(ms));
     if (attn__json_len(ms) == 0 || attn__json_len(ms) > ATTN__SCN_MAX_MACHINES)
@@ -556,20 +529,16 @@ static attn_status parse_root(pctx *c, const attn__json *root)
                    ATTN__SCN_MAX_MACHINES);
     s->num_machines = (int)attn__json_len(ms);
     for (int i = 0; i < s->num_machines; i++)
-        if ((st = read_machine(c, attn__json_at(ms, (size_t)i), i)) != ATTN_OK)
-            return st;
+        if ((st = read_machine(c, attn__json_at(ms, (size_t)i), i)) != ATTN_OK) return st;
     const attn__json *t = attn__json_get(root, "traffic");
-    if (t && (st = read_traffic(c, t, "traffic", &s->traffic)) != ATTN_OK)
-        return st;
+    if (t && (st = read_traffic(c, t, "traffic", &s->traffic)) != ATTN_OK) return st;
     const attn__json *ds = attn__json_get(root, "deployments");
-    if (!ds)
-        return bad(c, ATTN_PARSE_ERROR, "deployments", "is missing");
+    if (!ds) return bad(c, ATTN_PARSE_ERROR, "deployments", "is missing");
     if (attn__json_type_of(ds) != ATTN_JSON_ARRAY)
         return bad(c, ATTN_PARSE_ERROR, "deployments", "expected an array, got %s", tname(ds));
     bool seen[ATTN__SCN_MAX_MACHINES] = {0};
     for (size_t i = 0; i < attn__json_len(ds); i++)
-        if ((st = read_deployment(c, attn__json_at(ds, i), (int)i, seen)) != ATTN_OK)
-            return st;
+        if ((st = read_deployment(c, attn__json_at(ds, i), (int)i, seen)) != ATTN_OK) return st;
     for (int i = 0; i < s->num_machines; i++)
         if (!seen[i]) {
             char full[64];
@@ -578,8 +547,7 @@ static attn_status parse_root(pctx *c, const attn__json *root)
                        s->machines[i].label);
         }
     for (int i = 0; i < s->num_machines; i++) {
-        if (!s->machines[i].has_traffic)
-            s->machines[i].traffic = s->traffic;
+        if (!s->machines[i].has_traffic) s->machines[i].traffic = s->traffic;
         s->machines[i].traffic.steps = s->traffic.steps;
     }
     const attn__json *es = attn__json_get(root, "events");
@@ -591,8 +559,7 @@ static attn_status parse_root(pctx *c, const attn__json *root)
                        ATTN__SCN_MAX_EVENTS);
         s->num_events = (int)attn__json_len(es);
         for (int i = 0; i < s->num_events; i++)
-            if ((st = read_event(c, attn__json_at(es, (size_t)i), i)) != ATTN_OK)
-                return st;
+            if ((st = read_event(c, attn__json_at(es, (size_t)i), i)) != ATTN_OK) return st;
         /* a restart's launch = the machine's current one with the event's
          * changes; changes accumulate over successive restarts */
         attn__scn_launch cur[ATTN__SCN_MAX_MACHINES];
@@ -604,8 +571,8 @@ static attn_status parse_root(pctx *c, const attn__json *root)
             snprintf(path, sizeof path, "events[%d]", i);
             ev->launch = cur[ev->machine];
             if (!strcmp(ev->action, "restart") &&
-                (st = read_launch(c, attn__json_at(es, (size_t)i), path, &ev->launch,
-                                  ev->changes, sizeof ev->changes)) != ATTN_OK)
+                (st = read_launch(c, attn__json_at(es, (size_t)i), path, &ev->launch, ev->changes,
+                                  sizeof ev->changes)) != ATTN_OK)
                 return st;
             cur[ev->machine] = ev->launch;
         }
@@ -649,8 +616,7 @@ attn_status attn__scenario_parse(const char *json, size_t len, const char *what,
         attn__scenario_free(s);
         return st;
     }
-    if (!s->name[0])
-        snprintf(s->name, sizeof s->name, "%s", what);
+    if (!s->name[0]) snprintf(s->name, sizeof s->name, "%s", what);
     *out = s;
     return ATTN_OK;
 }
@@ -693,8 +659,7 @@ attn_status attn__scenario_load(const char *name_or_path, attn__scenario **out)
 
 void attn__scenario_free(attn__scenario *s)
 {
-    if (!s)
-        return;
+    if (!s) return;
     for (int i = 0; i < s->num_machines; i++)
         free(s->machines[i].spec_json);
     free(s);

@@ -16,7 +16,7 @@
 #include "util/strbuf.h"
 
 #define ATTN__SCN_MAX_MACHINES 16
-#define ATTN__SCN_MAX_EVENTS 32
+#define ATTN__SCN_MAX_EVENTS   32
 #define ATTN__SCN_MAX_SETTINGS 8
 
 typedef struct attn__scn_launch {

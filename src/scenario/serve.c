@@ -49,8 +49,8 @@ attn_status attn__srv_start(const attn_platform *p, const attn_model *m,
     cfg.kv_cache_dtype = ATTN_KV_AUTO;
     if (launch->kv_cache_dtype[0] &&
         attn_kv_dtype_parse(launch->kv_cache_dtype, &cfg.kv_cache_dtype) != ATTN_OK)
-        return attn__fail(ATTN_INVALID_ARGUMENT, "kv_cache_dtype '%s': %s",
-                          launch->kv_cache_dtype, attn_last_error());
+        return attn__fail(ATTN_INVALID_ARGUMENT, "kv_cache_dtype '%s': %s", launch->kv_cache_dtype,
+                          attn_last_error());
     cfg.num_blocks = ATTN__SRV_NUM_BLOCKS;
     cfg.seed = seed;
     cfg.run_kernels = true;
@@ -103,8 +103,7 @@ attn_status attn__srv_start(const attn_platform *p, const attn_model *m,
 
 void attn__srv_free(attn__srv *s)
 {
-    if (!s)
-        return;
+    if (!s) return;
     attn_engine_free(s->engine);
     attn_traffic_free(s->traffic);
     free(s->last_seq);
@@ -137,8 +136,7 @@ void attn__srv_write_startup(const attn__srv *s, attn__jw *w)
     size_t mo = 0;
     for (int g = 0; g < attn_engine_num_groups(e); g++) {
         attn_engine_group_info gi;
-        if (attn_engine_group_info_get(e, g, &gi) != ATTN_OK)
-            continue;
+        if (attn_engine_group_info_get(e, g, &gi) != ATTN_OK) continue;
         char shape[128] = "";
         attn_kv_shape_format(&gi.kv_shape, shape, sizeof shape);
         char lt[128];
@@ -208,8 +206,8 @@ static void slot_ranges(const int64_t *sm, int n, char *buf, size_t size)
         if (sm[i] < 0)
             o += (size_t)snprintf(buf + o, size - o, "%spad x%d", o ? ", " : "", j - i + 1);
         else if (j > i)
-            o += (size_t)snprintf(buf + o, size - o, "%s%lld-%lld", o ? ", " : "",
-                                  (long long)sm[i], (long long)sm[j]);
+            o += (size_t)snprintf(buf + o, size - o, "%s%lld-%lld", o ? ", " : "", (long long)sm[i],
+                                  (long long)sm[j]);
         else
             o += (size_t)snprintf(buf + o, size - o, "%s%lld", o ? ", " : "", (long long)sm[i]);
         shown++;
@@ -234,8 +232,7 @@ static void freshness(attn__srv *s, const attn_common_metadata *cm, char *text, 
         int32_t key = cm->block_table[(size_t)r * (size_t)cm->block_table_stride];
         int q = cm->query_start_loc[r + 1] - cm->query_start_loc[r];
         int ctx = cm->seq_lens[r] - q;
-        if (key < 0 || key >= s->num_blocks)
-            continue;
+        if (key < 0 || key >= s->num_blocks) continue;
         if (ctx == 0)
             fresh++;
         else if (s->seen[key] == step - 1 && s->last_seq[key] == ctx)
@@ -247,8 +244,7 @@ static void freshness(attn__srv *s, const attn_common_metadata *cm, char *text, 
     }
     for (int r = 0; cm && r < cm->num_reqs; r++) {
         int32_t key = cm->block_table[(size_t)r * (size_t)cm->block_table_stride];
-        if (key < 0 || key >= s->num_blocks)
-            continue;
+        if (key < 0 || key >= s->num_blocks) continue;
         s->seen[key] = (int)step;
         s->last_seq[key] = cm->seq_lens[r];
     }
@@ -288,16 +284,14 @@ static void write_detail(attn__srv *s, attn__jw *d, const attn_engine_step_stats
     attn__jw_arr_begin(d);
     for (int r = 0; cm && r < cm->num_reqs && r < 8; r++) {
         int used = (cm->seq_lens[r] + cm->block_size - 1) / cm->block_size;
-        if (used > cm->block_table_stride)
-            used = cm->block_table_stride;
+        if (used > cm->block_table_stride) used = cm->block_table_stride;
         int_array(d, cm->block_table + (size_t)r * (size_t)cm->block_table_stride, used, 12);
     }
     attn__jw_arr_end(d);
     attn__jw_key(d, "block_table_rows_shown");
     attn__jw_int(d, cm ? (cm->num_reqs < 8 ? cm->num_reqs : 8) : 0);
     char ranges[512] = "";
-    if (cm)
-        slot_ranges(cm->slot_mapping, cm->num_actual_tokens, ranges, sizeof ranges);
+    if (cm) slot_ranges(cm->slot_mapping, cm->num_actual_tokens, ranges, sizeof ranges);
     attn__jw_key(d, "slot_mapping");
     attn__jw_obj_begin(d);
     attn__jw_key(d, "count");
@@ -318,8 +312,7 @@ static void write_detail(attn__srv *s, attn__jw *d, const attn_engine_step_stats
     attn__jw_arr_begin(d);
     for (int g = 0; cm && g < ng; g++) {
         attn_engine_group_info gi;
-        if (attn_engine_group_info_get(s->engine, g, &gi) != ATTN_OK)
-            continue;
+        if (attn_engine_group_info_get(s->engine, g, &gi) != ATTN_OK) continue;
         char buf[4096];
         bool reused = false;
         int len = attn_engine_describe_metadata(s->engine, g, buf, sizeof buf, &reused);
@@ -374,8 +367,7 @@ static void write_detail(attn__srv *s, attn__jw *d, const attn_engine_step_stats
     else if (ss->layers_run == 0)
         snprintf(text, sizeof text, "no kernel ran (%s)",
                  have && g0.kernel_note ? g0.kernel_note : "kernels off");
-    else
-    {
+    else {
         char check[96];
         if (s->verify)
             snprintf(check, sizeof check, "max |diff| vs REFERENCE %.3g", ss->max_abs_diff);
@@ -387,8 +379,8 @@ static void write_detail(attn__srv *s, attn__jw *d, const attn_engine_step_stats
                  have && g0.kernel_variant ? " (" : "",
                  have && g0.kernel_variant ? g0.kernel_variant : "",
                  have && g0.kernel_variant ? ")" : "", ss->emulated ? " in place of " : "",
-                 ss->emulated && have ? g0.backend : "", ss->output_finite ? "finite" : "NOT FINITE",
-                 check);
+                 ss->emulated && have ? g0.backend : "",
+                 ss->output_finite ? "finite" : "NOT FINITE", check);
     }
     attn__jw_key(d, "text");
     attn__jw_str(d, text);
@@ -410,8 +402,7 @@ attn_status attn__srv_step_run(attn__srv *s, attn__jw *d, attn__srv_step *info)
     attn_engine_step_stats ss;
     memset(&ss, 0, sizeof ss);
     attn_status st = attn_engine_step(s->engine, &ss);
-    if (st != ATTN_OK)
-        return attn__fail(st, "%s", attn_last_error());
+    if (st != ATTN_OK) return attn__fail(st, "%s", attn_last_error());
     memset(info, 0, sizeof *info);
     info->num_reqs = ss.num_reqs;
     info->num_tokens = ss.num_tokens;
@@ -427,8 +418,7 @@ attn_status attn__srv_step_run(attn__srv *s, attn__jw *d, attn__srv_step *info)
         (ng > 0 && ss.num_reqs > 0) ? attn_engine_common_metadata(s->engine, 0) : NULL;
     char fresh[512] = "";
     freshness(s, cm, fresh, sizeof fresh);
-    if (d)
-        write_detail(s, d, &ss, cm, fresh);
+    if (d) write_detail(s, d, &ss, cm, fresh);
     s->prev_finished = ss.finished;
     s->steps++;
     return ATTN_OK;

@@ -35,8 +35,8 @@ bool attn__v_bool(const attn__json *o, const char *key)
 size_t attn__v_len(const attn__json *o, const char *key)
 {
     const attn__json *v = attn__v_get(o, key);
-    return (v && (attn__json_type_of(v) == ATTN_JSON_ARRAY ||
-                  attn__json_type_of(v) == ATTN_JSON_OBJECT))
+    return (v &&
+            (attn__json_type_of(v) == ATTN_JSON_ARRAY || attn__json_type_of(v) == ATTN_JSON_OBJECT))
                ? attn__json_len(v)
                : 0;
 }
@@ -57,8 +57,7 @@ const attn__json *attn__v_stage(const attn__json *doc, int n)
 {
     for (size_t i = 0; i < attn__v_len(doc, "stages"); i++) {
         const attn__json *s = attn__v_at(doc, "stages", i);
-        if (attn__v_int(s, "stage", 0) == n)
-            return s;
+        if (attn__v_int(s, "stage", 0) == n) return s;
     }
     return NULL;
 }
@@ -76,8 +75,7 @@ static void wrap(FILE *f, const char *indent, const char *text, int width)
             cut = room;
             while (cut > 0 && p[cut] != ' ')
                 cut--;
-            if (cut == 0)
-                cut = room;
+            if (cut == 0) cut = room;
         }
         fprintf(f, "%s%.*s\n", indent, cut, p);
         p += cut;
@@ -145,9 +143,8 @@ static void stage2(FILE *f, const attn__json *st)
         attn__sb_init(&inst);
         str_list(&inst, attn__v_get(p, "installed"), " ");
         fprintf(f, "   %-10s %s: %s, capability %s%s; installed: %s\n", attn__v_str(m, "label"),
-                attn__v_str(p, "platform"), attn__v_str(p, "device"),
-                attn__v_str(p, "capability"), attn__v_bool(p, "simulated") ? " (simulated)" : "",
-                inst.len ? inst.data : "none");
+                attn__v_str(p, "platform"), attn__v_str(p, "device"), attn__v_str(p, "capability"),
+                attn__v_bool(p, "simulated") ? " (simulated)" : "", inst.len ? inst.data : "none");
         attn__sb_free(&inst);
         char prev[1024] = "";
         for (size_t g = 0; g < attn__v_len(m, "priorities"); g++) {
@@ -171,8 +168,9 @@ static void stage2(FILE *f, const attn__json *st)
 static void print_engine(FILE *f, const attn__json *eng, const char *indent)
 {
     if (attn__v_len(eng, "kv_groups") == 0) {
-        fprintf(f, "%s  engine ready: no paged KV cache (encoder-only attention runs on each "
-                   "pass's own keys and values)\n",
+        fprintf(f,
+                "%s  engine ready: no paged KV cache (encoder-only attention runs on each "
+                "pass's own keys and values)\n",
                 indent);
         return;
     }
@@ -182,9 +180,8 @@ static void print_engine(FILE *f, const attn__json *eng, const char *indent)
     for (size_t k = 0; k < attn__v_len(eng, "kv_groups"); k++) {
         const attn__json *g = attn__v_at(eng, "kv_groups", k);
         fprintf(f, "%s    KV group %lld (layers %s): %s, %s %s %s, metadata by %s\n", indent,
-                attn__v_int(g, "kv_group", 0), attn__v_str(g, "layers"),
-                attn__v_str(g, "backend"), attn__v_str(g, "layout"),
-                attn__v_str(g, "kv_shape"), attn__v_str(g, "kv_elem"),
+                attn__v_int(g, "kv_group", 0), attn__v_str(g, "layers"), attn__v_str(g, "backend"),
+                attn__v_str(g, "layout"), attn__v_str(g, "kv_shape"), attn__v_str(g, "kv_elem"),
                 attn__v_str(g, "builder"));
     }
     fprintf(f, "%s    attention math: %s\n", indent, attn__v_str(eng, "math"));
@@ -203,16 +200,14 @@ static void print_selection_record(FILE *f, const attn__json *m, const char *ind
         const attn__json *gr = attn__v_at(m, "groups", g);
         long long win = attn__v_int(gr, "sliding_window", 0);
         char extra[96] = "";
-        if (win > 0)
-            snprintf(extra, sizeof extra, ", window %lld", win);
+        if (win > 0) snprintf(extra, sizeof extra, ", window %lld", win);
         const char *req = attn__v_str(gr, "requested");
         fprintf(f, "%s  group %lld  %s, %lld layers (%s), heads %lld/%lld, head %lld%s%s%s%s\n",
                 indent, attn__v_int(gr, "group", 0), attn__v_str(gr, "kind"),
                 attn__v_int(gr, "num_layers", 0), attn__v_str(gr, "layers"),
                 attn__v_int(gr, "num_heads", 0), attn__v_int(gr, "num_kv_heads", 0),
                 attn__v_int(gr, "head_size", 0), extra,
-                attn__v_bool(gr, "has_sink") ? ", sinks" : "", req[0] ? ", requested " : "",
-                req);
+                attn__v_bool(gr, "has_sink") ? ", sinks" : "", req[0] ? ", requested " : "", req);
         fprintf(f, "%s    %s\n", indent, attn__v_str(gr, "selector_config"));
         if (attn__v_bool(gr, "ok"))
             fprintf(f, "%s    -> %s   code: %s\n", indent, attn__v_str(gr, "selected"),
@@ -245,8 +240,7 @@ static void print_selection_record(FILE *f, const attn__json *m, const char *ind
         }
     }
     const attn__json *eng = attn__v_get(m, "engine");
-    if (eng)
-        print_engine(f, eng, indent);
+    if (eng) print_engine(f, eng, indent);
     if (!attn__v_bool(m, "ok"))
         fprintf(f, "%s  STARTUP FAILED: %s\n", indent, attn__v_str(m, "error"));
 }
@@ -298,8 +292,7 @@ static void print_step(FILE *f, const attn__json *sd)
         attn__sb_free(&t);
     }
     const attn__json *at = attn__v_get(b, "attention");
-    if (at)
-        fprintf(f, "       attention        %s\n", attn__v_str(at, "text"));
+    if (at) fprintf(f, "       attention        %s\n", attn__v_str(at, "text"));
 }
 
 static void stage4(FILE *f, const attn__json *st)
@@ -308,8 +301,7 @@ static void stage4(FILE *f, const attn__json *st)
     for (size_t i = 0; i < attn__v_len(st, "machines"); i++) {
         const attn__json *m = attn__v_at(st, "machines", i);
         fprintf(f, "\n   %s\n", attn__v_str(m, "label"));
-        if (attn__v_len(m, "steps") == 0)
-            fprintf(f, "     (no step served)\n");
+        if (attn__v_len(m, "steps") == 0) fprintf(f, "     (no step served)\n");
         for (size_t k = 0; k < attn__v_len(m, "steps"); k++)
             print_step(f, attn__v_at(m, "steps", k));
         size_t n = attn__v_len(m, "counters");
@@ -317,8 +309,7 @@ static void stage4(FILE *f, const attn__json *st)
             fprintf(f, "     every step (step: requests/tokens):");
             for (size_t k = 0; k < n; k++) {
                 const attn__json *c = attn__v_at(m, "counters", k);
-                if (k && k % 8 == 0)
-                    fprintf(f, "\n                                         ");
+                if (k && k % 8 == 0) fprintf(f, "\n                                         ");
                 fprintf(f, " %lld:%lld/%lld", attn__v_int(c, "step", 0),
                         attn__v_int(c, "num_reqs", 0), attn__v_int(c, "num_tokens", 0));
             }
@@ -330,8 +321,7 @@ static void stage4(FILE *f, const attn__json *st)
 static void stage5(FILE *f, const attn__json *st)
 {
     heading(f, st);
-    if (attn__v_len(st, "events") == 0)
-        fprintf(f, "   (no events in this scenario)\n");
+    if (attn__v_len(st, "events") == 0) fprintf(f, "   (no events in this scenario)\n");
     for (size_t i = 0; i < attn__v_len(st, "events"); i++) {
         const attn__json *e = attn__v_at(st, "events", i);
         const char *label = attn__v_str(e, "machine");
@@ -339,11 +329,11 @@ static void stage5(FILE *f, const attn__json *st)
                 attn__v_str(e, "action"), label, attn__v_str(e, "changes")[0] ? " with " : "",
                 attn__v_str(e, "changes"));
         const attn__json *su = attn__v_get(e, "startup");
-        if (su)
-            print_selection_record(f, su, "     ");
+        if (su) print_selection_record(f, su, "     ");
         if (!strcmp(attn__v_str(e, "action"), "restart") && !attn__v_bool(e, "ok"))
-            fprintf(f, "     => %s failed at startup and admitted no request: %lld admitted, "
-                       "%lld steps served in the %lld steps that followed\n",
+            fprintf(f,
+                    "     => %s failed at startup and admitted no request: %lld admitted, "
+                    "%lld steps served in the %lld steps that followed\n",
                     label, attn__v_int(e, "admitted_after", 0), attn__v_int(e, "steps_after", 0),
                     attn__v_int(e, "remaining_steps", 0));
         else
@@ -351,8 +341,9 @@ static void stage5(FILE *f, const attn__json *st)
                     label, attn__v_int(e, "steps_after", 0), attn__v_int(e, "admitted_after", 0));
         for (size_t k = 0; k < attn__v_len(e, "others"); k++) {
             const attn__json *o = attn__v_at(e, "others", k);
-            fprintf(f, "     => %s kept going: step counter %lld -> %lld (+%lld), %lld requests "
-                       "admitted; %s\n",
+            fprintf(f,
+                    "     => %s kept going: step counter %lld -> %lld (+%lld), %lld requests "
+                    "admitted; %s\n",
                     attn__v_str(o, "label"), attn__v_int(o, "steps_at_event", 0),
                     attn__v_int(o, "steps_at_end", 0), attn__v_int(o, "advanced", 0),
                     attn__v_int(o, "admitted_after", 0), attn__v_str(o, "state"));
@@ -386,24 +377,19 @@ attn_status attn__scenario_print_text(const char *doc_text, FILE *f)
     const attn__json *tr = attn__v_get(sc, "traffic");
     fprintf(f, "attn simulate: %s  (%s)\n", attn__v_str(sc, "name"), attn__v_str(sc, "source"));
     wrap(f, "   ", attn__v_str(sc, "description"), 96);
-    fprintf(f, "   %lld steps on one clock; traffic per machine: %.2f new requests/step, prompts "
-               "%lld-%lld tokens, outputs %lld-%lld tokens, seed %lld\n",
+    fprintf(f,
+            "   %lld steps on one clock; traffic per machine: %.2f new requests/step, prompts "
+            "%lld-%lld tokens, outputs %lld-%lld tokens, seed %lld\n",
             attn__v_int(sc, "steps", 0),
             attn__v_get(tr, "rate") ? attn__json_number(attn__v_get(tr, "rate")) : 0.0,
             arr_int(tr, "prompt_len", 0), arr_int(tr, "prompt_len", 1),
-            arr_int(tr, "output_len", 0), arr_int(tr, "output_len", 1),
-            attn__v_int(tr, "seed", 0));
+            arr_int(tr, "output_len", 0), arr_int(tr, "output_len", 1), attn__v_int(tr, "seed", 0));
     const attn__json *s;
-    if ((s = attn__v_stage(doc, 1)))
-        stage1(f, s);
-    if ((s = attn__v_stage(doc, 2)))
-        stage2(f, s);
-    if ((s = attn__v_stage(doc, 3)))
-        stage3(f, s);
-    if ((s = attn__v_stage(doc, 4)))
-        stage4(f, s);
-    if ((s = attn__v_stage(doc, 5)))
-        stage5(f, s);
+    if ((s = attn__v_stage(doc, 1))) stage1(f, s);
+    if ((s = attn__v_stage(doc, 2))) stage2(f, s);
+    if ((s = attn__v_stage(doc, 3))) stage3(f, s);
+    if ((s = attn__v_stage(doc, 4))) stage4(f, s);
+    if ((s = attn__v_stage(doc, 5))) stage5(f, s);
     summary(f, doc);
     attn__json_free(doc);
     return ATTN_OK;

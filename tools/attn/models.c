@@ -29,18 +29,15 @@ static void spec_text(const attn_layer_spec *s, char *buf, size_t size)
         o += (size_t)snprintf(buf + o, size - o, ", window %d", s->sliding_window);
     if (s->logits_soft_cap > 0 && o < size)
         o += (size_t)snprintf(buf + o, size - o, ", soft-cap %g", s->logits_soft_cap);
-    if (s->has_sink && o < size)
-        o += (size_t)snprintf(buf + o, size - o, ", sinks");
+    if (s->has_sink && o < size) o += (size_t)snprintf(buf + o, size - o, ", sinks");
     if (s->use_mla && o < size)
         o += (size_t)snprintf(buf + o, size - o, ", MLA rank %d + rope %d (nope %d, v %d)",
                               s->kv_lora_rank, s->qk_rope_head_dim, s->qk_nope_head_dim,
                               s->v_head_dim);
     if (s->use_sparse && o < size)
         o += (size_t)snprintf(buf + o, size - o, ", sparse top-%d", s->index_topk);
-    if (s->use_mm_prefix && o < size)
-        o += (size_t)snprintf(buf + o, size - o, ", mm-prefix");
-    if (!attn_layer_spec_has_kv_cache(s) && o < size)
-        snprintf(buf + o, size - o, ", no KV cache");
+    if (s->use_mm_prefix && o < size) o += (size_t)snprintf(buf + o, size - o, ", mm-prefix");
+    if (!attn_layer_spec_has_kv_cache(s) && o < size) snprintf(buf + o, size - o, ", no KV cache");
 }
 
 static int show_one(const char *name, bool json)
@@ -65,10 +62,9 @@ static int show_one(const char *name, bool json)
     }
     printf("%s: %s, %s, %d attention layers, %d KV-cache group%s\n", attn_model_name(m),
            attn_model_type(m)[0] ? attn_model_type(m) : "(shape)",
-           attn_dtype_name(attn_model_dtype(m)), attn_model_num_layers(m),
-           attn_model_num_groups(m), attn_model_num_groups(m) == 1 ? "" : "s");
-    if (attn_model_source(m)[0])
-        printf("  from %s\n", attn_model_source(m));
+           attn_dtype_name(attn_model_dtype(m)), attn_model_num_layers(m), attn_model_num_groups(m),
+           attn_model_num_groups(m) == 1 ? "" : "s");
+    if (attn_model_source(m)[0]) printf("  from %s\n", attn_model_source(m));
     for (int g = 0; g < attn_model_num_groups(m); g++) {
         const attn_layer_spec *s = attn_model_group_spec(m, g);
         const int *l;
@@ -120,8 +116,7 @@ static int list_all(bool json)
         }
         attn_model_free(m);
     }
-    if (json)
-        printf("]\n");
+    if (json) printf("]\n");
     return rc;
 }
 
@@ -130,8 +125,7 @@ int attn_cmd_models(int argc, char **argv)
     bool json = false;
     const char *name = NULL;
     for (int i = 1; i < argc; i++) {
-        if (attn_cli_is_help(argv[i]))
-            return usage(stdout);
+        if (attn_cli_is_help(argv[i])) return usage(stdout);
         if (attn_cli_flag(argv, i, "--json"))
             json = true;
         else if (argv[i][0] == '-' && argv[i][1])

@@ -55,13 +55,11 @@ static int parse_opts(int argc, char **argv, opts *o)
         else if (attn_cli_opt(argc, argv, &i, "--installed", &v, &bad))
             o->installed = v;
         else if (attn_cli_opt(argc, argv, &i, "--setting", &v, &bad)) {
-            if (v && o->num_settings < 16)
-                o->settings[o->num_settings++] = v;
+            if (v && o->num_settings < 16) o->settings[o->num_settings++] = v;
         } else if (attn_cli_opt(argc, argv, &i, "--backend", &v, &bad))
             o->backend = v;
         else if (attn_cli_opt(argc, argv, &i, "--backend-for", &v, &bad)) {
-            if (!v)
-                break;
+            if (!v) break;
             const char *eq = strchr(v, '=');
             if (!eq || eq == v || !eq[1])
                 return fail_usage("--backend-for: expected KIND=NAME, got '%s'%s", v, "");
@@ -92,18 +90,14 @@ static int parse_opts(int argc, char **argv, opts *o)
             return fail_usage("option '%s' does not apply with --model (the model's config "
                               "gives head size, heads, MLA, sinks, window and attention type)%s",
                               argv[i], "");
-        if (bad)
-            return ATTN_EXIT_USAGE;
+        if (bad) return ATTN_EXIT_USAGE;
     }
-    if (bad)
-        return ATTN_EXIT_USAGE;
+    if (bad) return ATTN_EXIT_USAGE;
     if (!o->backend) {
         const char *env = getenv("ATTN_BACKEND");
-        if (env && *env)
-            o->backend = env;
+        if (env && *env) o->backend = env;
     }
-    if (o->backend && !strcasecmp(o->backend, "auto"))
-        o->backend = NULL;
+    if (o->backend && !strcasecmp(o->backend, "auto")) o->backend = NULL;
     return -1;
 }
 
@@ -120,13 +114,11 @@ static attn_status open_platform(const opts *o, const attn_platform **p, attn_pl
         st = attn_platform_detect(owned);
     else
         return attn_platform_current(p);
-    if (st != ATTN_OK)
-        return st;
+    if (st != ATTN_OK) return st;
     if (o->installed && (st = attn_platform_set_installed(*owned, o->installed)) != ATTN_OK)
         return st;
     for (int i = 0; i < o->num_settings; i++)
-        if ((st = attn_platform_set_setting(*owned, o->settings[i])) != ATTN_OK)
-            return st;
+        if ((st = attn_platform_set_setting(*owned, o->settings[i])) != ATTN_OK) return st;
     *p = *owned;
     return ATTN_OK;
 }
@@ -135,8 +127,7 @@ int attn_cli_select_model(const char *model, int argc, char **argv)
 {
     opts o;
     int rc = parse_opts(argc, argv, &o);
-    if (rc >= 0)
-        return rc;
+    if (rc >= 0) return rc;
     attn_model *m = NULL;
     if (attn_model_load(model, &m) != ATTN_OK) {
         fprintf(stderr, "attn select: %s\n", attn_last_error());
@@ -169,9 +160,9 @@ int attn_cli_select_model(const char *model, int argc, char **argv)
         char cap[32] = "no compute capability";
         if (attn_platform_capability(p, &ma, &mi))
             snprintf(cap, sizeof cap, "capability %d.%d", ma, mi);
-        printf("%s on %s (%s, %s): %d layer group%s, one selection each\n",
-               attn_model_name(m), attn_platform_name(p), attn_platform_device_name(p), cap,
-               attn_model_num_groups(m), attn_model_num_groups(m) == 1 ? "" : "s");
+        printf("%s on %s (%s, %s): %d layer group%s, one selection each\n", attn_model_name(m),
+               attn_platform_name(p), attn_platform_device_name(p), cap, attn_model_num_groups(m),
+               attn_model_num_groups(m) == 1 ? "" : "s");
     }
     for (int g = 0; g < attn_model_num_groups(m); g++) {
         const attn_layer_spec *s = attn_model_group_spec(m, g);
@@ -181,16 +172,14 @@ int attn_cli_select_model(const char *model, int argc, char **argv)
         attn_model_layers_text(l, n, layers, sizeof layers);
         attn_selector_config cfg;
         attn_model_selector_config(m, s, o.kv, (int)o.block_size, &cfg);
-        if (o.has_dtype)
-            cfg.dtype = o.dtype; /* serving dtype chosen at launch (vLLM's --dtype) */
+        if (o.has_dtype) cfg.dtype = o.dtype; /* serving dtype chosen at launch (vLLM's --dtype) */
         cfg.use_non_causal = o.non_causal;
-        cfg.use_batch_invariant = o.batch_invariant ||
-                                  attn_platform_setting(p, ATTN_SETTING_BATCH_INVARIANT);
+        cfg.use_batch_invariant =
+            o.batch_invariant || attn_platform_setting(p, ATTN_SETTING_BATCH_INVARIANT);
         const char *req = attn_requested_for(&cfg, o.backend, o.per_kind);
         const attn_selection *sel = NULL;
         attn_status st = attn_select(p, req, &cfg, &sel);
-        if (st != ATTN_OK)
-            failed++;
+        if (st != ATTN_OK) failed++;
         attn__jw_obj_begin(&w);
         attn__jw_key(&w, "group");
         attn__jw_int(&w, g);
@@ -215,24 +204,21 @@ int attn_cli_select_model(const char *model, int argc, char **argv)
             attn__jw_null(&w);
         free(sj);
         attn__jw_obj_end(&w);
-        if (o.json)
-            continue;
+        if (o.json) continue;
         const char *chosen = sel ? attn_selection_backend(sel) : NULL;
         printf("\ngroup %d: %s (%s%s), %d layer%s (%s), head %d%s%s\n", g,
                attn_kv_kind_name(attn_kv_kind_of(&cfg)), attn_attn_type_name(s->attn_type),
-               attn_layer_spec_has_kv_cache(s) ? "" : ", no KV cache", n, n == 1 ? "" : "s",
-               layers, s->head_size, req ? ", requested " : "", req ? req : "");
+               attn_layer_spec_has_kv_cache(s) ? "" : ", no KV cache", n, n == 1 ? "" : "s", layers,
+               s->head_size, req ? ", requested " : "", req ? req : "");
         if (o.explain && sel) {
             char *text = NULL;
-            if (attn_selection_explain(sel, &text) == ATTN_OK && text)
-                printf("%s", text);
+            if (attn_selection_explain(sel, &text) == ATTN_OK && text) printf("%s", text);
             free(text);
         } else if (chosen) {
             printf("  -> %s  (%s)\n", chosen, attn_selection_locator(sel));
         } else {
-            printf("  error: %s\n",
-                   sel && attn_selection_message(sel) ? attn_selection_message(sel)
-                                                      : attn_last_error());
+            printf("  error: %s\n", sel && attn_selection_message(sel) ? attn_selection_message(sel)
+                                                                       : attn_last_error());
         }
     }
     attn__jw_arr_end(&w);

@@ -40,8 +40,7 @@ int attn_cmd_simulate(int argc, char **argv)
     bool json = false, bad = false, verify = false;
     for (int i = 1; i < argc; i++) {
         const char *v = NULL;
-        if (attn_cli_is_help(argv[i]))
-            return usage(stdout);
+        if (attn_cli_is_help(argv[i])) return usage(stdout);
         if (attn_cli_flag(argv, i, "--json")) {
             json = true;
         } else if (attn_cli_flag(argv, i, "--verify")) {
@@ -50,8 +49,7 @@ int attn_cmd_simulate(int argc, char **argv)
             if (bad || !attn_cli_int("simulate", "--steps", v, 1, 100000, &steps))
                 return ATTN_EXIT_USAGE;
         } else if (attn_cli_opt(argc, argv, &i, "--html", &v, &bad)) {
-            if (bad)
-                return ATTN_EXIT_USAGE;
+            if (bad) return ATTN_EXIT_USAGE;
             html = v;
         } else if (argv[i][0] == '-' && argv[i][1]) {
             return attn_cli_usage_error("simulate", "unknown option '%s'", argv[i]);
@@ -72,8 +70,7 @@ int attn_cmd_simulate(int argc, char **argv)
         attn__scenario_free(s);
         return ATTN_EXIT_USAGE;
     }
-    if (verify)
-        s->verify = true;
+    if (verify) s->verify = true;
     char *doc = NULL;
     attn_status st = attn__scenario_run(s, &doc);
     attn__scenario_free(s);
