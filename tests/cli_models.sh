@@ -62,20 +62,15 @@ assert all(x["head_size"] == 256 and x["requested"] is None for x in g), g
 assert [x["selection"]["selected"] for x in g] == ["ROCM_ATTN", "ROCM_ATTN"], g
 PY
 # per-kind override (--backend-for KIND=NAME): only the sliding-window group asks
-# for TRITON_ATTN. select.c's own option parser must let the flag through to
-# the --model path; until it does, say so instead of failing here.
-if "$BIN" select --model gemma-2-9b --machine mi300x --backend-for sliding_window=TRITON_ATTN \
-    --json >"$tmp/sel2.json" 2>"$tmp/sel2.err"; then
-    python3 - "$tmp/sel2.json" <<'PY'
+# for TRITON_ATTN.
+"$BIN" select --model gemma-2-9b --machine mi300x --backend-for sliding_window=TRITON_ATTN \
+    --json >"$tmp/sel2.json" || fail "--backend-for with --model"
+python3 - "$tmp/sel2.json" <<'PY'
 import json, sys
 g = json.load(open(sys.argv[1]))["groups"]
 assert g[0]["requested"] == "TRITON_ATTN" and g[0]["selection"]["selected"] == "TRITON_ATTN", g[0]
 assert g[1]["requested"] is None and g[1]["selection"]["selected"] == "ROCM_ATTN", g[1]
 PY
-else
-    grep -q "unknown option '--backend-for'" "$tmp/sel2.err" || { cat "$tmp/sel2.err"; fail "--backend-for"; }
-    echo "NOTE: attn select does not pass --backend-for to --model yet (tools/attn/select.c)"
-fi
 # --explain shows every candidate of every group
 out=$("$BIN" select --model gpt-oss-20b --machine a100 --explain)
 [ "$(grep -c '^group ' <<<"$out")" -eq 2 ] || fail "gpt-oss: expected 2 groups: $out"

@@ -169,5 +169,18 @@ else:
 print("this machine: selected %s" % s["selected"])
 PY
 
+# per-kind override: a sliding-window layer takes its kind's backend, a full
+# attention layer keeps the global request
+out=$("$ATTN_BIN" select --machine h100 --sliding-window --backend FLEX_ATTENTION \
+      --backend-for sliding_window=TRITON_ATTN)
+[ "$out" = "TRITON_ATTN" ] || { echo "FAIL: --backend-for sliding_window: got '$out'"; fails=$((fails+1)); }
+out=$("$ATTN_BIN" select --machine h100 --backend FLEX_ATTENTION \
+      --backend-for sliding_window=TRITON_ATTN)
+[ "$out" = "FLEX_ATTENTION" ] || { echo "FAIL: --backend-for on a full layer: got '$out'"; fails=$((fails+1)); }
+set +e
+"$ATTN_BIN" select --backend-for nokind=X >/dev/null 2>&1; rc=$?
+set -e
+[ $rc = 2 ] || { echo "FAIL: bad --backend-for kind: exit $rc, want 2"; fails=$((fails+1)); }
+
 [ $fails = 0 ] && echo "cli_select: all checks passed"
 exit $((fails > 0))

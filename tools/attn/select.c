@@ -30,6 +30,10 @@ static void attn__select_usage(FILE *f)
                "                         rocm_use_aiter_mla, batch_invariant); repeatable\n"
                "request:\n"
                "  --backend NAME         explicit backend, or auto (default: ATTN_BACKEND)\n"
+               "  --backend-for KIND=NAME  backend for layers of one KV kind (full_attention,\n"
+               "                         sliding_window, mla_attention, sliding_window_mla,\n"
+               "                         encoder_only_attention, cross_attention); wins\n"
+               "                         over --backend for that kind; repeatable\n"
                "  --model NAME|FILE      select for every layer group of a model\n"
                "layer configuration:\n"
                "  --head-size N          default 128\n"
@@ -50,6 +54,8 @@ typedef struct attn__select_opts {
     const char *machine, *installed, *backend, *model;
     const char *settings[32];
     int num_settings;
+    char per_kind_names[ATTN_KIND_COUNT][64];
+    const char *per_kind[ATTN_KIND_COUNT];
     attn_selector_config cfg;
     bool explain, json;
 } attn__select_opts;
@@ -99,6 +105,22 @@ static int attn__select_parse(int argc, char **argv, attn__select_opts *o)
             if (v) o->settings[o->num_settings++] = v;
         } else if (attn_cli_opt(argc, argv, &i, "--backend", &v, &bad)) {
             o->backend = v;
+        } else if (attn_cli_opt(argc, argv, &i, "--backend-for", &v, &bad)) {
+            if (v) {
+                const char *eq = strchr(v, '=');
+                char kind[64];
+                attn_kv_kind k;
+                if (!eq || eq == v || !eq[1] || (size_t)(eq - v) >= sizeof kind ||
+                    strlen(eq + 1) >= sizeof o->per_kind_names[0])
+                    return attn_cli_usage_error(cmd, "--backend-for: expected KIND=NAME, got '%s'",
+                                                v);
+                memcpy(kind, v, (size_t)(eq - v));
+                kind[eq - v] = '\0';
+                if (attn_kv_kind_parse(kind, &k) != ATTN_OK)
+                    return attn_cli_usage_error(cmd, "--backend-for: %s", attn_last_error());
+                snprintf(o->per_kind_names[k], sizeof o->per_kind_names[k], "%s", eq + 1);
+                o->per_kind[k] = o->per_kind_names[k];
+            }
         } else if (attn_cli_opt(argc, argv, &i, "--model", &v, &bad)) {
             o->model = v;
         } else if (attn_cli_opt(argc, argv, &i, "--head-size", &v, &bad)) {
@@ -178,7 +200,8 @@ int attn_cmd_select(int argc, char **argv)
     if (rc >= 0) return rc;
 
     const attn_selection *sel = NULL;
-    attn_status st = attn_select(p, o.backend, &o.cfg, &sel);
+    const char *requested = attn_requested_for(&o.cfg, o.backend, o.per_kind);
+    attn_status st = attn_select(p, requested, &o.cfg, &sel);
     if (!sel) {
         fprintf(stderr, "attn select: %s\n", attn_last_error());
         attn_platform_free(owned);
