@@ -356,6 +356,23 @@ static int attn__bk_text_out(const attn_platform *p)
         }
     }
     printf("\n* = depends on the machine (see the notes in docs/backends.md)\n");
+    /* Plugins that failed or were filtered out are as important to see as the
+     * ones that registered something. */
+    int np = attn_plugins_count();
+    if (np > 0)
+        printf("\nplugins (ATTN_PLUGIN_PATH):\n");
+    for (int i = 0; i < np; i++) {
+        attn_plugin_report rep;
+        if (attn_plugins_report(i, &rep) != ATTN_OK)
+            continue;
+        const char *state = rep.loaded                 ? "loaded"
+                            : rep.skipped_by_allowlist ? "skipped (not in ATTN_PLUGINS)"
+                                                       : "failed";
+        printf("  %-20s %s  %s", rep.name, state, rep.path);
+        if (rep.error)
+            printf("\n    why: %s", rep.error);
+        printf("\n");
+    }
     return ATTN_EXIT_OK;
 }
 
