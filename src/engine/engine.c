@@ -334,6 +334,8 @@ static attn_status attn__kernel_init(attn_engine *e, attn__eng_group *g, attn__e
 {
     k->backend = b;
     k->ops = *b->kernel; /* const copy */
+    k->self = *b;
+    k->self.kernel = &k->ops;
     k->own_builder = own_builder;
     if (own_builder) {
         if (!b->desc->builder)

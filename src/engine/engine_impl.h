@@ -12,8 +12,9 @@
  * a CPU stand-in (emulated), with its own builder state when its metadata
  * differs from the selected backend's. */
 typedef struct attn__eng_kernel {
-    const attn_backend *backend; /* for the checked MLA entry points */
+    const attn_backend *backend; /* the resolved object (name, descriptor) */
     attn_kernel_ops ops;         /* const copy */
+    attn_backend self;           /* backend whose kernel is `ops`, for the MLA entry points */
     bool own_builder;            /* true: metadata from `builder`, else the group's */
     attn_builder_ops builder;
     void *builder_state;

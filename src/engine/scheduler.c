@@ -324,7 +324,10 @@ static void attn__schedule(attn_engine *e, attn_engine_step_stats *st)
         r->num_computed = shared * e->block_size;
         int remaining = attn__total(r) - r->num_computed;
         int n = remaining < budget ? remaining : budget;
-        if (!attn__reserve(e, r, r->num_computed + n)) {
+        bool got = attn__reserve(e, r, r->num_computed + n);
+        while (!got && attn__prefix_evict(e)) /* cached prefixes yield to requests */
+            got = attn__reserve(e, r, r->num_computed + n);
+        if (!got) {
             /* No preemption for admissions: wait for blocks to come back. */
             for (int g = 0; g < e->num_groups; g++)
                 attn_block_pool_release_list(e->groups[g].pool, attn__list(e, r, g));
@@ -486,7 +489,7 @@ static attn_status attn__forward(attn_engine *e, attn__eng_group *g, attn__eng_k
     if (g->spec.use_mla) {
         attn_mla_args a = {.layer = &g->params, .common = &g->cm, .metadata = k->md, .kv = view,
                            .q = e->q, .out = out, .w_uk = g->w_uk, .w_uv = g->w_uv};
-        return attn_mla_forward(k->backend, k->impl[l], &a, e->mla_scratch, e->mla_scratch_size);
+        return attn_mla_forward(&k->self, k->impl[l], &a, e->mla_scratch, e->mla_scratch_size);
     }
     attn_forward_args a = {.layer = &g->params, .common = &g->cm, .metadata = k->md, .q = e->q,
                            .kv = view, .out = out};
