@@ -137,6 +137,35 @@ static void test_gemma_and_sinks(void)
     CHECK(attn_engine_num_groups(e) == 2);
     serve(e, 2, 40, 2, 5e-2);
     attn_engine_free(e);
+
+    /* a per-kind override: sliding-window layers on TRITON_ATTN, the others
+     * by the platform's list */
+    attn_engine_config cfg;
+    attn_engine_config_init(&cfg);
+    cfg.platform = p;
+    cfg.model = m;
+    cfg.num_blocks = 16;
+    cfg.per_kind[ATTN_KIND_SLIDING_WINDOW] = "TRITON_ATTN";
+    cfg.run_kernels = false;
+    CHECK_OK(attn_engine_create(&cfg, &e));
+    for (int g = 0; g < attn_engine_num_groups(e); g++) {
+        attn_engine_group_info gi;
+        CHECK_OK(attn_engine_group_info_get(e, g, &gi));
+        if (gi.kind == ATTN_KIND_SLIDING_WINDOW) {
+            CHECK_STR(gi.backend, "TRITON_ATTN");
+            CHECK_STR(gi.requested, "TRITON_ATTN");
+            CHECK_STR(gi.builder_type, "triton");
+        } else {
+            CHECK_STR(gi.backend, "FLASH_ATTN");
+            CHECK(gi.requested == NULL);
+        }
+    }
+    attn_request_desc r = {.prompt_len = 9, .output_len = 2};
+    CHECK_OK(attn_engine_add_request(e, &r, NULL));
+    attn_engine_step_stats st;
+    CHECK_OK(attn_engine_step(e, &st));
+    CHECK(st.builds == 2 && st.block_table_updates == 0); /* different builder types */
+    attn_engine_free(e);
     attn_platform_free(p);
     attn_model_free(m);
 }
