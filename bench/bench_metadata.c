@@ -72,8 +72,7 @@ int posix_memalign(void **out, size_t a, size_t n)
 {
     atomic_fetch_add_explicit(&n_allocs, 1, memory_order_relaxed);
     void *p = __libc_memalign(a, n);
-    if (!p)
-        return 12; /* ENOMEM */
+    if (!p) return 12; /* ENOMEM */
     *out = p;
     return 0;
 }
@@ -142,11 +141,18 @@ static void make_batch(batch *b, int n)
         b->pos[r] = CONTEXT - 1;
         b->slots[r] = (int64_t)b->bt[r * BLOCKS_PER_REQ + BLOCKS_PER_REQ - 1] * BLOCK + BLOCK - 1;
     }
-    attn_common_metadata cm = {.query_start_loc = b->qsl, .seq_lens = b->seq, .num_reqs = n,
-                               .num_actual_tokens = n, .max_query_len = 1,
-                               .max_seq_len = CONTEXT, .block_table = b->bt,
-                               .block_table_stride = BLOCKS_PER_REQ, .slot_mapping = b->slots,
-                               .causal = true, .block_size = BLOCK, .positions = b->pos};
+    attn_common_metadata cm = {.query_start_loc = b->qsl,
+                               .seq_lens = b->seq,
+                               .num_reqs = n,
+                               .num_actual_tokens = n,
+                               .max_query_len = 1,
+                               .max_seq_len = CONTEXT,
+                               .block_table = b->bt,
+                               .block_table_stride = BLOCKS_PER_REQ,
+                               .slot_mapping = b->slots,
+                               .causal = true,
+                               .block_size = BLOCK,
+                               .positions = b->pos};
     b->cm = cm;
 }
 
@@ -167,9 +173,12 @@ static bool bench_builder(const family *f, int n)
         fprintf(stderr, "bad batch: %s\n", attn_last_error());
         exit(1);
     }
-    attn_builder_init init = {.layer = f->layer, .block_size = BLOCK,
-                              .num_blocks = MAX_REQS * BLOCKS_PER_REQ, .max_num_reqs = MAX_REQS,
-                              .max_num_tokens = 2048, .max_blocks_per_req = BLOCKS_PER_REQ};
+    attn_builder_init init = {.layer = f->layer,
+                              .block_size = BLOCK,
+                              .num_blocks = MAX_REQS * BLOCKS_PER_REQ,
+                              .max_num_reqs = MAX_REQS,
+                              .max_num_tokens = 2048,
+                              .max_blocks_per_req = BLOCKS_PER_REQ};
     void *st = NULL;
     if (f->ops->create(&init, &st) != ATTN_OK) {
         printf("  %-12s %5d  create failed: %s\n", f->name, n, attn_last_error());
@@ -271,11 +280,11 @@ static void bench_engine(const char *machine, int layers, int heads, int kv_head
     char kern[64];
     snprintf(kern, sizeof kern, "%s", kernels ? (gi.kernel ? gi.kernel : "none") : "off");
     if (COUNTING)
-        printf("  %-8s %-10s %5d %7d %-9s %12.0f %14.0f %12.2f\n", machine, gi.backend,
-               st.num_reqs, context, kern, meta[steps / 2], wall, (double)(a1 - a0) / steps);
+        printf("  %-8s %-10s %5d %7d %-9s %12.0f %14.0f %12.2f\n", machine, gi.backend, st.num_reqs,
+               context, kern, meta[steps / 2], wall, (double)(a1 - a0) / steps);
     else
-        printf("  %-8s %-10s %5d %7d %-9s %12.0f %14.0f %12s\n", machine, gi.backend,
-               st.num_reqs, context, kern, meta[steps / 2], wall, "n/a");
+        printf("  %-8s %-10s %5d %7d %-9s %12.0f %14.0f %12s\n", machine, gi.backend, st.num_reqs,
+               context, kern, meta[steps / 2], wall, "n/a");
     free(meta);
     attn_engine_free(e);
     attn_model_free(m);
@@ -295,15 +304,18 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    if (reps < 3)
-        reps = 3;
-    if (steps < 1)
-        steps = 1;
-    attn_layer_params llama = {.num_heads = 32, .num_kv_heads = 8, .head_size = 128,
-                               .dtype = ATTN_DTYPE_BF16};
-    attn_layer_params mla = {.num_heads = 128, .num_kv_heads = 1, .head_size = 576,
-                             .dtype = ATTN_DTYPE_BF16, .kv_lora_rank = 512,
-                             .qk_rope_head_dim = 64, .qk_nope_head_dim = 128, .v_head_dim = 128};
+    if (reps < 3) reps = 3;
+    if (steps < 1) steps = 1;
+    attn_layer_params llama = {
+        .num_heads = 32, .num_kv_heads = 8, .head_size = 128, .dtype = ATTN_DTYPE_BF16};
+    attn_layer_params mla = {.num_heads = 128,
+                             .num_kv_heads = 1,
+                             .head_size = 576,
+                             .dtype = ATTN_DTYPE_BF16,
+                             .kv_lora_rank = 512,
+                             .qk_rope_head_dim = 64,
+                             .qk_nope_head_dim = 128,
+                             .v_head_dim = 128};
     const family fams[] = {
         {"flash_attn", &attn__builder_flash_attn, &llama, true},
         {"flashinfer", &attn__builder_flashinfer, &llama, true},
@@ -333,7 +345,6 @@ int main(int argc, char **argv)
     bench_engine("h100", 32, 32, 8, 128, false, steps, 256, CONTEXT);
     bench_engine("h100", 2, 8, 2, 64, true, steps, 16, 512);
     bench_engine("cpu", 2, 8, 2, 64, true, steps, 16, 512);
-    if (!COUNTING)
-        printf("\nallocation counting is off in sanitizer builds\n");
+    if (!COUNTING) printf("\nallocation counting is off in sanitizer builds\n");
     return ok ? 0 : 1;
 }

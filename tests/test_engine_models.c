@@ -22,8 +22,7 @@ static attn_engine *start(const char *machine, attn_model *m, const char *kv, in
     cfg.seed = 5;
     cfg.verify = true;
     cfg.check_metadata = true;
-    if (kv)
-        CHECK_OK(attn_kv_dtype_parse(kv, &cfg.kv_cache_dtype));
+    if (kv) CHECK_OK(attn_kv_dtype_parse(kv, &cfg.kv_cache_dtype));
     attn_engine *e = NULL;
     attn_status st = attn_engine_create(&cfg, &e);
     CHECK_MSG(st == ATTN_OK, "%s: %s", machine, e ? attn_engine_error(e) : attn_last_error());
@@ -89,8 +88,7 @@ static void test_mla(void)
 {
     attn_model *m = NULL;
     CHECK_OK(attn_model_from_json(small_mla, "mla-small", &m));
-    if (!m)
-        return;
+    if (!m) return;
     attn_platform *p;
     attn_engine *e = start("cpu", m, NULL, 32, &p);
     attn_engine_group_info gi;

@@ -78,8 +78,7 @@ int main(void)
     CHECK_OK(attn_register_backend_object("CUSTOM", &counting_backend));
     attn_model *m = NULL;
     CHECK_OK(attn_model_from_json(hybrid_config, "hybrid-6", &m));
-    if (!m)
-        return attn_test_finish("test_engine_reuse");
+    if (!m) return attn_test_finish("test_engine_reuse");
     CHECK(attn_model_num_groups(m) == 2);
     attn_platform *p = NULL;
     CHECK_OK(attn_platform_open("h100", &p));

@@ -19,8 +19,7 @@ static attn__json *run_json(const char *args, int *rc)
     attn__json *j = NULL;
     char err[256] = "";
     if (!out || attn__json_parse(out, strlen(out), &j, err, sizeof err) != ATTN_OK) {
-        fprintf(stderr, "could not parse the output of %s: %s\n%.400s\n", cmd, err,
-                out ? out : "");
+        fprintf(stderr, "could not parse the output of %s: %s\n%.400s\n", cmd, err, out ? out : "");
         j = NULL;
     }
     free(out);
@@ -31,8 +30,7 @@ static long long num(const attn__json *o, const char *key)
 {
     const attn__json *v = attn__json_get(o, key);
     long long x = -1;
-    if (!v || !attn__json_is_int(v, &x))
-        return -999999;
+    if (!v || !attn__json_is_int(v, &x)) return -999999;
     return x;
 }
 
@@ -52,13 +50,11 @@ int main(void)
     int rc = -1;
     attn__json *j = run_json(args, &rc);
     CHECK(rc == 0);
-    if (!j)
-        return attn_test_finish("test_engine_serve");
+    if (!j) return attn_test_finish("test_engine_serve");
     CHECK_STR(attn__json_string(attn__json_get(j, "state")), "ready");
     const attn__json *groups = attn__json_get(j, "groups");
     CHECK(groups && attn__json_len(groups) == 1);
-    CHECK_STR(attn__json_string(attn__json_get(attn__json_at(groups, 0), "backend")),
-              "FLASH_ATTN");
+    CHECK_STR(attn__json_string(attn__json_get(attn__json_at(groups, 0), "backend")), "FLASH_ATTN");
     CHECK(num(j, "num_blocks") == 40 && num(j, "block_size") == 16);
     const attn__json *steps = attn__json_get(j, "steps");
     CHECK(steps && attn__json_len(steps) == 200);
@@ -86,11 +82,11 @@ int main(void)
         const attn__json *b = attn__json_at(attn__json_get(fin, "blocks"), 0);
         CHECK(b && num(b, "leaked") == 0 && num(b, "rejected_releases") == 0 &&
               flag(b, "consistent"));
-        CHECK(b && num(b, "total_refs") ==
-                       num(b, "held_by_requests") + num(b, "held_by_prefix_cache"));
+        CHECK(b &&
+              num(b, "total_refs") == num(b, "held_by_requests") + num(b, "held_by_prefix_cache"));
         const attn__json *a = attn__json_at(attn__json_get(fin, "after_release"), 0);
-        CHECK(a && num(a, "num_free") == 40 && num(a, "total_refs") == 0 &&
-              num(a, "leaked") == 0 && flag(a, "consistent"));
+        CHECK(a && num(a, "num_free") == 40 && num(a, "total_refs") == 0 && num(a, "leaked") == 0 &&
+              flag(a, "consistent"));
     }
 
     /* the same seed, the same run */
@@ -102,8 +98,8 @@ int main(void)
         CHECK(num(f2, "preemptions") == num(fin, "preemptions") &&
               num(f2, "tokens") == num(fin, "tokens") &&
               num(f2, "finished") == num(fin, "finished"));
-        const attn__json *s1 = attn__json_at(steps, 150), *s2 =
-                                   attn__json_at(attn__json_get(j2, "steps"), 150);
+        const attn__json *s1 = attn__json_at(steps, 150),
+                         *s2 = attn__json_at(attn__json_get(j2, "steps"), 150);
         CHECK(num(s1, "num_tokens") == num(s2, "num_tokens") &&
               num(s1, "blocks_in_use") == num(s2, "blocks_in_use"));
         double c1 = attn__json_number(attn__json_get(s1, "output_checksum"));

@@ -120,8 +120,8 @@ static void test_flashinfer(void)
     EQ32(row(cm, 1), c0);     /* C moved up to B's old row */
     int32_t d0 = row(cm, 2)[0];
     CHECK(d0 == b0); /* B's freed block went to D: same id, new owner */
-    EQ64(cm->slot_mapping, a1 * 16 + 4, c0 * 16 + 4, d0 * 16, d0 * 16 + 1, d0 * 16 + 2,
-         d0 * 16 + 3, d0 * 16 + 4, d0 * 16 + 5);
+    EQ64(cm->slot_mapping, a1 * 16 + 4, c0 * 16 + 4, d0 * 16, d0 * 16 + 1, d0 * 16 + 2, d0 * 16 + 3,
+         d0 * 16 + 4, d0 * 16 + 5);
     md = attn_engine_group_metadata(e, 0, NULL);
     CHECK(md->num_reqs == 3 && md->num_actual_tokens == 8 && md->max_query_len == 6 &&
           md->max_seq_len == 21 && md->page_size == 16 && md->causal);

@@ -129,13 +129,11 @@ static void test_random_walk(void)
         case 2: /* release */
             for (int k = 0; k < l->count; k++)
                 model[l->ids[k]]--;
-            if (attn_block_pool_release_list(p, l) != ATTN_OK)
-                failures++;
+            if (attn_block_pool_release_list(p, l) != ATTN_OK) failures++;
             break;
         default: { /* adopt another list's first blocks as a shared prefix */
             attn_block_list *o = &lists[rnd(NLIST)];
-            if (o == l || l->count != 0 || o->count == 0)
-                break;
+            if (o == l || l->count != 0 || o->count == 0) break;
             int n = 1 + (int)rnd((uint32_t)o->count);
             if (attn_block_pool_share(p, n, o->ids) != ATTN_OK) {
                 failures++;

@@ -51,8 +51,7 @@ static attn_kv_layout_info layout_of(const attn_backend_desc *d, attn_kv_layout 
 static void test_flash_attn(void)
 {
     const attn_backend_desc *d = desc("FLASH_ATTN");
-    if (!d)
-        return;
+    if (!d) return;
     attn_kv_layout_info li = layout_of(d, ATTN_LAYOUT_NHD, 16, 128);
     char buf[64];
     attn_kv_shape_format(&li.shape, buf, sizeof buf);
@@ -91,8 +90,7 @@ static void test_flashinfer_triton(void)
     const char *names[] = {"FLASHINFER", "TRITON_ATTN"};
     for (int i = 0; i < 2; i++) {
         const attn_backend_desc *d = desc(names[i]);
-        if (!d)
-            continue;
+        if (!d) continue;
         attn_kv_layout_info li = layout_of(d, ATTN_LAYOUT_NHD, 16, 128);
         char buf[64];
         attn_kv_shape_format(&li.shape, buf, sizeof buf);
@@ -158,8 +156,8 @@ static void test_mla_and_diffkv(void)
     CHECK(li.writable);
     /* a stride order that does not fit the shape is the descriptor's error */
     diffkv.kv_stride_order = attn__stride_order_flash;
-    CHECK_STATUS(attn_kv_layout_compute(&diffkv, ATTN_LAYOUT_NHD, 10, 16, 8, 192, 0,
-                                        ATTN_KV_AUTO, ATTN_DTYPE_FP16, &li),
+    CHECK_STATUS(attn_kv_layout_compute(&diffkv, ATTN_LAYOUT_NHD, 10, 16, 8, 192, 0, ATTN_KV_AUTO,
+                                        ATTN_DTYPE_FP16, &li),
                  ATTN_INTERNAL);
     CHECK_CONTAINS(attn_last_error(), "stride order has 5 entries for a 4-dim shape");
     d = desc("FLEX_ATTENTION");
@@ -219,8 +217,7 @@ static void test_errors_and_memory(void)
                  ATTN_UNSUPPORTED); /* 16 heads and block 16: ambiguous */
     CHECK_CONTAINS(attn_last_error(), "ambiguous");
     const attn_backend_desc *fa = desc("FLASH_ATTN");
-    if (!fa)
-        return;
+    if (!fa) return;
     CHECK_STATUS(attn_kv_layout_compute(fa, ATTN_LAYOUT_NHD, 0, 16, 8, 128, 0, ATTN_KV_AUTO,
                                         ATTN_DTYPE_BF16, &li),
                  ATTN_INVALID_ARGUMENT);

@@ -45,7 +45,8 @@ static int64_t logical_index(const attn_kv_layout_info *li, int kv, int b, int t
 static void test_placement(const attn_backend_desc *d, attn_kv_layout layout)
 {
     attn_kv_layout_info li;
-    CHECK_OK(attn_kv_layout_compute(d, layout, NB, BS, H, D, 0, ATTN_KV_AUTO, ATTN_DTYPE_FP32, &li));
+    CHECK_OK(
+        attn_kv_layout_compute(d, layout, NB, BS, H, D, 0, ATTN_KV_AUTO, ATTN_DTYPE_FP32, &li));
     attn_kv_cache *c;
     CHECK_OK(attn_kv_cache_create(&li, 1, &c));
     attn_kv_view v;
@@ -60,8 +61,7 @@ static void test_placement(const attn_backend_desc *d, attn_kv_layout layout)
     const float *mem = v.data;
     int bad = 0;
     for (int i = 0; i < T; i++) {
-        if (slots[i] < 0)
-            continue;
+        if (slots[i] < 0) continue;
         int b = (int)(slots[i] / BS), t = (int)(slots[i] % BS);
         for (int h = 0; h < H; h++)
             for (int e = 0; e < D; e++) {
@@ -92,8 +92,7 @@ static void test_placement(const attn_backend_desc *d, attn_kv_layout layout)
  * within half an ulp (relative) or half the subnormal quantum (absolute). */
 static bool within(double x, double r, double s, double maxv, double rel, double quantum)
 {
-    if (fabs(x) >= maxv * s)
-        return fabs(r - copysign(maxv * s, x)) <= 1e-6 * maxv * s;
+    if (fabs(x) >= maxv * s) return fabs(r - copysign(maxv * s, x)) <= 1e-6 * maxv * s;
     return fabs(r - x) <= fmax(rel * fabs(x), quantum / 2 * s) * 1.0001;
 }
 
@@ -102,10 +101,10 @@ static bool within(double x, double r, double s, double maxv, double rel, double
 static void test_fp8(attn_kv_dtype kvd, bool per_head, attn_elem src)
 {
     const attn_backend_desc *d = desc("FLASHINFER");
-    if (!d)
-        return;
+    if (!d) return;
     attn_kv_layout_info li;
-    CHECK_OK(attn_kv_layout_compute(d, ATTN_LAYOUT_NHD, NB, BS, H, D, 0, kvd, ATTN_DTYPE_BF16, &li));
+    CHECK_OK(
+        attn_kv_layout_compute(d, ATTN_LAYOUT_NHD, NB, BS, H, D, 0, kvd, ATTN_DTYPE_BF16, &li));
     bool e4 = li.elem == ATTN_ELEM_FP8_E4M3;
     CHECK(li.elem == (kvd == ATTN_KV_FP8_E5M2 ? ATTN_ELEM_FP8_E5M2 : ATTN_ELEM_FP8_E4M3));
     double rel = e4 ? 1.0 / 16 : 1.0 / 8, quantum = e4 ? ldexp(1, -9) : ldexp(1, -16);
@@ -115,8 +114,8 @@ static void test_fp8(attn_kv_dtype kvd, bool per_head, attn_elem src)
     float ks[H], vs[H];
     for (int h = 0; h < H; h++)
         ks[h] = 0.01f * (float)(h + 1), vs[h] = 0.02f * (float)(h + 1);
-    CHECK_OK(attn_kv_cache_set_scales(c, 0, 0.05f, 0.03f, per_head ? ks : NULL,
-                                      per_head ? vs : NULL));
+    CHECK_OK(
+        attn_kv_cache_set_scales(c, 0, 0.05f, 0.03f, per_head ? ks : NULL, per_head ? vs : NULL));
     attn_kv_view v;
     CHECK_OK(attn_kv_cache_view(c, 0, &v));
     /* values spanning the format: tiny, normal, and beyond max (saturate) */
@@ -127,8 +126,7 @@ static void test_fp8(attn_kv_dtype kvd, bool per_head, attn_elem src)
             for (int e = 0; e < D; e++) {
                 float mag = powf(10.0f, (float)((e % 8) - 5)); /* 1e-5 .. 1e2 */
                 float kx = frand() * mag, vx = frand() * mag;
-                if (e == D - 1)
-                    kx = 1e6f; /* beyond any scale's range */
+                if (e == D - 1) kx = 1e6f; /* beyond any scale's range */
                 if (src == ATTN_ELEM_BF16) {
                     kb[i][h][e] = attn__f32_to_bf16(kx);
                     vb[i][h][e] = attn__f32_to_bf16(vx);
@@ -190,8 +188,7 @@ static void test_misuse(void)
     CHECK_STATUS(attn_kv_write(&v, &s, 1, k, k, ATTN_ELEM_F32), ATTN_INVALID_ARGUMENT);
     CHECK_OK(attn_kv_write(&v, NULL, 0, NULL, NULL, ATTN_ELEM_F32)); /* nothing to do */
     const attn_backend_desc *mla = desc("FLASHMLA");
-    if (!mla)
-        return;
+    if (!mla) return;
     attn_kv_layout_info li;
     CHECK_OK(attn_kv_layout_compute(mla, ATTN_LAYOUT_NHD, 4, 64, 1, 576, 0, ATTN_KV_AUTO,
                                     ATTN_DTYPE_FP32, &li));
@@ -218,8 +215,7 @@ int main(void)
     const char *names[] = {"FLASH_ATTN", "FLASHINFER", "TRITON_ATTN", "FLEX_ATTENTION"};
     for (int i = 0; i < 4; i++) {
         const attn_backend_desc *d = desc(names[i]);
-        if (!d)
-            continue;
+        if (!d) continue;
         test_placement(d, ATTN_LAYOUT_NHD);
         test_placement(d, ATTN_LAYOUT_HND);
     }

@@ -31,10 +31,17 @@ static const int64_t mixed_slots[11] = {12, 36, 20, 21, 22, 23, 24, 25, 32, 33, 
 
 static attn_common_metadata mixed(void)
 {
-    attn_common_metadata cm = {.query_start_loc = mixed_qsl, .seq_lens = mixed_seq, .num_reqs = 4,
-                               .num_actual_tokens = 11, .max_query_len = 6, .max_seq_len = 10,
-                               .block_table = &mixed_bt[0][0], .block_table_stride = 4,
-                               .slot_mapping = mixed_slots, .causal = true, .block_size = 4};
+    attn_common_metadata cm = {.query_start_loc = mixed_qsl,
+                               .seq_lens = mixed_seq,
+                               .num_reqs = 4,
+                               .num_actual_tokens = 11,
+                               .max_query_len = 6,
+                               .max_seq_len = 10,
+                               .block_table = &mixed_bt[0][0],
+                               .block_table_stride = 4,
+                               .slot_mapping = mixed_slots,
+                               .causal = true,
+                               .block_size = 4};
     return cm;
 }
 
@@ -47,10 +54,17 @@ static const int64_t casc_slots[4] = {50, 52, 58, 59};
 
 static attn_common_metadata cascade(void)
 {
-    attn_common_metadata cm = {.query_start_loc = casc_qsl, .seq_lens = casc_seq, .num_reqs = 3,
-                               .num_actual_tokens = 4, .max_query_len = 2, .max_seq_len = 12,
-                               .block_table = &casc_bt[0][0], .block_table_stride = 3,
-                               .slot_mapping = casc_slots, .causal = true, .block_size = 4};
+    attn_common_metadata cm = {.query_start_loc = casc_qsl,
+                               .seq_lens = casc_seq,
+                               .num_reqs = 3,
+                               .num_actual_tokens = 4,
+                               .max_query_len = 2,
+                               .max_seq_len = 12,
+                               .block_table = &casc_bt[0][0],
+                               .block_table_stride = 3,
+                               .slot_mapping = casc_slots,
+                               .causal = true,
+                               .block_size = 4};
     return cm;
 }
 
@@ -62,10 +76,17 @@ static const int64_t one_slots[4] = {20, 21, 22, 23};
 
 static attn_common_metadata one(void)
 {
-    attn_common_metadata cm = {.query_start_loc = one_qsl, .seq_lens = one_seq, .num_reqs = 1,
-                               .num_actual_tokens = 4, .max_query_len = 4, .max_seq_len = 12,
-                               .block_table = one_bt, .block_table_stride = 3,
-                               .slot_mapping = one_slots, .causal = true, .block_size = 4};
+    attn_common_metadata cm = {.query_start_loc = one_qsl,
+                               .seq_lens = one_seq,
+                               .num_reqs = 1,
+                               .num_actual_tokens = 4,
+                               .max_query_len = 4,
+                               .max_seq_len = 12,
+                               .block_table = one_bt,
+                               .block_table_stride = 3,
+                               .slot_mapping = one_slots,
+                               .causal = true,
+                               .block_size = 4};
     return cm;
 }
 
@@ -73,8 +94,11 @@ static const int32_t empty_qsl[1] = {0};
 
 static attn_common_metadata empty(void)
 {
-    attn_common_metadata cm = {.query_start_loc = empty_qsl, .num_reqs = 0, .block_size = 4,
-                               .causal = true, .block_table_stride = 4};
+    attn_common_metadata cm = {.query_start_loc = empty_qsl,
+                               .num_reqs = 0,
+                               .block_size = 4,
+                               .causal = true,
+                               .block_table_stride = 4};
     return cm;
 }
 
@@ -82,8 +106,13 @@ static attn_layer_params layer = {.num_heads = 8, .num_kv_heads = 2, .head_size 
 
 static void *make(const attn_builder_ops *ops, const attn_backend_desc *desc)
 {
-    attn_builder_init init = {.desc = desc, .layer = &layer, .block_size = 4, .num_blocks = 16,
-                              .max_num_reqs = 8, .max_num_tokens = 64, .max_blocks_per_req = 4};
+    attn_builder_init init = {.desc = desc,
+                              .layer = &layer,
+                              .block_size = 4,
+                              .num_blocks = 16,
+                              .max_num_reqs = 8,
+                              .max_num_tokens = 64,
+                              .max_blocks_per_req = 4};
     void *st = NULL;
     CHECK_OK(ops->create(&init, &st));
     return st;
@@ -205,10 +234,17 @@ static void test_flash_attn(void)
     const int32_t uq[3] = {0, 1, 2}, us[2] = {5, 9};
     const int32_t ubt[2][3] = {{7, 3, 0}, {1, 2, 9}};
     const int64_t usl[2] = {12, 36};
-    attn_common_metadata u = {.query_start_loc = uq, .seq_lens = us, .num_reqs = 2,
-                              .num_actual_tokens = 2, .max_query_len = 1, .max_seq_len = 9,
-                              .block_table = &ubt[0][0], .block_table_stride = 3,
-                              .slot_mapping = usl, .causal = true, .block_size = 4};
+    attn_common_metadata u = {.query_start_loc = uq,
+                              .seq_lens = us,
+                              .num_reqs = 2,
+                              .num_actual_tokens = 2,
+                              .max_query_len = 1,
+                              .max_seq_len = 9,
+                              .block_table = &ubt[0][0],
+                              .block_table_stride = 3,
+                              .slot_mapping = usl,
+                              .causal = true,
+                              .block_size = 4};
     CHECK_OK(attn_common_metadata_check(&u, 16));
     CHECK_OK(ops->build_for_capture(st, &u, &out));
     CHECK(!((const attn_fa_metadata *)out)->use_cascade);
@@ -219,8 +255,12 @@ static void test_flash_attn(void)
     CHECK(((const attn_fa_metadata *)out)->cg_support == ATTN_CG_ALWAYS);
 
     /* capacity guard: more requests than create() allowed */
-    attn_builder_init small = {.layer = &layer, .block_size = 4, .num_blocks = 16,
-                               .max_num_reqs = 2, .max_num_tokens = 64, .max_blocks_per_req = 4};
+    attn_builder_init small = {.layer = &layer,
+                               .block_size = 4,
+                               .num_blocks = 16,
+                               .max_num_reqs = 2,
+                               .max_num_tokens = 64,
+                               .max_blocks_per_req = 4};
     void *st4 = NULL;
     CHECK_OK(ops->create(&small, &st4));
     CHECK_STATUS(ops->build(st4, 0, &cm, false, &out), ATTN_BAD_METADATA);
@@ -287,10 +327,17 @@ static void test_flashinfer(void)
     const int32_t bq[4] = {0, 3, 4, 5}, bseq[3] = {3, 9, 5};
     const int32_t bbt[3][3] = {{8, 0, 0}, {1, 2, 9}, {7, 3, 0}};
     const int64_t bsl[5] = {32, 33, 34, 36, 12};
-    attn_common_metadata bad = {.query_start_loc = bq, .seq_lens = bseq, .num_reqs = 3,
-                                .num_actual_tokens = 5, .max_query_len = 3, .max_seq_len = 9,
-                                .block_table = &bbt[0][0], .block_table_stride = 3,
-                                .slot_mapping = bsl, .causal = true, .block_size = 4};
+    attn_common_metadata bad = {.query_start_loc = bq,
+                                .seq_lens = bseq,
+                                .num_reqs = 3,
+                                .num_actual_tokens = 5,
+                                .max_query_len = 3,
+                                .max_seq_len = 9,
+                                .block_table = &bbt[0][0],
+                                .block_table_stride = 3,
+                                .slot_mapping = bsl,
+                                .causal = true,
+                                .block_size = 4};
     CHECK_OK(attn_common_metadata_check(&bad, 16));
     CHECK_OK(ops->build(st, 0, &bad, false, &out));
     m = out;
@@ -348,16 +395,28 @@ static void test_flashinfer(void)
     const int32_t uq[3] = {0, 1, 2}, us[2] = {5, 9};
     const int32_t ubt[2][3] = {{7, 3, 0}, {1, 2, 9}};
     const int64_t usl[2] = {12, 36};
-    attn_common_metadata u = {.query_start_loc = uq, .seq_lens = us, .num_reqs = 2,
-                              .num_actual_tokens = 2, .max_query_len = 1, .max_seq_len = 9,
-                              .block_table = &ubt[0][0], .block_table_stride = 3,
-                              .slot_mapping = usl, .causal = true, .block_size = 4};
+    attn_common_metadata u = {.query_start_loc = uq,
+                              .seq_lens = us,
+                              .num_reqs = 2,
+                              .num_actual_tokens = 2,
+                              .max_query_len = 1,
+                              .max_seq_len = 9,
+                              .block_table = &ubt[0][0],
+                              .block_table_stride = 3,
+                              .slot_mapping = usl,
+                              .causal = true,
+                              .block_size = 4};
     CHECK_OK(ops->build_for_capture(st, &u, &out));
     /* TRTLLM-capable descriptor, but 8 heads do not split over 3 KV heads */
     attn_backend_desc trt = {.name = "FLASHINFER", .cg_support = ATTN_CG_UNIFORM_BATCH};
     attn_layer_params odd = {.num_heads = 8, .num_kv_heads = 3, .head_size = 64};
-    attn_builder_init init = {.desc = &trt, .layer = &odd, .block_size = 4, .num_blocks = 16,
-                              .max_num_reqs = 8, .max_num_tokens = 64, .max_blocks_per_req = 4};
+    attn_builder_init init = {.desc = &trt,
+                              .layer = &odd,
+                              .block_size = 4,
+                              .num_blocks = 16,
+                              .max_num_reqs = 8,
+                              .max_num_tokens = 64,
+                              .max_blocks_per_req = 4};
     void *st3;
     CHECK_OK(ops->create(&init, &st3));
     CHECK_OK(ops->build(st3, 0, &u, false, &out));
@@ -401,10 +460,17 @@ static void test_triton(void)
     const int32_t uq[3] = {0, 1, 2}, us[2] = {5, 9};
     const int32_t ubt[2][3] = {{7, 3, 0}, {1, 2, 9}};
     const int64_t usl[2] = {12, 36};
-    attn_common_metadata u = {.query_start_loc = uq, .seq_lens = us, .num_reqs = 2,
-                              .num_actual_tokens = 2, .max_query_len = 1, .max_seq_len = 9,
-                              .block_table = &ubt[0][0], .block_table_stride = 3,
-                              .slot_mapping = usl, .causal = true, .block_size = 4};
+    attn_common_metadata u = {.query_start_loc = uq,
+                              .seq_lens = us,
+                              .num_reqs = 2,
+                              .num_actual_tokens = 2,
+                              .max_query_len = 1,
+                              .max_seq_len = 9,
+                              .block_table = &ubt[0][0],
+                              .block_table_stride = 3,
+                              .slot_mapping = usl,
+                              .causal = true,
+                              .block_size = 4};
     CHECK_OK(ops->build(st, 0, &u, false, &out));
     m = out;
     CHECK(m->use_3d);
@@ -424,8 +490,12 @@ static void test_triton(void)
     CHECK(m->total_q_blocks == 0 && !m->use_3d);
     /* 40 query heads per KV head: block_m 64, block_q 1 */
     attn_layer_params wide = {.num_heads = 40, .num_kv_heads = 1, .head_size = 64};
-    attn_builder_init init = {.layer = &wide, .block_size = 4, .num_blocks = 16,
-                              .max_num_reqs = 8, .max_num_tokens = 64, .max_blocks_per_req = 4};
+    attn_builder_init init = {.layer = &wide,
+                              .block_size = 4,
+                              .num_blocks = 16,
+                              .max_num_reqs = 8,
+                              .max_num_tokens = 64,
+                              .max_blocks_per_req = 4};
     void *st2;
     CHECK_OK(ops->create(&init, &st2));
     cm = mixed();
@@ -479,8 +549,12 @@ static void test_flex(void)
      * nothing is full. kv blocks 0..2 (keys 2..9). */
     attn_layer_params win = layer;
     win.sliding_window = 3;
-    attn_builder_init init = {.layer = &win, .block_size = 4, .num_blocks = 16,
-                              .max_num_reqs = 8, .max_num_tokens = 64, .max_blocks_per_req = 4};
+    attn_builder_init init = {.layer = &win,
+                              .block_size = 4,
+                              .num_blocks = 16,
+                              .max_num_reqs = 8,
+                              .max_num_tokens = 64,
+                              .max_blocks_per_req = 4};
     void *st2;
     CHECK_OK(ops->create(&init, &st2));
     cm = mixed();
@@ -499,12 +573,23 @@ static void test_flex(void)
     int64_t lsl[40];
     for (int i = 0; i < 40; i++)
         lsl[i] = i;
-    attn_common_metadata l = {.query_start_loc = lq, .seq_lens = ls, .num_reqs = 1,
-                              .num_actual_tokens = 40, .max_query_len = 40, .max_seq_len = 40,
-                              .block_table = lbt, .block_table_stride = 10, .slot_mapping = lsl,
-                              .causal = true, .block_size = 4};
-    attn_builder_init big = {.layer = &layer, .block_size = 4, .num_blocks = 16,
-                             .max_num_reqs = 8, .max_num_tokens = 64, .max_blocks_per_req = 10};
+    attn_common_metadata l = {.query_start_loc = lq,
+                              .seq_lens = ls,
+                              .num_reqs = 1,
+                              .num_actual_tokens = 40,
+                              .max_query_len = 40,
+                              .max_seq_len = 40,
+                              .block_table = lbt,
+                              .block_table_stride = 10,
+                              .slot_mapping = lsl,
+                              .causal = true,
+                              .block_size = 4};
+    attn_builder_init big = {.layer = &layer,
+                             .block_size = 4,
+                             .num_blocks = 16,
+                             .max_num_reqs = 8,
+                             .max_num_tokens = 64,
+                             .max_blocks_per_req = 10};
     void *st3;
     CHECK_OK(ops->create(&big, &st3));
     CHECK_OK(attn_common_metadata_check(&l, 16));

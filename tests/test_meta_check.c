@@ -32,11 +32,20 @@ static void batch_init(batch *b)
     memcpy(b->pos, pos, sizeof pos);
     memcpy(b->pre, pre, sizeof pre);
     memset(b->enc, 0, sizeof b->enc);
-    attn_common_metadata cm = {
-        .query_start_loc = b->qsl, .seq_lens = b->seq, .num_reqs = 4, .num_actual_tokens = 11,
-        .max_query_len = 6, .max_seq_len = 10, .block_table = &b->bt[0][0],
-        .block_table_stride = 4, .slot_mapping = b->slots, .causal = true, .block_size = 4,
-        .positions = b->pos, .is_prefilling = b->pre, .encoder_seq_lens = b->enc};
+    attn_common_metadata cm = {.query_start_loc = b->qsl,
+                               .seq_lens = b->seq,
+                               .num_reqs = 4,
+                               .num_actual_tokens = 11,
+                               .max_query_len = 6,
+                               .max_seq_len = 10,
+                               .block_table = &b->bt[0][0],
+                               .block_table_stride = 4,
+                               .slot_mapping = b->slots,
+                               .causal = true,
+                               .block_size = 4,
+                               .positions = b->pos,
+                               .is_prefilling = b->pre,
+                               .encoder_seq_lens = b->enc};
     b->cm = cm;
 }
 
@@ -122,10 +131,17 @@ int main(void)
     {
         int32_t qsl[3] = {0, 1, 2}, seq[2] = {4, 12}, bt[6] = {0, -1, -1, 1, 2, 3};
         int64_t sl[2] = {3, 3 * 4 + 3};
-        attn_common_metadata cm = {.query_start_loc = qsl, .seq_lens = seq, .num_reqs = 2,
-                                   .num_actual_tokens = 2, .max_query_len = 1, .max_seq_len = 12,
-                                   .block_table = bt, .block_table_stride = 3,
-                                   .slot_mapping = sl, .causal = true, .block_size = 4};
+        attn_common_metadata cm = {.query_start_loc = qsl,
+                                   .seq_lens = seq,
+                                   .num_reqs = 2,
+                                   .num_actual_tokens = 2,
+                                   .max_query_len = 1,
+                                   .max_seq_len = 12,
+                                   .block_table = bt,
+                                   .block_table_stride = 3,
+                                   .slot_mapping = sl,
+                                   .causal = true,
+                                   .block_size = 4};
         CHECK_OK(attn_common_metadata_check(&cm, 4));
         seq[1] = 13;
         cm.max_seq_len = 13;
@@ -148,8 +164,9 @@ int main(void)
     /* slot in a block that is not the request's */
     batch_init(&b);
     b.slots[0] = 4 * 9 + 1; /* block 9 belongs to r1 */
-    EXPECT_BAD(&b, 10, "slot_mapping[0] (request 0) is 37 in block 9, which is not one of the "
-                       "request's blocks");
+    EXPECT_BAD(&b, 10,
+               "slot_mapping[0] (request 0) is 37 in block 9, which is not one of the "
+               "request's blocks");
     /* slot in the request's blocks but at the wrong position */
     batch_init(&b);
     b.slots[3] = 22;
@@ -201,8 +218,8 @@ int main(void)
     /* the empty batch is valid, with or without arrays */
     {
         int32_t qsl[1] = {0};
-        attn_common_metadata cm = {.query_start_loc = qsl, .num_reqs = 0, .block_size = 16,
-                                   .causal = true};
+        attn_common_metadata cm = {
+            .query_start_loc = qsl, .num_reqs = 0, .block_size = 16, .causal = true};
         CHECK_OK(attn_common_metadata_check(&cm, 1));
         cm.query_start_loc = NULL;
         CHECK_OK(attn_common_metadata_check(&cm, 1));

@@ -23,8 +23,8 @@ int main(void)
 
     /* the split on the reordered batch: qsl of lengths 1 1 1 3 5 2 */
     const int32_t qsl[7] = {0, 1, 2, 3, 6, 11, 13};
-    attn_common_metadata cm = {.query_start_loc = qsl, .num_reqs = 6, .num_actual_tokens = 13,
-                               .block_size = 16};
+    attn_common_metadata cm = {
+        .query_start_loc = qsl, .num_reqs = 6, .num_actual_tokens = 13, .block_size = 16};
     int nd, ndt;
     CHECK_OK(attn__split_decodes_prefills(&cm, 1, false, &nd, &ndt));
     CHECK(nd == 3 && ndt == 3);
@@ -34,8 +34,8 @@ int main(void)
     CHECK(nd == 4 && ndt == 6);
     /* require_uniform: decodes must all have the first one's length */
     const int32_t qsl2[5] = {0, 2, 4, 5, 9}; /* 2 2 1 4 */
-    attn_common_metadata u = {.query_start_loc = qsl2, .num_reqs = 4, .num_actual_tokens = 9,
-                              .block_size = 16};
+    attn_common_metadata u = {
+        .query_start_loc = qsl2, .num_reqs = 4, .num_actual_tokens = 9, .block_size = 16};
     CHECK_OK(attn__split_decodes_prefills(&u, 4, false, &nd, &ndt));
     CHECK(nd == 4 && ndt == 9);
     CHECK_OK(attn__split_decodes_prefills(&u, 4, true, &nd, &ndt));
@@ -47,8 +47,8 @@ int main(void)
     CHECK(nd == 2 && ndt == 4);
     /* all prefills, empty */
     const int32_t qsl4[3] = {0, 4, 9};
-    attn_common_metadata p = {.query_start_loc = qsl4, .num_reqs = 2, .num_actual_tokens = 9,
-                              .block_size = 16};
+    attn_common_metadata p = {
+        .query_start_loc = qsl4, .num_reqs = 2, .num_actual_tokens = 9, .block_size = 16};
     CHECK_OK(attn__split_decodes_prefills(&p, 1, false, &nd, &ndt));
     CHECK(nd == 0 && ndt == 0);
     p.num_reqs = 0;
@@ -77,14 +77,25 @@ int main(void)
         }
         bqsl[i + 1] = tok;
     }
-    attn_common_metadata b = {.query_start_loc = bqsl, .seq_lens = bseq, .num_reqs = 3,
-                              .num_actual_tokens = 5, .max_query_len = 3, .max_seq_len = 6,
-                              .block_table = &bbt[0][0], .block_table_stride = 2,
-                              .slot_mapping = slots, .causal = true, .block_size = 4};
+    attn_common_metadata b = {.query_start_loc = bqsl,
+                              .seq_lens = bseq,
+                              .num_reqs = 3,
+                              .num_actual_tokens = 5,
+                              .max_query_len = 3,
+                              .max_seq_len = 6,
+                              .block_table = &bbt[0][0],
+                              .block_table_stride = 2,
+                              .slot_mapping = slots,
+                              .causal = true,
+                              .block_size = 4};
     CHECK_OK(attn_common_metadata_check(&b, 4));
     attn_layer_params layer = {.num_heads = 4, .num_kv_heads = 4, .head_size = 64};
-    attn_builder_init init = {.layer = &layer, .block_size = 4, .num_blocks = 4,
-                              .max_num_reqs = 4, .max_num_tokens = 8, .max_blocks_per_req = 2};
+    attn_builder_init init = {.layer = &layer,
+                              .block_size = 4,
+                              .num_blocks = 4,
+                              .max_num_reqs = 4,
+                              .max_num_tokens = 8,
+                              .max_blocks_per_req = 2};
     void *st;
     CHECK_OK(attn__builder_flashinfer.create(&init, &st));
     const void *out;

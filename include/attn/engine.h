@@ -37,31 +37,29 @@ ATTN_EXTERN_C_BEGIN
 
 typedef struct attn_engine attn_engine;
 
-typedef enum attn_engine_state {
-    ATTN_ENGINE_READY = 1,
-    ATTN_ENGINE_FAILED = 2
-} attn_engine_state;
+typedef enum attn_engine_state { ATTN_ENGINE_READY = 1, ATTN_ENGINE_FAILED = 2 } attn_engine_state;
 
 typedef struct attn_engine_config {
     uint32_t struct_size;          /* sizeof(attn_engine_config) (attn_engine_config_init) */
     const attn_platform *platform; /* NULL = attn_platform_current(); borrowed */
     const attn_model *model;       /* required; borrowed for the engine's lifetime */
     const char *backend;           /* requested backend; NULL/"auto" = automatic */
-    const char *per_kind[ATTN_KIND_COUNT]; /* per-kind overrides (NULL = unset) */
-    int block_size;                /* 0 = the backend's preferred size */
-    attn_kv_dtype kv_cache_dtype;  /* default ATTN_KV_AUTO */
-    attn_kv_layout kv_layout;      /* layout asked for when the backend has no requirement */
-    int num_blocks;                /* blocks per KV group; 0 = from memory */
-    double kv_memory_fraction;     /* 0 = 0.9 of the device memory (CPU: of 4 GiB) */
-    int max_num_seqs;              /* 0 = 256 */
-    int max_num_batched_tokens;    /* token budget per step; 0 = 2048 */
-    int max_model_len;             /* 0 = 8192, lowered to what the pool can hold */
-    int max_waiting;               /* waiting-queue capacity; 0 = 4096 */
-    uint64_t seed;                 /* synthetic Q/K/V and weights */
-    bool run_kernels;              /* write K/V and run attention each step */
-    int layers_to_run;             /* 0 = one per KV group; -1 = every layer; N = first N */
-    bool verify;                   /* also run REFERENCE and report the largest difference */
-    bool check_metadata;           /* run attn_common_metadata_check every step */
+    /* per-kind overrides, NULL = unset (reference §14) */
+    const char *per_kind[ATTN_KIND_COUNT];
+    int block_size;               /* 0 = the backend's preferred size */
+    attn_kv_dtype kv_cache_dtype; /* default ATTN_KV_AUTO */
+    attn_kv_layout kv_layout;     /* asked for when the backend has no requirement */
+    int num_blocks;               /* blocks per KV group; 0 = from memory */
+    double kv_memory_fraction;    /* 0 = 0.9 of the device memory (CPU: of 4 GiB) */
+    int max_num_seqs;             /* 0 = 256 */
+    int max_num_batched_tokens;   /* token budget per step; 0 = 2048 */
+    int max_model_len;            /* 0 = 8192, lowered to what the pool can hold */
+    int max_waiting;              /* waiting-queue capacity; 0 = 4096 */
+    uint64_t seed;                /* synthetic Q/K/V and weights */
+    bool run_kernels;             /* write K/V and run attention each step */
+    int layers_to_run;            /* 0 = one per KV group; -1 = every layer; N = first N */
+    bool verify;                  /* also run REFERENCE and report the largest difference */
+    bool check_metadata;          /* run attn_common_metadata_check every step */
 } attn_engine_config;
 
 /* Defaults above; model must still be set. */
@@ -89,8 +87,8 @@ ATTN_API const attn_model *attn_engine_model(const attn_engine *e);
  * "preferred by FLASH_ATTN", ...). 0 when the model has no KV cache. */
 ATTN_API int attn_engine_block_size(const attn_engine *e);
 ATTN_API const char *attn_engine_block_size_source(const attn_engine *e);
-ATTN_API int attn_engine_num_blocks(const attn_engine *e);     /* per KV group */
-ATTN_API uint64_t attn_engine_kv_bytes(const attn_engine *e);  /* all groups, all layers */
+ATTN_API int attn_engine_num_blocks(const attn_engine *e);    /* per KV group */
+ATTN_API uint64_t attn_engine_kv_bytes(const attn_engine *e); /* all groups, all layers */
 ATTN_API int attn_engine_max_model_len(const attn_engine *e);
 
 /* One selection per model group (attn_model_num_groups), including groups
@@ -106,32 +104,32 @@ ATTN_API const attn_selection *attn_engine_selection(const attn_engine *e, int m
 ATTN_API int attn_engine_num_groups(const attn_engine *e);
 
 typedef enum attn_kernel_mode {
-    ATTN_KERNEL_NONE = 0,     /* no kernel runs (disabled, or none usable) */
-    ATTN_KERNEL_NATIVE = 1,   /* the selected backend's own kernel */
-    ATTN_KERNEL_EMULATED = 2  /* libattn's CPU kernel stands in for a descriptor-only backend */
+    ATTN_KERNEL_NONE = 0,    /* no kernel runs (disabled, or none usable) */
+    ATTN_KERNEL_NATIVE = 1,  /* the selected backend's own kernel */
+    ATTN_KERNEL_EMULATED = 2 /* libattn's CPU kernel stands in for a descriptor-only backend */
 } attn_kernel_mode;
 
 typedef struct attn_engine_group_info {
     int model_group;
     int num_layers;
-    const int *layers;             /* model layer indices */
+    const int *layers; /* model layer indices */
     attn_kv_kind kind;
-    const char *backend;           /* the fixed backend */
-    const char *requested;         /* what was asked for this group (NULL = automatic) */
+    const char *backend;   /* the fixed backend */
+    const char *requested; /* what was asked for this group (NULL = automatic) */
     const attn_selection *selection;
-    const char *builder_type;      /* the builder's type_name */
-    attn_cg_support cg_support;    /* graph-capture tier of its metadata */
+    const char *builder_type;   /* the builder's type_name */
+    attn_cg_support cg_support; /* graph-capture tier of its metadata */
     int reorder_batch_threshold;
     attn_kv_layout layout;
-    attn_kv_shape kv_shape;        /* one layer's logical cache shape */
+    attn_kv_shape kv_shape; /* one layer's logical cache shape */
     attn_elem kv_elem;
-    uint64_t bytes_per_block;      /* one block across the group's layers */
+    uint64_t bytes_per_block; /* one block across the group's layers */
     int num_blocks;
     attn_kernel_mode kernel_mode;
-    const char *kernel;            /* backend whose kernel computes ("CPU_ATTN"), or NULL */
-    const char *kernel_variant;    /* e.g. "avx2" when the kernel reports one */
-    const char *kernel_note;       /* why no kernel runs, when kernel_mode is NONE */
-    int layers_run;                /* layers executed per step */
+    const char *kernel;         /* backend whose kernel computes ("CPU_ATTN"), or NULL */
+    const char *kernel_variant; /* e.g. "avx2" when the kernel reports one */
+    const char *kernel_note;    /* why no kernel runs, when kernel_mode is NONE */
+    int layers_run;             /* layers executed per step */
 } attn_engine_group_info;
 
 ATTN_API attn_status attn_engine_group_info_get(const attn_engine *e, int group,
@@ -142,10 +140,10 @@ ATTN_API const attn_selection *attn_engine_group_selection(const attn_engine *e,
 /* ---- requests ------------------------------------------------------------- */
 
 typedef struct attn_request_desc {
-    int prompt_len;   /* >= 1 */
-    int output_len;   /* tokens to generate, >= 1 */
-    int prefix_id;    /* > 0: the prompt starts with shared prefix number prefix_id */
-    int prefix_len;   /* tokens of that prefix (<= prompt_len) */
+    int prompt_len; /* >= 1 */
+    int output_len; /* tokens to generate, >= 1 */
+    int prefix_id;  /* > 0: the prompt starts with shared prefix number prefix_id */
+    int prefix_len; /* tokens of that prefix (<= prompt_len) */
 } attn_request_desc;
 
 /* Queues a request. ATTN_BAD_STATE on a failed engine; ATTN_INVALID_ARGUMENT
@@ -156,21 +154,21 @@ ATTN_API attn_status attn_engine_add_request(attn_engine *e, const attn_request_
                                              uint64_t *id);
 
 typedef struct attn_engine_step_stats {
-    int64_t step;               /* this step's index, from 0 */
-    int num_reqs, num_tokens;   /* the batch */
+    int64_t step;             /* this step's index, from 0 */
+    int num_reqs, num_tokens; /* the batch */
     int num_decode_reqs, num_decode_tokens, num_prefill_reqs, num_prefill_tokens;
     int admitted, finished, preempted;
-    int running, waiting;       /* after the step */
-    int blocks_in_use;          /* first KV group, after the step */
-    int common_prefix_len;      /* first KV group */
+    int running, waiting;            /* after the step */
+    int blocks_in_use;               /* first KV group, after the step */
+    int common_prefix_len;           /* first KV group */
     int builds, block_table_updates; /* builder calls this step, all groups */
     int layers_run;
-    bool emulated;              /* attention math came from a stand-in CPU kernel */
-    double metadata_ns;         /* common metadata + every builder */
-    double attention_ns;        /* K/V writes + attention */
-    double output_checksum;     /* sum of the outputs of the layers run */
+    bool emulated;          /* attention math came from a stand-in CPU kernel */
+    double metadata_ns;     /* common metadata + every builder */
+    double attention_ns;    /* K/V writes + attention */
+    double output_checksum; /* sum of the outputs of the layers run */
     bool output_finite;
-    double max_abs_diff;        /* vs REFERENCE when verify is on (else 0) */
+    double max_abs_diff; /* vs REFERENCE when verify is on (else 0) */
 } attn_engine_step_stats;
 
 /* Runs one step. An empty schedule is a valid step (no batch, no metadata).
@@ -186,7 +184,7 @@ typedef struct attn_engine_counts {
     int64_t steps;
     int64_t added, admitted, finished, preemptions;
     int running, waiting;
-    int64_t tokens;             /* tokens computed over all steps */
+    int64_t tokens; /* tokens computed over all steps */
 } attn_engine_counts;
 ATTN_API attn_status attn_engine_get_counts(const attn_engine *e, attn_engine_counts *out);
 
@@ -210,12 +208,12 @@ ATTN_API const void *attn_engine_group_metadata(const attn_engine *e, int g,
 
 typedef struct attn_engine_block_accounting {
     int num_blocks, num_free, num_used;
-    int64_t held_by_requests;   /* block references held by live requests */
+    int64_t held_by_requests; /* block references held by live requests */
     int64_t held_by_prefix_cache;
-    int64_t total_refs;         /* the pool's own count */
-    int64_t leaked;             /* total_refs - held_by_requests - held_by_prefix_cache */
-    int64_t rejected_releases;  /* double frees / bad ids the pool refused */
-    bool consistent;            /* attn_block_pool_check passed */
+    int64_t total_refs;        /* the pool's own count */
+    int64_t leaked;            /* total_refs - held_by_requests - held_by_prefix_cache */
+    int64_t rejected_releases; /* double frees / bad ids the pool refused */
+    bool consistent;           /* attn_block_pool_check passed */
 } attn_engine_block_accounting;
 ATTN_API attn_status attn_engine_block_stats(const attn_engine *e, int g,
                                              attn_engine_block_accounting *out);

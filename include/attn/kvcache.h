@@ -43,10 +43,10 @@ typedef struct attn_block_pool_stats {
     int num_blocks;
     int block_size;
     int num_free;
-    int num_used;             /* blocks with refcount > 0 */
-    int64_t total_refs;       /* sum of refcounts */
-    int64_t num_allocs;       /* blocks handed out since creation */
-    int64_t num_frees;        /* blocks returned to the free list */
+    int num_used;              /* blocks with refcount > 0 */
+    int64_t total_refs;        /* sum of refcounts */
+    int64_t num_allocs;        /* blocks handed out since creation */
+    int64_t num_frees;         /* blocks returned to the free list */
     int64_t rejected_releases; /* release calls refused (double free / bad id) */
 } attn_block_pool_stats;
 ATTN_API void attn_block_pool_get_stats(const attn_block_pool *p, attn_block_pool_stats *out);
@@ -82,17 +82,17 @@ ATTN_API attn_kv_layout attn_kv_layout_resolve(const attn_backend_desc *d, const
 
 /* One layer's cache as the backend lays it out. */
 typedef struct attn_kv_layout_info {
-    attn_kv_shape shape;      /* logical shape from desc->kv_cache_shape */
-    int stride_order[6];      /* memory position i holds logical dim stride_order[i] */
-    int64_t strides[6];       /* element stride of each logical dim */
-    attn_kv_layout layout;    /* resolved NHD/HND */
-    attn_elem elem;           /* storage element */
+    attn_kv_shape shape;   /* logical shape from desc->kv_cache_shape */
+    int stride_order[6];   /* memory position i holds logical dim stride_order[i] */
+    int64_t strides[6];    /* element stride of each logical dim */
+    attn_kv_layout layout; /* resolved NHD/HND */
+    attn_elem elem;        /* storage element */
     int64_t elems_per_layer;
     uint64_t bytes_per_layer;
     uint64_t bytes_per_block; /* one block of one layer, K and V */
     /* The attn_kv_view of a layer (data NULL, scales 1). */
     attn_kv_view view;
-    bool has_v;   /* false: one row per token (MLA latent, packed formats) */
+    bool has_v;    /* false: one row per token (MLA latent, packed formats) */
     bool writable; /* attn_kv_write supports this storage (not packed nvfp4 / turboquant) */
 } attn_kv_layout_info;
 

@@ -38,8 +38,7 @@ const attn_builder_ops *const attn__engine_builder_families[] = {
 
 void attn_engine_config_init(attn_engine_config *cfg)
 {
-    if (!cfg)
-        return;
+    if (!cfg) return;
     memset(cfg, 0, sizeof *cfg);
     cfg->struct_size = sizeof *cfg;
     cfg->kv_cache_dtype = ATTN_KV_AUTO;
@@ -60,8 +59,7 @@ attn_status attn__engine_fail(attn_engine *e, attn_status st, const char *fmt, .
 static void *attn__eng_calloc(size_t n, size_t size, bool *oom)
 {
     void *p = calloc(n ? n : 1, size ? size : 1);
-    if (!p)
-        *oom = true;
+    if (!p) *oom = true;
     return p;
 }
 
@@ -74,15 +72,13 @@ static attn_status attn__select_all(attn_engine *e)
     bool oom = false;
     e->selections = attn__eng_calloc((size_t)e->num_model_groups, sizeof *e->selections, &oom);
     e->requested = attn__eng_calloc((size_t)e->num_model_groups, sizeof *e->requested, &oom);
-    if (oom)
-        return attn__engine_fail(e, ATTN_OUT_OF_MEMORY, "engine: out of memory");
+    if (oom) return attn__engine_fail(e, ATTN_OUT_OF_MEMORY, "engine: out of memory");
     for (int mg = 0; mg < e->num_model_groups; mg++) {
         const attn_layer_spec *spec = attn_model_group_spec(m, mg);
         attn_selector_config sc;
         attn_model_selector_config(m, spec, e->cfg.kv_cache_dtype, e->cfg.block_size, &sc);
         const char *req = attn_requested_for(&sc, e->cfg.backend, e->cfg.per_kind);
-        if (req)
-            snprintf(e->requested[mg], sizeof e->requested[mg], "%s", req);
+        if (req) snprintf(e->requested[mg], sizeof e->requested[mg], "%s", req);
         const attn_selection *sel = NULL;
         attn_status st = attn_select(e->platform, req, &sc, &sel);
         e->selections[mg] = sel;
@@ -115,8 +111,7 @@ static attn_status attn__make_groups(attn_engine *e)
     const attn_model *m = e->model;
     int nkv = 0, group_size = 0;
     for (int mg = 0; mg < e->num_model_groups; mg++) {
-        if (!attn__is_kv_group(m, mg))
-            continue;
+        if (!attn__is_kv_group(m, mg)) continue;
         int n = attn_model_group_layers(m, mg, NULL);
         group_size = nkv == 0 || n < group_size ? n : group_size;
         nkv++;
@@ -128,16 +123,13 @@ static attn_status attn__make_groups(attn_engine *e)
             total += nkv > 1 ? (n + group_size - 1) / group_size : 1;
         }
     e->num_groups = total;
-    if (total == 0)
-        return ATTN_OK;
+    if (total == 0) return ATTN_OK;
     bool oom = false;
     e->groups = attn__eng_calloc((size_t)total, sizeof *e->groups, &oom);
-    if (oom)
-        return attn__engine_fail(e, ATTN_OUT_OF_MEMORY, "engine: out of memory");
+    if (oom) return attn__engine_fail(e, ATTN_OUT_OF_MEMORY, "engine: out of memory");
     int g = 0;
     for (int mg = 0; mg < e->num_model_groups; mg++) {
-        if (!attn__is_kv_group(m, mg))
-            continue;
+        if (!attn__is_kv_group(m, mg)) continue;
         const int *layers;
         int n = attn_model_group_layers(m, mg, &layers);
         int per = nkv > 1 ? group_size : n;
@@ -146,8 +138,7 @@ static attn_status attn__make_groups(attn_engine *e)
             gr->model_group = mg;
             gr->num_layers = n - off < per ? n - off : per;
             gr->layers = attn__eng_calloc((size_t)gr->num_layers, sizeof(int), &oom);
-            if (oom)
-                return attn__engine_fail(e, ATTN_OUT_OF_MEMORY, "engine: out of memory");
+            if (oom) return attn__engine_fail(e, ATTN_OUT_OF_MEMORY, "engine: out of memory");
             memcpy(gr->layers, layers + off, sizeof(int) * (size_t)gr->num_layers);
             gr->spec = *attn_model_group_spec(m, mg);
             attn_model_selector_config(m, &gr->spec, e->cfg.kv_cache_dtype, e->cfg.block_size,
@@ -176,10 +167,9 @@ static attn_status attn__layout(attn_engine *e, attn__eng_group *g, int num_bloc
 {
     const attn_backend_desc *d = g->backend->desc;
     attn_kv_layout l = attn_kv_layout_resolve(d, e->platform, e->cfg.kv_layout);
-    attn_status st = attn_kv_layout_compute(d, l, num_blocks, e->block_size, attn__kv_heads(g),
-                                            g->spec.head_size, g->spec.head_size_v,
-                                            e->cfg.kv_cache_dtype, attn_model_dtype(e->model),
-                                            &g->layout);
+    attn_status st = attn_kv_layout_compute(
+        d, l, num_blocks, e->block_size, attn__kv_heads(g), g->spec.head_size, g->spec.head_size_v,
+        e->cfg.kv_cache_dtype, attn_model_dtype(e->model), &g->layout);
     if (st != ATTN_OK)
         return attn__engine_fail(e, st, "KV cache layout of %s for KV group %d: %s", d->name,
                                  (int)(g - e->groups), attn_last_error());
@@ -199,8 +189,7 @@ static attn_status attn__size_pools(attn_engine *e)
         snprintf(e->block_size_source, sizeof e->block_size_source, "--block-size");
     } else {
         e->block_size = attn_backend_preferred_block_size(first, e->platform, 16);
-        snprintf(e->block_size_source, sizeof e->block_size_source, "preferred by %s",
-                 first->name);
+        snprintf(e->block_size_source, sizeof e->block_size_source, "preferred by %s", first->name);
         if (e->block_size != 16)
             attn_log(ATTN_LOG_INFO, "Setting kv cache block size to %d for %s backend.",
                      e->block_size, first->name);
@@ -216,8 +205,7 @@ static attn_status attn__size_pools(attn_engine *e)
     uint64_t per_block = 0;
     for (int g = 0; g < e->num_groups; g++) {
         attn_status st = attn__layout(e, &e->groups[g], 1);
-        if (st != ATTN_OK)
-            return st;
+        if (st != ATTN_OK) return st;
         per_block += e->groups[g].layout.bytes_per_block * (uint64_t)e->groups[g].num_layers;
     }
     if (e->cfg.num_blocks > 0) {
@@ -225,8 +213,7 @@ static attn_status attn__size_pools(attn_engine *e)
     } else {
         bool cpu = attn_platform_get_kind(e->platform) == ATTN_PLATFORM_CPU;
         uint64_t mem = cpu ? ATTN__CPU_KV_SPACE : attn_platform_memory_bytes(e->platform);
-        if (mem == 0)
-            mem = ATTN__CPU_KV_SPACE;
+        if (mem == 0) mem = ATTN__CPU_KV_SPACE;
         double frac = e->cfg.kv_memory_fraction > 0 ? e->cfg.kv_memory_fraction : 0.9;
         double nb = floor((double)mem * frac / (double)per_block);
         if (nb < 1)
@@ -254,8 +241,7 @@ static attn_status attn__size_pools(attn_engine *e)
     for (int g = 0; g < e->num_groups; g++) {
         attn__eng_group *gr = &e->groups[g];
         attn_status st = attn__layout(e, gr, e->num_blocks);
-        if (st == ATTN_OK)
-            st = attn_block_pool_create(e->num_blocks, e->block_size, &gr->pool);
+        if (st == ATTN_OK) st = attn_block_pool_create(e->num_blocks, e->block_size, &gr->pool);
         if (st != ATTN_OK)
             return e->state == ATTN_ENGINE_FAILED
                        ? st
@@ -290,8 +276,7 @@ static attn_status attn__create_builders(attn_engine *e)
             return attn__engine_fail(e, st, "%s metadata builder for KV group %d: %s",
                                      gr->backend->desc->name, g, attn_last_error());
         int t = gr->builder.reorder_batch_threshold;
-        if (t > 0 && (threshold == 0 || t < threshold))
-            threshold = t;
+        if (t > 0 && (threshold == 0 || t < threshold)) threshold = t;
     }
     e->reorder_threshold = threshold;
     return ATTN_OK;
@@ -301,8 +286,8 @@ static attn_status attn__create_builders(attn_engine *e)
 
 static bool attn__kernel_fits(const attn_backend *b, bool mla)
 {
-    return b && b->kernel && (mla ? b->kernel->forward_mqa && b->kernel->forward_mha
-                                  : b->kernel->forward != NULL);
+    return b && b->kernel &&
+           (mla ? b->kernel->forward_mqa && b->kernel->forward_mha : b->kernel->forward != NULL);
 }
 
 /* A CPU kernel that can stand in for a descriptor-only backend: resolvable,
@@ -350,8 +335,7 @@ static attn_status attn__kernel_init(attn_engine *e, attn__eng_group *g, attn__e
     }
     bool oom = false;
     k->impl = attn__eng_calloc((size_t)g->layers_run, sizeof(void *), &oom);
-    if (oom)
-        return attn__engine_fail(e, ATTN_OUT_OF_MEMORY, "engine: out of memory");
+    if (oom) return attn__engine_fail(e, ATTN_OUT_OF_MEMORY, "engine: out of memory");
     for (int l = 0; l < g->layers_run && k->ops.create; l++) {
         attn_status st = k->ops.create(&g->params, &k->impl[l]);
         if (st != ATTN_OK)
@@ -365,8 +349,7 @@ static void attn__kernel_free(attn__eng_group *g, attn__eng_kernel *k)
 {
     if (k->impl && k->ops.destroy)
         for (int l = 0; l < g->layers_run; l++)
-            if (k->impl[l])
-                k->ops.destroy(k->impl[l]);
+            if (k->impl[l]) k->ops.destroy(k->impl[l]);
     free(k->impl);
     if (k->own_builder && k->builder_state && k->builder.destroy)
         k->builder.destroy(k->builder_state);
@@ -395,27 +378,23 @@ static attn_status attn__setup_kernels(attn_engine *e, attn__eng_group *g)
     const attn_backend *stand_in = NULL;
     if (!native) {
         stand_in = attn__stand_in(e, g, g->spec.use_mla ? "CPU_MLA" : "CPU_ATTN");
-        if (!stand_in && !g->spec.use_mla)
-            stand_in = attn__stand_in(e, g, "REFERENCE");
-        if (!stand_in)
-            return ATTN_OK; /* kernel_note says why */
+        if (!stand_in && !g->spec.use_mla) stand_in = attn__stand_in(e, g, "REFERENCE");
+        if (!stand_in) return ATTN_OK; /* kernel_note says why */
     }
     int want = e->cfg.layers_to_run;
     g->layers_run = want == 0 ? 1 : want < 0 || want > g->num_layers ? g->num_layers : want;
     bool oom = false;
     g->run_layers = attn__eng_calloc((size_t)g->layers_run, sizeof(int), &oom);
-    if (oom)
-        return attn__engine_fail(e, ATTN_OUT_OF_MEMORY, "engine: out of memory");
+    if (oom) return attn__engine_fail(e, ATTN_OUT_OF_MEMORY, "engine: out of memory");
     memcpy(g->run_layers, g->layers, sizeof(int) * (size_t)g->layers_run);
     attn_status st = attn_kv_cache_create(&g->layout, g->layers_run, &g->cache);
     if (st != ATTN_OK)
-        return attn__engine_fail(e, st, "KV cache memory for KV group %d: %s",
-                                 (int)(g - e->groups), attn_last_error());
+        return attn__engine_fail(e, st, "KV cache memory for KV group %d: %s", (int)(g - e->groups),
+                                 attn_last_error());
     const int H = g->spec.num_heads;
     if (g->spec.has_sink) {
         g->sinks = attn__eng_calloc((size_t)H, sizeof(float), &oom);
-        if (oom)
-            return attn__engine_fail(e, ATTN_OUT_OF_MEMORY, "engine: out of memory");
+        if (oom) return attn__engine_fail(e, ATTN_OUT_OF_MEMORY, "engine: out of memory");
         for (int h = 0; h < H; h++)
             g->sinks[h] = attn__synth(e->cfg.seed, 0x51, (uint64_t)h);
         g->params.sinks = g->sinks;
@@ -443,8 +422,7 @@ static attn_status attn__setup_kernels(attn_engine *e, attn__eng_group *g)
         g->mode = ATTN_KERNEL_EMULATED;
         st = attn__kernel_init(e, g, &g->run, stand_in, true);
     }
-    if (st != ATTN_OK)
-        return st;
+    if (st != ATTN_OK) return st;
     g->kernel_name = g->run.backend->desc->name;
     g->kernel_variant = g->run.ops.variant ? g->run.ops.variant() : NULL;
     g->kernel_note[0] = '\0';
@@ -472,10 +450,12 @@ static attn_status attn__alloc_buffers(attn_engine *e)
     e->positions = attn__eng_calloc((size_t)T, sizeof(int32_t), &oom);
     e->is_prefilling = attn__eng_calloc((size_t)S, sizeof(uint8_t), &oom);
     e->token_req_id = attn__eng_calloc((size_t)T, sizeof(uint64_t), &oom);
-    e->reuse_from = attn__eng_calloc((size_t)(e->num_groups ? e->num_groups : 1), sizeof(int), &oom);
+    e->reuse_from =
+        attn__eng_calloc((size_t)(e->num_groups ? e->num_groups : 1), sizeof(int), &oom);
     for (int g = 0; g < e->num_groups && !oom; g++) {
         attn__eng_group *gr = &e->groups[g];
-        gr->block_table = attn__eng_calloc((size_t)S * (size_t)e->max_blocks, sizeof(int32_t), &oom);
+        gr->block_table =
+            attn__eng_calloc((size_t)S * (size_t)e->max_blocks, sizeof(int32_t), &oom);
         gr->slot_mapping = attn__eng_calloc((size_t)T, sizeof(int64_t), &oom);
     }
     /* Synthetic activations, sized for the largest group that runs. */
@@ -483,11 +463,10 @@ static attn_status attn__alloc_buffers(attn_engine *e)
     size_t esz = attn_elem_size(attn_dtype_elem(attn_model_dtype(e->model)));
     for (int g = 0; g < e->num_groups; g++) {
         const attn__eng_group *gr = &e->groups[g];
-        if (gr->mode == ATTN_KERNEL_NONE)
-            continue;
+        if (gr->mode == ATTN_KERNEL_NONE) continue;
         const attn_layer_spec *s = &gr->spec;
-        size_t qd = s->use_mla ? (size_t)(s->qk_nope_head_dim + s->qk_rope_head_dim)
-                               : (size_t)s->head_size;
+        size_t qd =
+            s->use_mla ? (size_t)(s->qk_nope_head_dim + s->qk_rope_head_dim) : (size_t)s->head_size;
         size_t od = s->use_mla ? (size_t)s->v_head_dim
                                : (size_t)(s->head_size_v ? s->head_size_v : s->head_size);
         size_t kd = s->use_mla ? (size_t)s->head_size
@@ -509,8 +488,7 @@ static attn_status attn__alloc_buffers(attn_engine *e)
         e->v = attn__eng_calloc((size_t)T * kn, esz, &oom);
         e->out_bytes = (size_t)T * on * esz;
         e->out = attn__eng_calloc((size_t)T * on, esz, &oom);
-        if (e->cfg.verify)
-            e->out_ref = attn__eng_calloc((size_t)T * on, esz, &oom);
+        if (e->cfg.verify) e->out_ref = attn__eng_calloc((size_t)T * on, esz, &oom);
     }
     if (e->mla_scratch_size && !oom) {
         e->mla_scratch = aligned_alloc(64, (e->mla_scratch_size + 63) / 64 * 64);
@@ -523,12 +501,10 @@ static attn_status attn__alloc_buffers(attn_engine *e)
 static attn_status attn__startup(attn_engine *e)
 {
     attn_status st = attn_plugins_load();
-    if (st != ATTN_OK)
-        return attn__engine_fail(e, st, "plugins: %s", attn_last_error());
+    if (st != ATTN_OK) return attn__engine_fail(e, st, "plugins: %s", attn_last_error());
     if (!e->platform) {
         st = attn_platform_current(&e->platform);
-        if (st != ATTN_OK)
-            return attn__engine_fail(e, st, "platform: %s", attn_last_error());
+        if (st != ATTN_OK) return attn__engine_fail(e, st, "platform: %s", attn_last_error());
     }
     if ((st = attn__select_all(e)) != ATTN_OK || (st = attn__make_groups(e)) != ATTN_OK ||
         (st = attn__size_pools(e)) != ATTN_OK)
@@ -536,16 +512,15 @@ static attn_status attn__startup(attn_engine *e)
     st = attn_platform_open("cpu", &e->emu_platform);
     if (st != ATTN_OK)
         return attn__engine_fail(e, st, "CPU platform for the kernels: %s", attn_last_error());
-    if ((st = attn__create_builders(e)) != ATTN_OK)
+    if ((st = attn__create_builders(e)) != ATTN_OK) return st;
+    for (int g = 0; g < e->num_groups; g++)
+        if ((st = attn__setup_kernels(e, &e->groups[g])) != ATTN_OK) return st;
+    if ((st = attn__alloc_buffers(e)) != ATTN_OK ||
+        (st = attn__engine_alloc_requests(e)) != ATTN_OK)
         return st;
     for (int g = 0; g < e->num_groups; g++)
-        if ((st = attn__setup_kernels(e, &e->groups[g])) != ATTN_OK)
-            return st;
-    if ((st = attn__alloc_buffers(e)) != ATTN_OK || (st = attn__engine_alloc_requests(e)) != ATTN_OK)
-        return st;
-    for (int g = 0; g < e->num_groups; g++)
-        attn_log(ATTN_LOG_DEBUG, "engine: KV group %d (%d layers) -> %s", g, e->groups[g].num_layers,
-                 e->groups[g].backend->desc->name);
+        attn_log(ATTN_LOG_DEBUG, "engine: KV group %d (%d layers) -> %s", g,
+                 e->groups[g].num_layers, e->groups[g].backend->desc->name);
     e->state = ATTN_ENGINE_READY;
     e->status = ATTN_OK;
     return ATTN_OK;
@@ -561,8 +536,7 @@ attn_status attn_engine_create(const attn_engine_config *cfg, attn_engine **out)
                           "attn_engine_config.struct_size is %u, expected %zu (call "
                           "attn_engine_config_init)",
                           cfg->struct_size, sizeof *cfg);
-    if (!cfg->model)
-        return attn__fail(ATTN_INVALID_ARGUMENT, "attn_engine_create: no model");
+    if (!cfg->model) return attn__fail(ATTN_INVALID_ARGUMENT, "attn_engine_create: no model");
     if (cfg->block_size < 0 || cfg->num_blocks < 0 || cfg->max_num_seqs < 0 ||
         cfg->max_num_batched_tokens < 0 || cfg->max_model_len < 0 || cfg->max_waiting < 0 ||
         cfg->layers_to_run < -1 || !(cfg->kv_memory_fraction >= 0 && cfg->kv_memory_fraction <= 1))
@@ -577,8 +551,7 @@ attn_status attn_engine_create(const attn_engine_config *cfg, attn_engine **out)
         return attn__fail(ATTN_INVALID_ARGUMENT, "attn_engine_create: kv_cache_dtype %d",
                           (int)cfg->kv_cache_dtype);
     attn_engine *e = calloc(1, sizeof *e);
-    if (!e)
-        return attn__fail(ATTN_OUT_OF_MEMORY, "attn_engine_create: out of memory");
+    if (!e) return attn__fail(ATTN_OUT_OF_MEMORY, "attn_engine_create: out of memory");
     e->cfg = *cfg;
     for (int k = 0; k < ATTN_KIND_COUNT; k++)
         e->cfg.per_kind[k] = cfg->per_kind[k];
@@ -592,25 +565,20 @@ attn_status attn_engine_create(const attn_engine_config *cfg, attn_engine **out)
     e->status = ATTN_INTERNAL;
     attn_status st = attn__startup(e);
     *out = e;
-    if (st != ATTN_OK && e->error[0] == '\0')
-        attn__engine_fail(e, st, "%s", attn_last_error());
-    if (st != ATTN_OK)
-        attn__fail(st, "%s", e->error);
+    if (st != ATTN_OK && e->error[0] == '\0') attn__engine_fail(e, st, "%s", attn_last_error());
+    if (st != ATTN_OK) attn__fail(st, "%s", e->error);
     return st;
 }
 
 void attn_engine_free(attn_engine *e)
 {
-    if (!e)
-        return;
-    if (e->reqs)
-        attn__engine_release_all(e);
+    if (!e) return;
+    if (e->reqs) attn__engine_release_all(e);
     for (int g = 0; g < e->num_groups; g++) {
         attn__eng_group *gr = &e->groups[g];
         attn__kernel_free(gr, &gr->run);
         attn__kernel_free(gr, &gr->verify);
-        if (gr->builder_state && gr->builder.destroy)
-            gr->builder.destroy(gr->builder_state);
+        if (gr->builder_state && gr->builder.destroy) gr->builder.destroy(gr->builder_state);
         attn_kv_cache_free(gr->cache);
         attn_block_pool_free(gr->pool);
         free(gr->layers);
@@ -698,8 +666,7 @@ int attn_engine_max_model_len(const attn_engine *e)
 
 const attn_selection *attn_engine_selection(const attn_engine *e, int model_group)
 {
-    if (!e || !e->selections || model_group < 0 || model_group >= e->num_model_groups)
-        return NULL;
+    if (!e || !e->selections || model_group < 0 || model_group >= e->num_model_groups) return NULL;
     return e->selections[model_group];
 }
 
@@ -710,13 +677,11 @@ int attn_engine_num_groups(const attn_engine *e)
 
 static const attn__eng_group *attn__group(const attn_engine *e, int g)
 {
-    if (!e || e->state != ATTN_ENGINE_READY || g < 0 || g >= e->num_groups)
-        return NULL;
+    if (!e || e->state != ATTN_ENGINE_READY || g < 0 || g >= e->num_groups) return NULL;
     return &e->groups[g];
 }
 
-attn_status attn_engine_group_info_get(const attn_engine *e, int group,
-                                       attn_engine_group_info *out)
+attn_status attn_engine_group_info_get(const attn_engine *e, int group, attn_engine_group_info *out)
 {
     ATTN__CHECK_NULL(e);
     ATTN__CHECK_NULL(out);
@@ -770,8 +735,7 @@ const void *attn_engine_group_metadata(const attn_engine *e, int group,
                                        const attn_builder_ops **builder)
 {
     const attn__eng_group *g = attn__group(e, group);
-    if (builder)
-        *builder = g ? &g->builder : NULL;
+    if (builder) *builder = g ? &g->builder : NULL;
     return g && g->have_step ? g->md : NULL;
 }
 
@@ -779,20 +743,18 @@ int attn_engine_describe_metadata(const attn_engine *e, int group, char *buf, si
                                   bool *reused)
 {
     const attn__eng_group *g = attn__group(e, group);
-    if (reused)
-        *reused = g && g->reused;
-    if (!g || !g->have_step || !g->md || !g->builder.describe)
-        return -1;
+    if (reused) *reused = g && g->reused;
+    if (!g || !g->have_step || !g->md || !g->builder.describe) return -1;
     return g->builder.describe(g->md, buf, size);
 }
 
-attn_status attn_engine_block_stats(const attn_engine *e, int group, attn_engine_block_accounting *out)
+attn_status attn_engine_block_stats(const attn_engine *e, int group,
+                                    attn_engine_block_accounting *out)
 {
     ATTN__CHECK_NULL(e);
     ATTN__CHECK_NULL(out);
     const attn__eng_group *g = attn__group(e, group);
-    if (!g)
-        return attn__fail(ATTN_OUT_OF_RANGE, "engine: no KV group %d", group);
+    if (!g) return attn__fail(ATTN_OUT_OF_RANGE, "engine: no KV group %d", group);
     memset(out, 0, sizeof *out);
     attn_block_pool_stats ps;
     attn_block_pool_get_stats(g->pool, &ps);
@@ -803,14 +765,14 @@ attn_status attn_engine_block_stats(const attn_engine *e, int group, attn_engine
     out->rejected_releases = ps.rejected_releases;
     for (int i = 0; i < e->num_running; i++) {
         const attn__eng_req *r = &e->reqs[e->running[i]];
-        out->held_by_requests += e->lists[(size_t)r->slot * (size_t)e->num_groups + (size_t)group].count;
+        out->held_by_requests +=
+            e->lists[(size_t)r->slot * (size_t)e->num_groups + (size_t)group].count;
     }
     for (int i = 0; i < e->num_prefixes; i++)
         out->held_by_prefix_cache += e->prefixes[i].num_blocks;
     out->leaked = out->total_refs - out->held_by_requests - out->held_by_prefix_cache;
     out->consistent = attn_block_pool_check(g->pool) == ATTN_OK;
-    if (!out->consistent)
-        attn_clear_error();
+    if (!out->consistent) attn_clear_error();
     return ATTN_OK;
 }
 

@@ -18,8 +18,8 @@ typedef struct attn__eng_kernel {
     bool own_builder;            /* true: metadata from `builder`, else the group's */
     attn_builder_ops builder;
     void *builder_state;
-    void **impl;                 /* [layers_run] per-layer kernel state */
-    const void *md;              /* this step's metadata for it */
+    void **impl;    /* [layers_run] per-layer kernel state */
+    const void *md; /* this step's metadata for it */
 } attn__eng_kernel;
 
 typedef struct attn__eng_group {
@@ -42,21 +42,21 @@ typedef struct attn__eng_group {
     const char *kernel_name;
     const char *kernel_variant;
     char kernel_note[512];
-    attn__eng_kernel run;     /* the kernel that computes */
-    attn__eng_kernel verify;  /* REFERENCE, when verify is on */
+    attn__eng_kernel run;    /* the kernel that computes */
+    attn__eng_kernel verify; /* REFERENCE, when verify is on */
     int layers_run;
     int *run_layers;
-    attn_kv_cache *cache;     /* memory of the layers run */
-    float *sinks;             /* [num_heads] synthetic sink logits, or NULL */
-    void *w_uk, *w_uv;        /* MLA projections (synthetic), or NULL */
+    attn_kv_cache *cache; /* memory of the layers run */
+    float *sinks;         /* [num_heads] synthetic sink logits, or NULL */
+    void *w_uk, *w_uv;    /* MLA projections (synthetic), or NULL */
     /* per step */
-    int32_t *block_table;     /* [max_seqs][max_blocks] */
-    int64_t *slot_mapping;    /* [max_tokens] */
+    int32_t *block_table;  /* [max_seqs][max_blocks] */
+    int64_t *slot_mapping; /* [max_tokens] */
     attn_common_metadata cm;
     int common_prefix_len;
     const void *md;
     bool reused;
-    bool have_step;           /* cm/md describe the last step with a batch */
+    bool have_step; /* cm/md describe the last step with a batch */
 } attn__eng_group;
 
 enum { ATTN__REQ_FREE = 0, ATTN__REQ_WAITING, ATTN__REQ_RUNNING };
@@ -68,17 +68,17 @@ typedef struct attn__eng_req {
     int num_output;   /* generated so far */
     int num_computed; /* tokens whose K/V are in the cache */
     int prefix_id, prefix_len;
-    int slot;         /* running slot (block lists), -1 when waiting */
-    int scheduled;    /* tokens scheduled this step */
-    int order_pos;    /* batch row this step */
+    int slot;      /* running slot (block lists), -1 when waiting */
+    int scheduled; /* tokens scheduled this step */
+    int order_pos; /* batch row this step */
 } attn__eng_req;
 
 /* A cached shared prefix: its full blocks in every group, one reference
  * held by the cache itself. */
 typedef struct attn__eng_prefix {
     int prefix_id;
-    int num_blocks;   /* per group */
-    int32_t *blocks;  /* [num_groups][max_blocks] */
+    int num_blocks;  /* per group */
+    int32_t *blocks; /* [num_groups][max_blocks] */
 } attn__eng_prefix;
 
 #define ATTN__ENG_MAX_PREFIXES 16
@@ -96,46 +96,46 @@ struct attn_engine {
     int block_size;
     char block_size_source[96];
     int num_blocks;
-    int max_blocks;                    /* per request */
+    int max_blocks; /* per request */
     int max_model_len;
     int max_seqs, max_tokens, max_requests;
     uint64_t kv_bytes;
-    int reorder_threshold;             /* smallest positive builder threshold */
+    int reorder_threshold; /* smallest positive builder threshold */
     int num_groups;
     attn__eng_group *groups;
-    attn_platform *emu_platform;       /* owned: the CPU machine stand-in kernels validate on */
+    attn_platform *emu_platform; /* owned: the CPU machine stand-in kernels validate on */
     /* requests */
-    attn__eng_req *reqs;               /* [max_requests] */
+    attn__eng_req *reqs; /* [max_requests] */
     int *free_reqs, num_free_reqs;
-    int *waiting;                      /* ring of request indices */
+    int *waiting; /* ring of request indices */
     int wait_head, num_waiting;
-    int *running, num_running;         /* request indices, admission order */
-    int *free_slots, num_free_slots;   /* running slots */
-    attn_block_list *lists;            /* [max_seqs][num_groups] */
-    int32_t *list_ids;                 /* backing store of lists */
+    int *running, num_running;       /* request indices, admission order */
+    int *free_slots, num_free_slots; /* running slots */
+    attn_block_list *lists;          /* [max_seqs][num_groups] */
+    int32_t *list_ids;               /* backing store of lists */
     attn__eng_prefix prefixes[ATTN__ENG_MAX_PREFIXES];
     int num_prefixes;
-    int32_t *prefix_ids;               /* backing store of prefixes */
-    int *reserve_before;               /* [num_groups] list lengths before a reservation */
+    int32_t *prefix_ids; /* backing store of prefixes */
+    int *reserve_before; /* [num_groups] list lengths before a reservation */
     uint64_t next_id;
     attn_engine_counts counts;
     /* per-step scratch */
-    int *sched;                        /* [max_seqs] request indices scheduled */
+    int *sched; /* [max_seqs] request indices scheduled */
     int num_sched;
-    int *order;                        /* [max_seqs] batch order (indices into sched) */
-    int32_t *qlens;                    /* [max_seqs] */
-    int32_t *qsl;                      /* [max_seqs + 1] */
-    int32_t *seq_lens;                 /* [max_seqs] */
-    int32_t *positions;                /* [max_tokens] */
-    uint8_t *is_prefilling;            /* [max_seqs] */
-    uint64_t *token_req_id;            /* [max_tokens] request id of each token */
+    int *order;             /* [max_seqs] batch order (indices into sched) */
+    int32_t *qlens;         /* [max_seqs] */
+    int32_t *qsl;           /* [max_seqs + 1] */
+    int32_t *seq_lens;      /* [max_seqs] */
+    int32_t *positions;     /* [max_tokens] */
+    uint8_t *is_prefilling; /* [max_seqs] */
+    uint64_t *token_req_id; /* [max_tokens] request id of each token */
     /* synthetic inputs and outputs of the layers run */
     void *q, *k, *v, *out, *out_ref;
     size_t out_bytes;
     void *mla_scratch;
     size_t mla_scratch_size;
     /* within-step reuse: (builder type, spec) -> group that built */
-    int *reuse_from;                   /* [num_groups] */
+    int *reuse_from; /* [num_groups] */
     int num_reuse;
     bool have_step;
 };

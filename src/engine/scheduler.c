@@ -54,8 +54,9 @@ attn_status attn__engine_alloc_requests(attn_engine *e)
     e->running = calloc((size_t)S, sizeof(int));
     e->free_slots = calloc((size_t)S, sizeof(int));
     e->lists = calloc((size_t)S * (size_t)(G ? G : 1), sizeof(attn_block_list));
-    e->list_ids = calloc((size_t)S * (size_t)(G ? G : 1) * (size_t)(e->max_blocks ? e->max_blocks : 1),
-                         sizeof(int32_t));
+    e->list_ids =
+        calloc((size_t)S * (size_t)(G ? G : 1) * (size_t)(e->max_blocks ? e->max_blocks : 1),
+               sizeof(int32_t));
     e->prefix_ids = calloc((size_t)ATTN__ENG_MAX_PREFIXES * (size_t)(G ? G : 1) *
                                (size_t)(e->max_blocks ? e->max_blocks : 1),
                            sizeof(int32_t));
@@ -76,7 +77,8 @@ attn_status attn__engine_alloc_requests(attn_engine *e)
             l->capacity = e->max_blocks;
         }
     for (int p = 0; p < ATTN__ENG_MAX_PREFIXES; p++)
-        e->prefixes[p].blocks = e->prefix_ids + (size_t)p * (size_t)(G ? G : 1) * (size_t)e->max_blocks;
+        e->prefixes[p].blocks =
+            e->prefix_ids + (size_t)p * (size_t)(G ? G : 1) * (size_t)e->max_blocks;
     return ATTN_OK;
 }
 
@@ -132,8 +134,7 @@ static void attn__running_remove(attn_engine *e, int idx)
 /* Releases every block a request holds, in every group. */
 static void attn__release_blocks(attn_engine *e, attn__eng_req *r)
 {
-    if (r->slot < 0)
-        return;
+    if (r->slot < 0) return;
     for (int g = 0; g < e->num_groups; g++)
         attn_block_pool_release_list(e->groups[g].pool, attn__list(e, r, g));
     e->free_slots[e->num_free_slots++] = r->slot;
@@ -161,8 +162,7 @@ static void attn__finish(attn_engine *e, int idx, attn_engine_step_stats *st)
     r->state = ATTN__REQ_FREE;
     e->free_reqs[e->num_free_reqs++] = idx;
     e->counts.finished++;
-    if (st)
-        st->finished++;
+    if (st) st->finished++;
 }
 
 /* ---- the prefix cache ------------------------------------------------------ */
@@ -170,8 +170,7 @@ static void attn__finish(attn_engine *e, int idx, attn_engine_step_stats *st)
 static attn__eng_prefix *attn__prefix_find(attn_engine *e, int prefix_id)
 {
     for (int i = 0; i < e->num_prefixes; i++)
-        if (e->prefixes[i].prefix_id == prefix_id)
-            return &e->prefixes[i];
+        if (e->prefixes[i].prefix_id == prefix_id) return &e->prefixes[i];
     return NULL;
 }
 
@@ -183,8 +182,7 @@ static int32_t *attn__prefix_blocks(attn_engine *e, attn__eng_prefix *p, int g)
 /* Drops the oldest cached prefix (its blocks lose the cache's reference). */
 static bool attn__prefix_evict(attn_engine *e)
 {
-    if (e->num_prefixes == 0)
-        return false;
+    if (e->num_prefixes == 0) return false;
     attn__eng_prefix *p = &e->prefixes[0];
     for (int g = 0; g < e->num_groups; g++)
         attn_block_pool_release(e->groups[g].pool, p->num_blocks, attn__prefix_blocks(e, p, g));
@@ -200,8 +198,7 @@ static bool attn__prefix_evict(attn_engine *e)
  * keeps them (one more reference) for later requests with the same prefix. */
 static void attn__prefix_register(attn_engine *e, attn__eng_req *r)
 {
-    if (e->num_groups == 0 || r->prefix_id <= 0)
-        return;
+    if (e->num_groups == 0 || r->prefix_id <= 0) return;
     int nblk = r->prefix_len / e->block_size;
     if (nblk <= 0 || r->num_computed < nblk * e->block_size ||
         e->num_prefixes == ATTN__ENG_MAX_PREFIXES || attn__prefix_find(e, r->prefix_id))
@@ -253,8 +250,7 @@ static int attn__secure(attn_engine *e, int idx, int tokens, attn_engine_step_st
 {
     attn__eng_req *r = &e->reqs[idx];
     while (!attn__reserve(e, r, tokens)) {
-        if (attn__prefix_evict(e))
-            continue;
+        if (attn__prefix_evict(e)) continue;
         int victim = -1;
         for (int i = e->num_running - 1; i >= 0; i--) {
             int v = e->running[i];
@@ -284,8 +280,7 @@ static void attn__schedule(attn_engine *e, attn_engine_step_stats *st)
             int idx = e->running[i];
             attn__eng_req *r = &e->reqs[idx];
             int remaining = attn__total(r) - r->num_computed;
-            if (r->scheduled || remaining <= 0 || (pass == 0) != (remaining == 1))
-                continue;
+            if (r->scheduled || remaining <= 0 || (pass == 0) != (remaining == 1)) continue;
             int n = remaining < budget ? remaining : budget;
             if (attn__secure(e, idx, r->num_computed + n, st) == ATTN__PREEMPTED_SELF) {
                 i = -1; /* running changed: rescan (scheduled ones are skipped) */
@@ -446,11 +441,9 @@ static attn_status attn__build_metadata(attn_engine *e, attn_engine_step_stats *
             attn_clear_error(); /* e.g. a cascade prefix this table does not share: build */
         }
         s = gr->builder.build(gr->builder_state, gr->common_prefix_len, &gr->cm, false, &gr->md);
-        if (s != ATTN_OK)
-            return s;
+        if (s != ATTN_OK) return s;
         st->builds++;
-        if (gr->builder.supports_update_block_table)
-            e->reuse_from[e->num_reuse++] = g;
+        if (gr->builder.supports_update_block_table) e->reuse_from[e->num_reuse++] = g;
     }
     return ATTN_OK;
 }
@@ -487,12 +480,22 @@ static attn_status attn__forward(attn_engine *e, attn__eng_group *g, attn__eng_k
                                  const attn_kv_view *view, void *out)
 {
     if (g->spec.use_mla) {
-        attn_mla_args a = {.layer = &g->params, .common = &g->cm, .metadata = k->md, .kv = view,
-                           .q = e->q, .out = out, .w_uk = g->w_uk, .w_uv = g->w_uv};
+        attn_mla_args a = {.layer = &g->params,
+                           .common = &g->cm,
+                           .metadata = k->md,
+                           .kv = view,
+                           .q = e->q,
+                           .out = out,
+                           .w_uk = g->w_uk,
+                           .w_uv = g->w_uv};
         return attn_mla_forward(&k->self, k->impl[l], &a, e->mla_scratch, e->mla_scratch_size);
     }
-    attn_forward_args a = {.layer = &g->params, .common = &g->cm, .metadata = k->md, .q = e->q,
-                           .kv = view, .out = out};
+    attn_forward_args a = {.layer = &g->params,
+                           .common = &g->cm,
+                           .metadata = k->md,
+                           .q = e->q,
+                           .kv = view,
+                           .out = out};
     return k->ops.forward(k->impl[l], &a);
 }
 
@@ -504,13 +507,10 @@ static attn_status attn__run_attention(attn_engine *e, attn_engine_step_stats *s
     bool finite = true;
     for (int gi = 0; gi < e->num_groups; gi++) {
         attn__eng_group *g = &e->groups[gi];
-        if (g->mode == ATTN_KERNEL_NONE)
-            continue;
+        if (g->mode == ATTN_KERNEL_NONE) continue;
         attn_status s = attn__kernel_md(g, &g->run);
-        if (s == ATTN_OK && g->verify.impl)
-            s = attn__kernel_md(g, &g->verify);
-        if (s != ATTN_OK)
-            return s;
+        if (s == ATTN_OK && g->verify.impl) s = attn__kernel_md(g, &g->verify);
+        if (s != ATTN_OK) return s;
         const attn_layer_spec *sp = &g->spec;
         const int H = sp->num_heads, KVH = g->layout.view.num_kv_heads;
         int qd = sp->use_mla ? sp->qk_nope_head_dim + sp->qk_rope_head_dim : sp->head_size;
@@ -530,11 +530,9 @@ static attn_status attn__run_attention(attn_engine *e, attn_engine_step_stats *s
                 attn__fill(e, e->v, el, ntok, KVH, g->layout.view.head_size_v, layer | 2);
                 s = attn_kv_write(&view, g->slot_mapping, ntok, e->k, e->v, el);
             }
-            if (s != ATTN_OK)
-                return s;
+            if (s != ATTN_OK) return s;
             attn__fill(e, e->q, el, ntok, H, qd, layer | 3);
-            if ((s = attn__forward(e, g, &g->run, l, &view, e->out)) != ATTN_OK)
-                return s;
+            if ((s = attn__forward(e, g, &g->run, l, &view, e->out)) != ATTN_OK) return s;
             size_t n = (size_t)ntok * (size_t)H * (size_t)od;
             for (size_t i = 0; i < n; i++) {
                 float x = attn__load_elem(e->out, el, i);
@@ -594,8 +592,7 @@ attn_status attn_engine_add_request(attn_engine *e, const attn_request_desc *rd,
     r->slot = -1;
     attn__wait_push_back(e, idx);
     e->counts.added++;
-    if (id)
-        *id = r->id;
+    if (id) *id = r->id;
     return ATTN_OK;
 }
 
@@ -670,8 +667,7 @@ attn_status attn_engine_step(attn_engine *e, attn_engine_step_stats *out)
         r->num_computed += r->scheduled;
         e->counts.tokens += r->scheduled;
         r->scheduled = 0;
-        if (r->num_computed == attn__total(r))
-            r->num_output++;
+        if (r->num_computed == attn__total(r)) r->num_output++;
         attn__prefix_register(e, r);
     }
     for (int i = 0; i < e->num_sched; i++) {
@@ -686,7 +682,6 @@ attn_status attn_engine_step(attn_engine *e, attn_engine_step_stats *out)
     st.waiting = e->num_waiting;
     if (e->num_groups > 0)
         st.blocks_in_use = e->num_blocks - attn_block_pool_num_free(e->groups[0].pool);
-    if (out)
-        *out = st;
+    if (out) *out = st;
     return s;
 }

@@ -20,8 +20,7 @@ struct attn_traffic {
 
 void attn_traffic_config_init(attn_traffic_config *c)
 {
-    if (!c)
-        return;
+    if (!c) return;
     memset(c, 0, sizeof *c);
     c->rate = 1.0;
     c->prompt_min = 32;
@@ -89,8 +88,7 @@ attn_status attn_traffic_create(const attn_traffic_config *c, attn_traffic **out
                           c->rate, c->prompt_min, c->prompt_max, c->output_min, c->output_max,
                           c->prefix_fraction, c->prefix_len, c->num_prefixes);
     attn_traffic *t = calloc(1, sizeof *t);
-    if (!t)
-        return attn__fail(ATTN_OUT_OF_MEMORY, "traffic: out of memory");
+    if (!t) return attn__fail(ATTN_OUT_OF_MEMORY, "traffic: out of memory");
     t->cfg = *c;
     uint64_t z = c->seed;
     for (int i = 0; i < 4; i++) {
@@ -111,8 +109,7 @@ void attn_traffic_free(attn_traffic *t)
 
 int attn_traffic_next(attn_traffic *t, attn_request_desc *out, int max)
 {
-    if (!t || !out || max <= 0)
-        return 0;
+    if (!t || !out || max <= 0) return 0;
     t->pending += attn__poisson(t, t->cfg.rate);
     int n = t->pending < max ? t->pending : max;
     const attn_traffic_config *c = &t->cfg;
@@ -121,12 +118,10 @@ int attn_traffic_next(attn_traffic *t, attn_request_desc *out, int max)
         memset(r, 0, sizeof *r);
         r->prompt_len = attn__between(t, c->prompt_min, c->prompt_max);
         r->output_len = attn__between(t, c->output_min, c->output_max);
-        if (c->prefix_fraction > 0 && c->prefix_len > 0 &&
-            attn__uniform(t) < c->prefix_fraction) {
+        if (c->prefix_fraction > 0 && c->prefix_len > 0 && attn__uniform(t) < c->prefix_fraction) {
             r->prefix_id = 1 + attn__between(t, 0, c->num_prefixes - 1);
             r->prefix_len = c->prefix_len;
-            if (r->prompt_len <= c->prefix_len)
-                r->prompt_len = c->prefix_len + 1;
+            if (r->prompt_len <= c->prefix_len) r->prompt_len = c->prefix_len + 1;
         }
     }
     t->pending -= n;

@@ -18,7 +18,7 @@ struct attn_block_pool {
     int num_free;
     int32_t *free_stack; /* free_stack[num_free - 1] is the next block handed out */
     int32_t *refs;
-    int32_t *pending;    /* per-call scratch for release validation; all zero between calls */
+    int32_t *pending; /* per-call scratch for release validation; all zero between calls */
     int64_t num_allocs, num_frees, rejected;
 };
 
@@ -31,15 +31,13 @@ attn_status attn_block_pool_create(int num_blocks, int block_size, attn_block_po
                           "block pool needs num_blocks >= 1 and block_size >= 1 (got %d, %d)",
                           num_blocks, block_size);
     attn_block_pool *p = calloc(1, sizeof *p);
-    if (!p)
-        return attn__fail(ATTN_OUT_OF_MEMORY, "block pool: out of memory");
+    if (!p) return attn__fail(ATTN_OUT_OF_MEMORY, "block pool: out of memory");
     p->free_stack = malloc(sizeof(int32_t) * (size_t)num_blocks);
     p->refs = calloc((size_t)num_blocks, sizeof(int32_t));
     p->pending = calloc((size_t)num_blocks, sizeof(int32_t));
     if (!p->free_stack || !p->refs || !p->pending) {
         attn_block_pool_free(p);
-        return attn__fail(ATTN_OUT_OF_MEMORY, "block pool of %d blocks: out of memory",
-                          num_blocks);
+        return attn__fail(ATTN_OUT_OF_MEMORY, "block pool of %d blocks: out of memory", num_blocks);
     }
     p->num_blocks = num_blocks;
     p->block_size = block_size;
@@ -52,8 +50,7 @@ attn_status attn_block_pool_create(int num_blocks, int block_size, attn_block_po
 
 void attn_block_pool_free(attn_block_pool *p)
 {
-    if (!p)
-        return;
+    if (!p) return;
     free(p->free_stack);
     free(p->refs);
     free(p->pending);
@@ -77,18 +74,15 @@ int attn_block_pool_num_free(const attn_block_pool *p)
 
 int attn_block_pool_refcount(const attn_block_pool *p, int32_t block)
 {
-    if (!p || block < 0 || block >= p->num_blocks)
-        return -1;
+    if (!p || block < 0 || block >= p->num_blocks) return -1;
     return p->refs[block];
 }
 
 attn_status attn_block_pool_alloc(attn_block_pool *p, int n, int32_t *ids)
 {
     ATTN__CHECK_NULL(p);
-    if (n < 0)
-        return attn__fail(ATTN_INVALID_ARGUMENT, "block pool: cannot allocate %d blocks", n);
-    if (n == 0)
-        return ATTN_OK;
+    if (n < 0) return attn__fail(ATTN_INVALID_ARGUMENT, "block pool: cannot allocate %d blocks", n);
+    if (n == 0) return ATTN_OK;
     ATTN__CHECK_NULL(ids);
     if (n > p->num_free)
         return attn__fail(ATTN_OUT_OF_BLOCKS, "block pool: %d blocks requested, %d free of %d", n,
@@ -124,8 +118,7 @@ attn_status attn_block_pool_share(attn_block_pool *p, int n, const int32_t *ids)
                       : attn__fail(ATTN_INVALID_ARGUMENT, "block pool: cannot share %d blocks", n);
     ATTN__CHECK_NULL(ids);
     attn_status st = attn__pool_check_ids(p, n, ids, "share");
-    if (st != ATTN_OK)
-        return st;
+    if (st != ATTN_OK) return st;
     for (int i = 0; i < n; i++)
         if (p->refs[ids[i]] <= 0)
             return attn__fail(ATTN_INVALID_ARGUMENT, "block pool: share of free block %d",
@@ -139,13 +132,12 @@ attn_status attn_block_pool_release(attn_block_pool *p, int n, const int32_t *id
 {
     ATTN__CHECK_NULL(p);
     if (n <= 0)
-        return n == 0 ? ATTN_OK
-                      : attn__fail(ATTN_INVALID_ARGUMENT, "block pool: cannot release %d blocks",
-                                   n);
+        return n == 0
+                   ? ATTN_OK
+                   : attn__fail(ATTN_INVALID_ARGUMENT, "block pool: cannot release %d blocks", n);
     ATTN__CHECK_NULL(ids);
     attn_status st = attn__pool_check_ids(p, n, ids, "release");
-    if (st != ATTN_OK)
-        return st;
+    if (st != ATTN_OK) return st;
     /* Count this call's releases per block before applying any of them. */
     int bad = -1;
     int i;
@@ -177,11 +169,9 @@ attn_status attn_block_pool_release(attn_block_pool *p, int n, const int32_t *id
 
 void attn_block_pool_get_stats(const attn_block_pool *p, attn_block_pool_stats *out)
 {
-    if (!out)
-        return;
+    if (!out) return;
     memset(out, 0, sizeof *out);
-    if (!p)
-        return;
+    if (!p) return;
     out->num_blocks = p->num_blocks;
     out->block_size = p->block_size;
     out->num_free = p->num_free;
@@ -207,8 +197,8 @@ attn_status attn_block_pool_check(const attn_block_pool *p)
             break;
         }
         if (seen[b]) {
-            st = attn__fail(ATTN_INTERNAL, "block pool: block %d is on the free list twice",
-                            (int)b);
+            st =
+                attn__fail(ATTN_INTERNAL, "block pool: block %d is on the free list twice", (int)b);
             break;
         }
         if (p->refs[b] != 0) {
@@ -229,8 +219,7 @@ attn_status attn_block_pool_check(const attn_block_pool *p)
     }
     for (int j = 0; j < k && j < p->num_free; j++) {
         int32_t b = p->free_stack[j];
-        if (b >= 0 && b < p->num_blocks)
-            seen[b] = 0;
+        if (b >= 0 && b < p->num_blocks) seen[b] = 0;
     }
     return st;
 }
@@ -245,16 +234,14 @@ attn_status attn_block_pool_reserve(attn_block_pool *p, attn_block_list *l, int 
         return attn__fail(ATTN_INVALID_ARGUMENT, "block list: count %d, capacity %d, ids %p",
                           l->count, l->capacity, (void *)l->ids);
     int64_t need = ((int64_t)num_tokens + p->block_size - 1) / p->block_size;
-    if (need <= l->count)
-        return ATTN_OK;
+    if (need <= l->count) return ATTN_OK;
     if (need > l->capacity)
         return attn__fail(ATTN_OUT_OF_RANGE,
                           "block list: %d tokens need %lld blocks, capacity is %d", num_tokens,
                           (long long)need, l->capacity);
     int extra = (int)need - l->count;
     attn_status st = attn_block_pool_alloc(p, extra, l->ids + l->count);
-    if (st != ATTN_OK)
-        return st;
+    if (st != ATTN_OK) return st;
     l->count += extra;
     return ATTN_OK;
 }
@@ -263,10 +250,8 @@ attn_status attn_block_pool_release_list(attn_block_pool *p, attn_block_list *l)
 {
     ATTN__CHECK_NULL(p);
     ATTN__CHECK_NULL(l);
-    if (l->count == 0)
-        return ATTN_OK;
+    if (l->count == 0) return ATTN_OK;
     attn_status st = attn_block_pool_release(p, l->count, l->ids);
-    if (st == ATTN_OK)
-        l->count = 0;
+    if (st == ATTN_OK) l->count = 0;
     return st;
 }

@@ -22,26 +22,23 @@
 attn_kv_layout attn_kv_layout_resolve(const attn_backend_desc *d, const attn_platform *p,
                                       attn_kv_layout requested)
 {
-    if (d && d->required_layout != ATTN_LAYOUT_DEFAULT)
-        return d->required_layout;
+    if (d && d->required_layout != ATTN_LAYOUT_DEFAULT) return d->required_layout;
     /* FlashInfer switches to its TRTLLM kernels on Blackwell (cc 10.x), which
      * read HND; the descriptor's static field cannot say "only on 10.x". */
     int major = 0, minor = 0;
-    if (d && d->name && p && (!strcmp(d->name, "FLASHINFER") || !strcmp(d->name, "TRITON_FLASHINFER")) &&
-        attn_platform_get_kind(p) == ATTN_PLATFORM_CUDA && attn_platform_capability(p, &major, &minor) &&
-        major == 10)
+    if (d && d->name && p &&
+        (!strcmp(d->name, "FLASHINFER") || !strcmp(d->name, "TRITON_FLASHINFER")) &&
+        attn_platform_get_kind(p) == ATTN_PLATFORM_CUDA &&
+        attn_platform_capability(p, &major, &minor) && major == 10)
         return ATTN_LAYOUT_HND;
-    if (p && attn_platform_get_kind(p) == ATTN_PLATFORM_XPU)
-        return ATTN_LAYOUT_NHD;
-    if (requested == ATTN_LAYOUT_NHD || requested == ATTN_LAYOUT_HND)
-        return requested;
+    if (p && attn_platform_get_kind(p) == ATTN_PLATFORM_XPU) return ATTN_LAYOUT_NHD;
+    if (requested == ATTN_LAYOUT_NHD || requested == ATTN_LAYOUT_HND) return requested;
     return ATTN_LAYOUT_NHD;
 }
 
 int attn_kv_shape_format(const attn_kv_shape *s, char *buf, size_t size)
 {
-    if (!s)
-        return snprintf(buf, size, "()");
+    if (!s) return snprintf(buf, size, "()");
     size_t o = 0;
     int total = 0;
     for (int i = 0; i < s->ndim; i++) {
@@ -58,16 +55,11 @@ enum { AX_TWO, AX_BLOCKS, AX_BS, AX_HEADS, AX_HEAD, AX_COUNT };
 
 static int attn__axis_of_name(const char *n)
 {
-    if (!strcmp(n, "2"))
-        return AX_TWO;
-    if (!strcmp(n, "num_blocks"))
-        return AX_BLOCKS;
-    if (!strcmp(n, "block_size"))
-        return AX_BS;
-    if (!strcmp(n, "num_kv_heads"))
-        return AX_HEADS;
-    if (!strncmp(n, "head_size", 9) || !strncmp(n, "slot_size", 9))
-        return AX_HEAD;
+    if (!strcmp(n, "2")) return AX_TWO;
+    if (!strcmp(n, "num_blocks")) return AX_BLOCKS;
+    if (!strcmp(n, "block_size")) return AX_BS;
+    if (!strcmp(n, "num_kv_heads")) return AX_HEADS;
+    if (!strncmp(n, "head_size", 9) || !strncmp(n, "slot_size", 9)) return AX_HEAD;
     return -1;
 }
 
@@ -89,16 +81,14 @@ static attn_status attn__infer_axes(const attn_kv_shape *s, int nb, int bs, int 
                               i, (long long)v);
         ax[i] = v == 2 ? AX_TWO : v == nb ? AX_BLOCKS : v == bs ? AX_BS : AX_HEADS;
     }
-    if (ax[0] < 0)
-        return attn__fail(ATTN_UNSUPPORTED, "KV cache shape axis 0 has no name");
+    if (ax[0] < 0) return attn__fail(ATTN_UNSUPPORTED, "KV cache shape axis 0 has no name");
     return ATTN_OK;
 }
 
 static bool attn__elem_for_layout(attn_kv_dtype kv, attn_dtype model, attn_elem *elem)
 {
     attn_status st = attn_kv_dtype_elem(kv, model, elem);
-    if (st == ATTN_OK)
-        return true;
+    if (st == ATTN_OK) return true;
     attn_clear_error();
     if (kv == ATTN_KV_FP8_INC) {
         *elem = ATTN_ELEM_FP8_E4M3; /* Intel Neural Compressor's fp8 is e4m3 */
@@ -126,13 +116,12 @@ attn_status attn_kv_layout_compute(const attn_backend_desc *d, attn_kv_layout la
     if ((unsigned)model_dtype >= ATTN_DTYPE_COUNT)
         return attn__fail(ATTN_INVALID_ARGUMENT, "KV layout: invalid model dtype %d",
                           (int)model_dtype);
-    if (layout != ATTN_LAYOUT_NHD && layout != ATTN_LAYOUT_HND)
-        layout = ATTN_LAYOUT_NHD;
+    if (layout != ATTN_LAYOUT_NHD && layout != ATTN_LAYOUT_HND) layout = ATTN_LAYOUT_NHD;
 
     attn_kv_layout_info li;
     memset(&li, 0, sizeof li);
-    attn_status st = d->kv_cache_shape(num_blocks, block_size, num_kv_heads, head_size, kv,
-                                       &li.shape);
+    attn_status st =
+        d->kv_cache_shape(num_blocks, block_size, num_kv_heads, head_size, kv, &li.shape);
     if (st != ATTN_OK)
         return st; /* the backend's own message, e.g. "Block size must be a multiple of 16." */
     int n = li.shape.ndim;
@@ -178,8 +167,7 @@ attn_status attn_kv_layout_compute(const attn_backend_desc *d, attn_kv_layout la
         order[i] = i;
     if (d->kv_stride_order) {
         st = d->kv_stride_order(layout, false, order, &count);
-        if (st != ATTN_OK)
-            return st;
+        if (st != ATTN_OK) return st;
         if (count != n)
             return attn__fail(ATTN_INTERNAL,
                               "backend %s: stride order has %d entries for a %d-dim shape", name,
@@ -214,10 +202,9 @@ attn_status attn_kv_layout_compute(const attn_backend_desc *d, attn_kv_layout la
     int hsv = head_size_v > 0 ? head_size_v : head_size;
     bool two = where[AX_TWO] >= 0;
     /* K|V side by side in the last axis (FLASH_ATTN_DIFFKV). */
-    bool side = !two && !d->is_mla && !strcmp(named ? li.shape.dim_names[where[AX_HEAD]] : "",
-                                              "head_size+head_size_v");
-    if (side)
-        hsv = (int)(last - head_size);
+    bool side = !two && !d->is_mla &&
+                !strcmp(named ? li.shape.dim_names[where[AX_HEAD]] : "", "head_size+head_size_v");
+    if (side) hsv = (int)(last - head_size);
     attn_kv_view *v = &li.view;
     v->data = NULL;
     v->elem = li.elem;
@@ -235,8 +222,7 @@ attn_status attn_kv_layout_compute(const attn_backend_desc *d, attn_kv_layout la
     v->v_scale = 1.0f;
     li.has_v = two || side;
     /* The writer handles plain and fp8 rows whose K (and V) fit the axis. */
-    li.writable = plain && last >= (side ? head_size + hsv : head_size) &&
-                  (!two || last >= hsv);
+    li.writable = plain && last >= (side ? head_size + hsv : head_size) && (!two || last >= hsv);
     *out = li;
     return ATTN_OK;
 }
@@ -253,8 +239,7 @@ struct attn_kv_cache {
     bool *has_ph;             /* [num_layers] */
 };
 
-attn_status attn_kv_cache_create(const attn_kv_layout_info *li, int num_layers,
-                                 attn_kv_cache **out)
+attn_status attn_kv_cache_create(const attn_kv_layout_info *li, int num_layers, attn_kv_cache **out)
 {
     ATTN__CHECK_NULL(li);
     ATTN__CHECK_NULL(out);
@@ -269,8 +254,7 @@ attn_status attn_kv_cache_create(const attn_kv_layout_info *li, int num_layers,
         return attn__fail(ATTN_OUT_OF_MEMORY, "KV cache of %d layers x %llu bytes is too large",
                           num_layers, (unsigned long long)li->bytes_per_layer);
     attn_kv_cache *c = calloc(1, sizeof *c);
-    if (!c)
-        return attn__fail(ATTN_OUT_OF_MEMORY, "KV cache: out of memory");
+    if (!c) return attn__fail(ATTN_OUT_OF_MEMORY, "KV cache: out of memory");
     c->li = *li;
     c->num_layers = num_layers;
     c->bytes = (size_t)total;
@@ -281,8 +265,8 @@ attn_status attn_kv_cache_create(const attn_kv_layout_info *li, int num_layers,
     c->has_ph = calloc((size_t)num_layers, sizeof(bool));
     /* MAP_NORESERVE: the pool may be sized for a simulated 80 GB device;
      * pages are committed only when a block is written. */
-    void *m = mmap(NULL, c->bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                   -1, 0);
+    void *m = mmap(NULL, c->bytes, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     c->mem = m == MAP_FAILED ? NULL : m;
     if (!c->k_scale || !c->v_scale || !c->ph || !c->has_ph || !c->mem) {
         attn_kv_cache_free(c);
@@ -297,10 +281,8 @@ attn_status attn_kv_cache_create(const attn_kv_layout_info *li, int num_layers,
 
 void attn_kv_cache_free(attn_kv_cache *c)
 {
-    if (!c)
-        return;
-    if (c->mem)
-        munmap(c->mem, c->bytes);
+    if (!c) return;
+    if (c->mem) munmap(c->mem, c->bytes);
     free(c->k_scale);
     free(c->v_scale);
     free(c->ph);

@@ -27,8 +27,7 @@ static bool attn__elem_is_fp8(attn_elem e)
 
 static attn_status attn__view_check(const attn_kv_view *kv)
 {
-    if (!kv->data)
-        return attn__fail(ATTN_INVALID_ARGUMENT, "KV view has no memory (data is NULL)");
+    if (!kv->data) return attn__fail(ATTN_INVALID_ARGUMENT, "KV view has no memory (data is NULL)");
     if (!attn__elem_storable(kv->elem))
         return attn__fail(ATTN_UNSUPPORTED, "KV cache element %s cannot be written",
                           attn_elem_name(kv->elem));
@@ -39,8 +38,8 @@ static attn_status attn__view_check(const attn_kv_view *kv)
                           "KV view is malformed (blocks %d, block size %d, heads %d, head size "
                           "%d/%d, strides %lld/%lld/%lld)",
                           kv->num_blocks, kv->block_size, kv->num_kv_heads, kv->head_size,
-                          kv->head_size_v, (long long)kv->stride_block,
-                          (long long)kv->stride_token, (long long)kv->stride_head);
+                          kv->head_size_v, (long long)kv->stride_block, (long long)kv->stride_token,
+                          (long long)kv->stride_head);
     if (attn__elem_is_fp8(kv->elem)) {
         if (!(isfinite(kv->k_scale) && kv->k_scale > 0) ||
             !(isfinite(kv->v_scale) && kv->v_scale > 0))
@@ -64,8 +63,7 @@ static inline size_t attn__row_offset(const attn_kv_view *kv, int64_t slot, int 
 
 static float attn__scale_of(const attn_kv_view *kv, int head, bool value)
 {
-    if (!attn__elem_is_fp8(kv->elem))
-        return 1.0f;
+    if (!attn__elem_is_fp8(kv->elem)) return 1.0f;
     const float *ph = value ? kv->v_scale_per_head : kv->k_scale_per_head;
     return ph ? ph[head] : value ? kv->v_scale : kv->k_scale;
 }
@@ -94,13 +92,11 @@ attn_status attn_kv_write(const attn_kv_view *kv, const int64_t *slot_mapping, i
     ATTN__CHECK_NULL(kv);
     if (num_tokens < 0)
         return attn__fail(ATTN_INVALID_ARGUMENT, "KV write of %d tokens", num_tokens);
-    if (num_tokens == 0)
-        return ATTN_OK;
+    if (num_tokens == 0) return ATTN_OK;
     ATTN__CHECK_NULL(slot_mapping);
     ATTN__CHECK_NULL(k);
     attn_status st = attn__view_check(kv);
-    if (st != ATTN_OK)
-        return st;
+    if (st != ATTN_OK) return st;
     if (src != ATTN_ELEM_F32 && src != ATTN_ELEM_F16 && src != ATTN_ELEM_BF16)
         return attn__fail(ATTN_INVALID_ARGUMENT, "KV write: source element %s is not f32/f16/bf16",
                           attn_elem_name(src));
@@ -119,11 +115,9 @@ attn_status attn_kv_write(const attn_kv_view *kv, const int64_t *slot_mapping, i
     size_t vrow = (size_t)kv->num_kv_heads * (size_t)kv->head_size_v;
     for (int i = 0; i < num_tokens; i++) {
         int64_t s = slot_mapping[i];
-        if (s < 0)
-            continue;
+        if (s < 0) continue;
         attn__write_rows(kv, s, k, src, (size_t)i * krow, kv->head_size, false);
-        if (v)
-            attn__write_rows(kv, s, v, src, (size_t)i * vrow, kv->head_size_v, true);
+        if (v) attn__write_rows(kv, s, v, src, (size_t)i * vrow, kv->head_size_v, true);
     }
     return ATTN_OK;
 }
@@ -133,8 +127,7 @@ attn_status attn_kv_read(const attn_kv_view *kv, int64_t slot, int head, bool va
     ATTN__CHECK_NULL(kv);
     ATTN__CHECK_NULL(out);
     attn_status st = attn__view_check(kv);
-    if (st != ATTN_OK)
-        return st;
+    if (st != ATTN_OK) return st;
     int64_t nslots = (int64_t)kv->num_blocks * kv->block_size;
     if (slot < 0 || slot >= nslots)
         return attn__fail(ATTN_OUT_OF_RANGE, "KV read: slot %lld outside 0..%lld", (long long)slot,

@@ -36,7 +36,7 @@ typedef struct attn_fa_metadata {
     int block_table_stride;
     const int64_t *slot_mapping;
     bool causal;
-    int num_decodes;                /* requests with query length 1 (informational) */
+    int num_decodes; /* requests with query length 1 (informational) */
     attn_cg_support cg_support;
     /* Cascade (common_prefix_len > 0): the shared prefix is attended once by
      * every query token, non-causally, through row 0 of the block table
@@ -49,7 +49,7 @@ typedef struct attn_fa_metadata {
     const int32_t *prefix_kv_lens;       /* [1] = {common_prefix_len} */
     const int32_t *suffix_kv_lens;       /* [num_reqs] = seq_lens - common_prefix_len */
     int max_suffix_kv_len;
-    const int32_t *suffix_block_table;   /* block_table + prefix_num_blocks, same stride */
+    const int32_t *suffix_block_table; /* block_table + prefix_num_blocks, same stride */
 } attn_fa_metadata;
 
 /* ---- FlashInfer family ---------------------------------------------------- */
@@ -73,8 +73,8 @@ typedef struct attn_flashinfer_metadata {
     const int32_t *paged_kv_indices;       /* [paged_kv_indptr[num_reqs]] block ids */
     const int32_t *paged_kv_last_page_len; /* [num_reqs], in 1..page_size (0: no pages) */
     /* The prefill wrapper's view, rebased to start at 0. */
-    const int32_t *prefill_qo_indptr;      /* [num_prefills + 1] */
-    const int32_t *prefill_kv_indptr;      /* [num_prefills + 1] */
+    const int32_t *prefill_qo_indptr; /* [num_prefills + 1] */
+    const int32_t *prefill_kv_indptr; /* [num_prefills + 1] */
     /* Cascade: the shared pages once for all (paged_kv_* then hold only
      * each request's suffix pages). */
     bool use_cascade;
@@ -123,7 +123,7 @@ typedef struct attn_flex_metadata {
     int num_actual_tokens;
     int max_query_len;
     int max_seq_len;
-    int block_size;        /* kv block of the mask = the cache block */
+    int block_size; /* kv block of the mask = the cache block */
     const int32_t *query_start_loc;
     const int32_t *seq_lens;
     const int32_t *block_table;
@@ -143,7 +143,7 @@ typedef struct attn_flex_metadata {
     int q_block_size;
     int num_q_tiles;
     const int32_t *q_tile_req;
-    const int32_t *q_tile_start;     /* first query token (index into q) */
+    const int32_t *q_tile_start; /* first query token (index into q) */
     const int32_t *q_tile_len;
     const int32_t *kv_start_block;
     const int32_t *kv_num_blocks;
@@ -208,8 +208,8 @@ attn_status attn__fa_update_block_table(void *state, const void *md, const int32
 int attn__fa_describe(const void *md, char *buf, size_t size);
 
 /* Checks that the first prefix_blocks entries of every row are row 0's. */
-attn_status attn__check_shared_prefix(const char *type_name, const int32_t *block_table,
-                                      int stride, int num_reqs, int prefix_blocks);
+attn_status attn__check_shared_prefix(const char *type_name, const int32_t *block_table, int stride,
+                                      int num_reqs, int prefix_blocks);
 /* Validates a common_prefix_len for cm: a multiple of the block size, no
  * more than any request's computed tokens, shared by every row. */
 attn_status attn__check_cascade(const char *type_name, const attn_common_metadata *cm,

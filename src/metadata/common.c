@@ -24,8 +24,7 @@ static int64_t attn__cdiv(int64_t a, int64_t b)
 static bool attn__row_has_block(const int32_t *row, int64_t n, int64_t block)
 {
     for (int64_t k = 0; k < n; k++)
-        if (row[k] == block)
-            return true;
+        if (row[k] == block) return true;
     return false;
 }
 
@@ -41,15 +40,13 @@ static attn_status attn__check_slots(const attn_common_metadata *cm, int num_blo
         for (int32_t i = q0; i < q1; i++) {
             int64_t pos = ctx + (i - q0);
             int64_t s = cm->slot_mapping[i];
-            if (s == -1)
-                continue;
+            if (s == -1) continue;
             if (s < 0 || s >= nslots)
                 return BAD("slot_mapping[%d] (request %d) is %lld, outside the pool's %lld slots "
                            "(%d blocks x %lld)",
                            i, r, (long long)s, (long long)nslots, num_blocks, (long long)bs);
             int64_t want = (int64_t)row[pos / bs] * bs + pos % bs;
-            if (s == want)
-                continue;
+            if (s == want) continue;
             if (!attn__row_has_block(row, nblk, s / bs))
                 return BAD("slot_mapping[%d] (request %d) is %lld in block %lld, which is not one "
                            "of the request's blocks",
@@ -67,16 +64,13 @@ attn_status attn_common_metadata_check(const attn_common_metadata *cm, int num_b
 {
     ATTN__CHECK_NULL(cm);
     const int n = cm->num_reqs;
-    if (n < 0)
-        return BAD("num_reqs is %d, must be >= 0", n);
-    if (cm->block_size < 1)
-        return BAD("block_size is %d, must be >= 1", cm->block_size);
+    if (n < 0) return BAD("num_reqs is %d, must be >= 0", n);
+    if (cm->block_size < 1) return BAD("block_size is %d, must be >= 1", cm->block_size);
     if (n > 0 && (!cm->query_start_loc || !cm->seq_lens))
-        return BAD("%s is NULL with %d requests", cm->query_start_loc ? "seq_lens" : "query_start_loc",
-                   n);
+        return BAD("%s is NULL with %d requests",
+                   cm->query_start_loc ? "seq_lens" : "query_start_loc", n);
     const int32_t *qsl = cm->query_start_loc;
-    if (qsl && qsl[0] != 0)
-        return BAD("query_start_loc[0] is %d, must be 0", qsl[0]);
+    if (qsl && qsl[0] != 0) return BAD("query_start_loc[0] is %d, must be 0", qsl[0]);
     for (int r = 0; qsl && r < n; r++)
         if (qsl[r + 1] < qsl[r])
             return BAD("query_start_loc is not non-decreasing: [%d] = %d < [%d] = %d", r + 1,
@@ -88,11 +82,11 @@ attn_status attn_common_metadata_check(const attn_common_metadata *cm, int num_b
     int32_t max_q = 0, max_s = 0;
     for (int r = 0; r < n; r++) {
         int32_t q = qsl[r + 1] - qsl[r], s = cm->seq_lens[r];
-        if (s < 0)
-            return BAD("seq_lens[%d] is %d, must be >= 0", r, s);
+        if (s < 0) return BAD("seq_lens[%d] is %d, must be >= 0", r, s);
         if (q > s)
-            return BAD("request %d: query length %d is longer than its sequence (seq_lens[%d] = %d)",
-                       r, q, r, s);
+            return BAD(
+                "request %d: query length %d is longer than its sequence (seq_lens[%d] = %d)", r, q,
+                r, s);
         max_q = q > max_q ? q : max_q;
         max_s = s > max_s ? s : max_s;
     }
@@ -102,10 +96,8 @@ attn_status attn_common_metadata_check(const attn_common_metadata *cm, int num_b
         return BAD("max_seq_len is %d, below the longest sequence (%d)", cm->max_seq_len, max_s);
 
     /* Paged cache. Neither table nor slots: attention on the pass's own K/V. */
-    if (!cm->block_table && !cm->slot_mapping)
-        goto optional;
-    if (n > 0 && !cm->block_table)
-        return BAD("block_table is NULL while slot_mapping is given");
+    if (!cm->block_table && !cm->slot_mapping) goto optional;
+    if (n > 0 && !cm->block_table) return BAD("block_table is NULL while slot_mapping is given");
     if (total > 0 && !cm->slot_mapping)
         return BAD("slot_mapping is NULL while block_table is given");
     if (num_blocks < 1)
@@ -130,8 +122,7 @@ attn_status attn_common_metadata_check(const attn_common_metadata *cm, int num_b
                    cm->max_seq_len, cm->block_table_stride, cm->block_size);
     if (total > 0) {
         attn_status st = attn__check_slots(cm, num_blocks);
-        if (st != ATTN_OK)
-            return st;
+        if (st != ATTN_OK) return st;
     }
 
 optional:
@@ -153,18 +144,17 @@ optional:
 
 int attn__common_prefix_len(const attn_common_metadata *cm)
 {
-    if (!cm || cm->num_reqs < 2 || !cm->block_table || cm->block_size < 1)
-        return 0;
+    if (!cm || cm->num_reqs < 2 || !cm->block_table || cm->block_size < 1) return 0;
     const int n = cm->num_reqs, stride = cm->block_table_stride;
     int64_t min_computed = INT64_MAX;
     for (int r = 0; r < n; r++) {
-        int64_t c = (int64_t)cm->seq_lens[r] - (cm->query_start_loc[r + 1] - cm->query_start_loc[r]);
+        int64_t c =
+            (int64_t)cm->seq_lens[r] - (cm->query_start_loc[r + 1] - cm->query_start_loc[r]);
         min_computed = c < min_computed ? c : min_computed;
     }
     /* Only blocks already computed by every request can be shared; full blocks only. */
     int64_t limit = min_computed / cm->block_size;
-    if (limit > stride)
-        limit = stride;
+    if (limit > stride) limit = stride;
     const int32_t *row0 = cm->block_table;
     int64_t k = 0;
     for (; k < limit; k++) {
@@ -172,8 +162,7 @@ int attn__common_prefix_len(const attn_common_metadata *cm)
         int r = 1;
         while (r < n && cm->block_table[(size_t)r * (size_t)stride + (size_t)k] == b)
             r++;
-        if (r < n)
-            break;
+        if (r < n) break;
     }
     return (int)(k * cm->block_size);
 }
@@ -187,12 +176,10 @@ int attn__reorder_decodes_first(const int32_t *query_lens, int n, int threshold,
         return 0;
     }
     for (int i = 0; i < n; i++)
-        if (query_lens[i] <= threshold)
-            order[nd++] = i;
+        if (query_lens[i] <= threshold) order[nd++] = i;
     int k = nd;
     for (int i = 0; i < n; i++)
-        if (query_lens[i] > threshold)
-            order[k++] = i;
+        if (query_lens[i] > threshold) order[k++] = i;
     return nd;
 }
 
@@ -204,13 +191,11 @@ attn_status attn__split_decodes_prefills(const attn_common_metadata *cm, int thr
     int n = cm->num_reqs, nd = 0;
     *num_decodes = 0;
     *num_decode_tokens = 0;
-    if (n == 0 || threshold <= 0)
-        return ATTN_OK;
+    if (n == 0 || threshold <= 0) return ATTN_OK;
     int32_t first = qsl[1] - qsl[0];
     for (; nd < n; nd++) {
         int32_t q = qsl[nd + 1] - qsl[nd];
-        if (q > threshold || (require_uniform && q != first))
-            break;
+        if (q > threshold || (require_uniform && q != first)) break;
     }
     *num_decodes = nd;
     *num_decode_tokens = qsl[nd];
@@ -223,8 +208,7 @@ attn_status attn__capture_check(attn_cg_support cg, const char *type_name,
     if (cg == ATTN_CG_NEVER)
         return attn__fail(ATTN_UNSUPPORTED, "%s metadata cannot be captured in a graph (NEVER)",
                           type_name);
-    if (cg == ATTN_CG_ALWAYS || cm->num_reqs == 0)
-        return ATTN_OK;
+    if (cg == ATTN_CG_ALWAYS || cm->num_reqs == 0) return ATTN_OK;
     const int32_t *qsl = cm->query_start_loc;
     int32_t first = qsl[1] - qsl[0];
     for (int r = 0; r < cm->num_reqs; r++) {
@@ -246,8 +230,7 @@ attn_status attn__capture_check(attn_cg_support cg, const char *type_name,
 attn_status attn__build_args(const char *type_name, const attn_common_metadata *cm, int max_reqs,
                              int max_tokens, int max_blocks_per_req)
 {
-    if (!cm)
-        return attn__fail(ATTN_NULL_ARGUMENT, "%s build: common metadata is NULL", type_name);
+    if (!cm) return attn__fail(ATTN_NULL_ARGUMENT, "%s build: common metadata is NULL", type_name);
     if (cm->num_reqs < 0 || cm->num_reqs > max_reqs)
         return BAD("%s build: %d requests, the builder was created for at most %d", type_name,
                    cm->num_reqs, max_reqs);
@@ -256,15 +239,14 @@ attn_status attn__build_args(const char *type_name, const attn_common_metadata *
                    cm->num_actual_tokens, max_tokens);
     if (cm->num_reqs > 0 && (!cm->query_start_loc || !cm->seq_lens))
         return BAD("%s build: query_start_loc or seq_lens is NULL", type_name);
-    if (cm->block_size < 1)
-        return BAD("%s build: block_size is %d", type_name, cm->block_size);
+    if (cm->block_size < 1) return BAD("%s build: block_size is %d", type_name, cm->block_size);
     if (cm->num_reqs > 0 && cm->block_table) {
         int cap = cm->block_table_stride < max_blocks_per_req ? cm->block_table_stride
                                                               : max_blocks_per_req;
         for (int r = 0; r < cm->num_reqs; r++)
             if (cm->seq_lens[r] < 0 || attn__cdiv(cm->seq_lens[r], cm->block_size) > cap)
-                return BAD("%s build: request %d has %d tokens, more than %d blocks of %d", type_name,
-                           r, cm->seq_lens[r], cap, cm->block_size);
+                return BAD("%s build: request %d has %d tokens, more than %d blocks of %d",
+                           type_name, r, cm->seq_lens[r], cap, cm->block_size);
     }
     return ATTN_OK;
 }

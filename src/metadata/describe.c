@@ -57,8 +57,7 @@ int attn__describe_finish(attn__sb *sb, char *buf, size_t size)
     int len = (int)sb->len;
     if (buf && size > 0) {
         size_t n = sb->len < size - 1 ? sb->len : size - 1;
-        if (n)
-            memcpy(buf, sb->data, n);
+        if (n) memcpy(buf, sb->data, n);
         buf[n] = '\0';
     }
     attn__sb_free(sb);
@@ -67,8 +66,7 @@ int attn__describe_finish(attn__sb *sb, char *buf, size_t size)
 
 attn_status attn__init_check(const char *type_name, const attn_builder_init *init)
 {
-    if (!init)
-        return attn__fail(ATTN_NULL_ARGUMENT, "%s builder: init is NULL", type_name);
+    if (!init) return attn__fail(ATTN_NULL_ARGUMENT, "%s builder: init is NULL", type_name);
     if (init->block_size < 1 || init->max_num_reqs < 1 || init->max_num_tokens < 1 ||
         init->max_blocks_per_req < 1 || init->num_speculative_tokens < 0)
         return attn__fail(ATTN_INVALID_ARGUMENT,
@@ -89,8 +87,8 @@ attn_cg_support attn__init_cg(const attn_builder_init *init, attn_cg_support fam
     return init && init->desc ? init->desc->cg_support : family_cg;
 }
 
-attn_status attn__check_shared_prefix(const char *type_name, const int32_t *block_table,
-                                      int stride, int num_reqs, int prefix_blocks)
+attn_status attn__check_shared_prefix(const char *type_name, const int32_t *block_table, int stride,
+                                      int num_reqs, int prefix_blocks)
 {
     for (int r = 1; r < num_reqs; r++) {
         const int32_t *row = block_table + (size_t)r * (size_t)stride;

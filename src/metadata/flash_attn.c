@@ -30,15 +30,12 @@ typedef struct attn__fa_state {
 attn_status attn__fa_create(const attn_builder_init *init, const char *type_name,
                             attn_cg_support family_cg, void **state)
 {
-    if (!state)
-        return attn__fail(ATTN_NULL_ARGUMENT, "%s builder: state is NULL", type_name);
+    if (!state) return attn__fail(ATTN_NULL_ARGUMENT, "%s builder: state is NULL", type_name);
     *state = NULL;
     attn_status st = attn__init_check(type_name, init);
-    if (st != ATTN_OK)
-        return st;
+    if (st != ATTN_OK) return st;
     attn__fa_state *s = calloc(1, sizeof *s);
-    if (!s)
-        return attn__fail(ATTN_OUT_OF_MEMORY, "%s builder: out of memory", type_name);
+    if (!s) return attn__fail(ATTN_OUT_OF_MEMORY, "%s builder: out of memory", type_name);
     s->suffix_kv_lens = calloc((size_t)init->max_num_reqs, sizeof(int32_t));
     if (!s->suffix_kv_lens) {
         free(s);
@@ -56,8 +53,7 @@ attn_status attn__fa_create(const attn_builder_init *init, const char *type_name
 void attn__fa_destroy(void *state)
 {
     attn__fa_state *s = state;
-    if (!s)
-        return;
+    if (!s) return;
     free(s->suffix_kv_lens);
     free(s);
 }
@@ -75,8 +71,7 @@ attn_status attn__fa_build(void *state, int common_prefix_len, const attn_common
     else if (st == ATTN_OK && common_prefix_len < 0)
         st = attn__fail(ATTN_BAD_METADATA, "%s: common_prefix_len is %d", s->type_name,
                         common_prefix_len);
-    if (st != ATTN_OK)
-        return st;
+    if (st != ATTN_OK) return st;
     attn_fa_metadata *m = &s->md;
     memset(m, 0, sizeof *m);
     m->num_reqs = cm->num_reqs;
@@ -117,15 +112,13 @@ attn_status attn__fa_build(void *state, int common_prefix_len, const attn_common
     return ATTN_OK;
 }
 
-attn_status attn__fa_build_for_capture(void *state, const attn_common_metadata *cm,
-                                       const void **md)
+attn_status attn__fa_build_for_capture(void *state, const attn_common_metadata *cm, const void **md)
 {
     attn__fa_state *s = state;
     if (!s || !cm || !md)
         return attn__fail(ATTN_NULL_ARGUMENT, "FlashAttention capture: NULL argument");
     attn_status st = attn__build_args(s->type_name, cm, s->max_reqs, s->max_tokens, s->max_blocks);
-    if (st == ATTN_OK)
-        st = attn__capture_check(s->cg, s->type_name, cm);
+    if (st == ATTN_OK) st = attn__capture_check(s->cg, s->type_name, cm);
     return st == ATTN_OK ? attn__fa_build(state, 0, cm, false, md) : st;
 }
 
@@ -154,15 +147,13 @@ attn_status attn__fa_update_block_table(void *state, const void *md, const int32
                               s->type_name, src->prefix_num_blocks, block_table_stride);
         attn_status st = attn__check_shared_prefix(s->type_name, block_table, block_table_stride,
                                                    src->num_reqs, src->prefix_num_blocks);
-        if (st != ATTN_OK)
-            return st;
+        if (st != ATTN_OK) return st;
     }
     s->md = *src;
     s->md.block_table = block_table;
     s->md.block_table_stride = block_table_stride;
     s->md.slot_mapping = slot_mapping;
-    if (src->use_cascade)
-        s->md.suffix_block_table = block_table + src->prefix_num_blocks;
+    if (src->use_cascade) s->md.suffix_block_table = block_table + src->prefix_num_blocks;
     *new_md = &s->md;
     return ATTN_OK;
 }
@@ -170,8 +161,7 @@ attn_status attn__fa_update_block_table(void *state, const void *md, const int32
 int attn__fa_describe(const void *md, char *buf, size_t size)
 {
     const attn_fa_metadata *m = md;
-    if (!m)
-        return -1;
+    if (!m) return -1;
     attn__sb sb;
     attn__jw w;
     attn__sb_init(&sb);

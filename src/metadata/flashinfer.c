@@ -26,11 +26,11 @@ typedef struct attn__fi_state {
     attn_cg_support cg;
     int threshold;
     int max_reqs, max_tokens, max_blocks;
-    int32_t *kv_indptr;     /* [max_reqs + 1] */
-    int32_t *kv_indices;    /* [max_reqs * max_blocks] */
-    int32_t *last_page_len; /* [max_reqs] */
-    int32_t *prefill_qo;    /* [max_reqs + 1] */
-    int32_t *prefill_kv;    /* [max_reqs + 1] */
+    int32_t *kv_indptr;      /* [max_reqs + 1] */
+    int32_t *kv_indices;     /* [max_reqs * max_blocks] */
+    int32_t *last_page_len;  /* [max_reqs] */
+    int32_t *prefill_qo;     /* [max_reqs + 1] */
+    int32_t *prefill_kv;     /* [max_reqs + 1] */
     int32_t *shared_indices; /* [max_blocks] */
     int32_t shared_qo[2], shared_kv_indptr[2];
     attn_flashinfer_metadata md;
@@ -39,8 +39,7 @@ typedef struct attn__fi_state {
 static void attn__fi_destroy(void *state)
 {
     attn__fi_state *s = state;
-    if (!s)
-        return;
+    if (!s) return;
     free(s->kv_indptr);
     free(s->kv_indices);
     free(s->last_page_len);
@@ -52,15 +51,12 @@ static void attn__fi_destroy(void *state)
 
 static attn_status attn__fi_create(const attn_builder_init *init, void **state)
 {
-    if (!state)
-        return attn__fail(ATTN_NULL_ARGUMENT, TYPE_NAME " builder: state is NULL");
+    if (!state) return attn__fail(ATTN_NULL_ARGUMENT, TYPE_NAME " builder: state is NULL");
     *state = NULL;
     attn_status st = attn__init_check(TYPE_NAME, init);
-    if (st != ATTN_OK)
-        return st;
+    if (st != ATTN_OK) return st;
     attn__fi_state *s = calloc(1, sizeof *s);
-    if (!s)
-        return attn__fail(ATTN_OUT_OF_MEMORY, TYPE_NAME " builder: out of memory");
+    if (!s) return attn__fail(ATTN_OUT_OF_MEMORY, TYPE_NAME " builder: out of memory");
     size_t r = (size_t)init->max_num_reqs, b = (size_t)init->max_blocks_per_req;
     s->kv_indptr = calloc(r + 1, sizeof(int32_t));
     s->kv_indices = calloc(r * b, sizeof(int32_t));
@@ -68,11 +64,11 @@ static attn_status attn__fi_create(const attn_builder_init *init, void **state)
     s->prefill_qo = calloc(r + 1, sizeof(int32_t));
     s->prefill_kv = calloc(r + 1, sizeof(int32_t));
     s->shared_indices = calloc(b, sizeof(int32_t));
-    if (!s->kv_indptr || !s->kv_indices || !s->last_page_len || !s->prefill_qo ||
-        !s->prefill_kv || !s->shared_indices) {
+    if (!s->kv_indptr || !s->kv_indices || !s->last_page_len || !s->prefill_qo || !s->prefill_kv ||
+        !s->shared_indices) {
         attn__fi_destroy(s);
-        return attn__fail(ATTN_OUT_OF_MEMORY, TYPE_NAME " builder: out of memory for %zu x %zu",
-                          r, b);
+        return attn__fail(ATTN_OUT_OF_MEMORY, TYPE_NAME " builder: out of memory for %zu x %zu", r,
+                          b);
     }
     s->max_reqs = init->max_num_reqs;
     s->max_tokens = init->max_num_tokens;
@@ -102,28 +98,25 @@ static void attn__fi_gather(attn__fi_state *s, const attn_flashinfer_metadata *m
 }
 
 static attn_status attn__fi_build(void *state, int common_prefix_len,
-                                  const attn_common_metadata *cm, bool fast_build,
-                                  const void **md)
+                                  const attn_common_metadata *cm, bool fast_build, const void **md)
 {
     (void)fast_build;
     attn__fi_state *s = state;
-    if (!s || !md)
-        return attn__fail(ATTN_NULL_ARGUMENT, TYPE_NAME " build: state or md is NULL");
+    if (!s || !md) return attn__fail(ATTN_NULL_ARGUMENT, TYPE_NAME " build: state or md is NULL");
     attn_status st = attn__build_args(TYPE_NAME, cm, s->max_reqs, s->max_tokens, s->max_blocks);
-    if (st != ATTN_OK)
-        return st;
+    if (st != ATTN_OK) return st;
     if (cm->num_reqs > 0 && !cm->block_table)
-        return attn__fail(ATTN_BAD_METADATA, TYPE_NAME " build: paged attention needs a block table");
+        return attn__fail(ATTN_BAD_METADATA,
+                          TYPE_NAME " build: paged attention needs a block table");
     if (common_prefix_len < 0)
         return attn__fail(ATTN_BAD_METADATA, TYPE_NAME ": common_prefix_len is %d",
                           common_prefix_len);
-    if (common_prefix_len > 0 && (st = attn__check_cascade(TYPE_NAME, cm, common_prefix_len)) !=
-                                     ATTN_OK)
+    if (common_prefix_len > 0 &&
+        (st = attn__check_cascade(TYPE_NAME, cm, common_prefix_len)) != ATTN_OK)
         return st;
     int nd, ndt;
     st = attn__split_decodes_prefills(cm, s->threshold, false, &nd, &ndt);
-    if (st != ATTN_OK)
-        return st;
+    if (st != ATTN_OK) return st;
 
     attn_flashinfer_metadata *m = &s->md;
     memset(m, 0, sizeof *m);
@@ -188,8 +181,7 @@ static attn_status attn__fi_build_for_capture(void *state, const attn_common_met
     if (!s || !cm || !md)
         return attn__fail(ATTN_NULL_ARGUMENT, TYPE_NAME " capture: NULL argument");
     attn_status st = attn__build_args(TYPE_NAME, cm, s->max_reqs, s->max_tokens, s->max_blocks);
-    if (st == ATTN_OK)
-        st = attn__capture_check(s->cg, TYPE_NAME, cm);
+    if (st == ATTN_OK) st = attn__capture_check(s->cg, TYPE_NAME, cm);
     return st == ATTN_OK ? attn__fi_build(state, 0, cm, false, md) : st;
 }
 
@@ -202,7 +194,8 @@ static attn_status attn__fi_update_block_table(void *state, const void *md,
     if (!s || !src || !new_md)
         return attn__fail(ATTN_NULL_ARGUMENT, TYPE_NAME " update_block_table: NULL argument");
     if (src->num_reqs > s->max_reqs)
-        return attn__fail(ATTN_BAD_METADATA, TYPE_NAME " update_block_table: %d requests, created for %d",
+        return attn__fail(ATTN_BAD_METADATA,
+                          TYPE_NAME " update_block_table: %d requests, created for %d",
                           src->num_reqs, s->max_reqs);
     if (src->num_reqs > 0 && (!block_table || block_table_stride < 1))
         return attn__fail(ATTN_BAD_METADATA,
@@ -216,21 +209,19 @@ static attn_status attn__fi_update_block_table(void *state, const void *md,
         if (prefix_blocks + pages > block_table_stride || pages > s->max_blocks)
             return attn__fail(ATTN_BAD_METADATA,
                               TYPE_NAME " update_block_table: request %d needs %d pages, the "
-                              "table holds %d",
+                                        "table holds %d",
                               r, prefix_blocks + pages, block_table_stride);
     }
     if (prefix_blocks > 0) {
         attn_status st = attn__check_shared_prefix(TYPE_NAME, block_table, block_table_stride,
                                                    src->num_reqs, prefix_blocks);
-        if (st != ATTN_OK)
-            return st;
+        if (st != ATTN_OK) return st;
     }
     /* Lengths, split and indptrs are the same batch: borrow them. */
     s->md = *src;
     s->md.slot_mapping = slot_mapping;
     s->md.paged_kv_indices = s->kv_indices;
-    if (prefix_blocks > 0)
-        s->md.shared_kv_page_indices = s->shared_indices;
+    if (prefix_blocks > 0) s->md.shared_kv_page_indices = s->shared_indices;
     attn__fi_gather(s, &s->md, block_table, block_table_stride, prefix_blocks);
     *new_md = &s->md;
     return ATTN_OK;
@@ -239,8 +230,7 @@ static attn_status attn__fi_update_block_table(void *state, const void *md,
 static int attn__fi_describe(const void *md, char *buf, size_t size)
 {
     const attn_flashinfer_metadata *m = md;
-    if (!m)
-        return -1;
+    if (!m) return -1;
     attn__sb sb;
     attn__jw w;
     attn__sb_init(&sb);

@@ -18,14 +18,14 @@
 #include "metadata/builders.h"
 #include "util/error.h"
 
-#define TYPE_NAME "flex"
+#define TYPE_NAME          "flex"
 #define ATTN__FLEX_Q_BLOCK 16
 
 typedef struct attn__flex_state {
     attn_cg_support cg;
     int max_reqs, max_tokens, max_blocks, max_tiles;
     int sliding_window;
-    int32_t *doc_ids, *query_pos;        /* [max_tokens] */
+    int32_t *doc_ids, *query_pos; /* [max_tokens] */
     int32_t *tile_req, *tile_start, *tile_len, *kv_start, *kv_num, *full_start, *full_num;
     attn_flex_metadata md;
 } attn__flex_state;
@@ -33,8 +33,7 @@ typedef struct attn__flex_state {
 static void attn__flex_destroy(void *state)
 {
     attn__flex_state *s = state;
-    if (!s)
-        return;
+    if (!s) return;
     free(s->doc_ids);
     free(s->query_pos);
     free(s->tile_req);
@@ -49,15 +48,12 @@ static void attn__flex_destroy(void *state)
 
 static attn_status attn__flex_create(const attn_builder_init *init, void **state)
 {
-    if (!state)
-        return attn__fail(ATTN_NULL_ARGUMENT, TYPE_NAME " builder: state is NULL");
+    if (!state) return attn__fail(ATTN_NULL_ARGUMENT, TYPE_NAME " builder: state is NULL");
     *state = NULL;
     attn_status st = attn__init_check(TYPE_NAME, init);
-    if (st != ATTN_OK)
-        return st;
+    if (st != ATTN_OK) return st;
     attn__flex_state *s = calloc(1, sizeof *s);
-    if (!s)
-        return attn__fail(ATTN_OUT_OF_MEMORY, TYPE_NAME " builder: out of memory");
+    if (!s) return attn__fail(ATTN_OUT_OF_MEMORY, TYPE_NAME " builder: out of memory");
     /* A request of q tokens makes ceil(q / Q) <= q / Q + 1 tiles. */
     s->max_tiles = init->max_num_tokens / ATTN__FLEX_Q_BLOCK + init->max_num_reqs;
     size_t t = (size_t)init->max_num_tokens, k = (size_t)s->max_tiles;
@@ -96,11 +92,9 @@ static attn_status attn__flex_build(void *state, int common_prefix_len,
     (void)common_prefix_len; /* shared blocks are handled by the per-request tiles */
     (void)fast_build;
     attn__flex_state *s = state;
-    if (!s || !md)
-        return attn__fail(ATTN_NULL_ARGUMENT, TYPE_NAME " build: state or md is NULL");
+    if (!s || !md) return attn__fail(ATTN_NULL_ARGUMENT, TYPE_NAME " build: state or md is NULL");
     attn_status st = attn__build_args(TYPE_NAME, cm, s->max_reqs, s->max_tokens, s->max_blocks);
-    if (st != ATTN_OK)
-        return st;
+    if (st != ATTN_OK) return st;
     attn_flex_metadata *m = &s->md;
     memset(m, 0, sizeof *m);
     const int n = cm->num_reqs, bs = cm->block_size, Q = ATTN__FLEX_Q_BLOCK;
@@ -169,14 +163,12 @@ static attn_status attn__flex_build_for_capture(void *state, const attn_common_m
     if (!s || !cm || !md)
         return attn__fail(ATTN_NULL_ARGUMENT, TYPE_NAME " capture: NULL argument");
     attn_status st = attn__build_args(TYPE_NAME, cm, s->max_reqs, s->max_tokens, s->max_blocks);
-    if (st == ATTN_OK)
-        st = attn__capture_check(s->cg, TYPE_NAME, cm);
+    if (st == ATTN_OK) st = attn__capture_check(s->cg, TYPE_NAME, cm);
     return st == ATTN_OK ? attn__flex_build(state, 0, cm, false, md) : st;
 }
 
 static attn_status attn__flex_update_block_table(void *state, const void *md,
-                                                 const int32_t *block_table,
-                                                 int block_table_stride,
+                                                 const int32_t *block_table, int block_table_stride,
                                                  const int64_t *slot_mapping, const void **new_md)
 {
     attn__flex_state *s = state;
@@ -184,7 +176,8 @@ static attn_status attn__flex_update_block_table(void *state, const void *md,
     if (!s || !src || !new_md)
         return attn__fail(ATTN_NULL_ARGUMENT, TYPE_NAME " update_block_table: NULL argument");
     if (src->num_reqs > s->max_reqs)
-        return attn__fail(ATTN_BAD_METADATA, TYPE_NAME " update_block_table: %d requests, created for %d",
+        return attn__fail(ATTN_BAD_METADATA,
+                          TYPE_NAME " update_block_table: %d requests, created for %d",
                           src->num_reqs, s->max_reqs);
     if (src->num_reqs > 0 && (!block_table || block_table_stride < 1))
         return attn__fail(ATTN_BAD_METADATA,
@@ -203,8 +196,7 @@ static attn_status attn__flex_update_block_table(void *state, const void *md,
 static int attn__flex_describe(const void *md, char *buf, size_t size)
 {
     const attn_flex_metadata *m = md;
-    if (!m)
-        return -1;
+    if (!m) return -1;
     attn__sb sb;
     attn__jw w;
     attn__sb_init(&sb);

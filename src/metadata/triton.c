@@ -15,9 +15,9 @@
 #include "metadata/builders.h"
 #include "util/error.h"
 
-#define TYPE_NAME "triton"
+#define TYPE_NAME                "triton"
 #define ATTN__TRITON_MIN_GRID_2D 128
-#define ATTN__TRITON_SEGMENTS 16
+#define ATTN__TRITON_SEGMENTS    16
 
 typedef struct attn__triton_state {
     attn_cg_support cg;
@@ -30,23 +30,19 @@ typedef struct attn__triton_state {
 static void attn__triton_destroy(void *state)
 {
     attn__triton_state *s = state;
-    if (!s)
-        return;
+    if (!s) return;
     free(s->q_block_start);
     free(s);
 }
 
 static attn_status attn__triton_create(const attn_builder_init *init, void **state)
 {
-    if (!state)
-        return attn__fail(ATTN_NULL_ARGUMENT, TYPE_NAME " builder: state is NULL");
+    if (!state) return attn__fail(ATTN_NULL_ARGUMENT, TYPE_NAME " builder: state is NULL");
     *state = NULL;
     attn_status st = attn__init_check(TYPE_NAME, init);
-    if (st != ATTN_OK)
-        return st;
+    if (st != ATTN_OK) return st;
     attn__triton_state *s = calloc(1, sizeof *s);
-    if (!s)
-        return attn__fail(ATTN_OUT_OF_MEMORY, TYPE_NAME " builder: out of memory");
+    if (!s) return attn__fail(ATTN_OUT_OF_MEMORY, TYPE_NAME " builder: out of memory");
     s->q_block_start = calloc((size_t)init->max_num_reqs + 1, sizeof(int32_t));
     if (!s->q_block_start) {
         free(s);
@@ -58,10 +54,8 @@ static attn_status attn__triton_create(const attn_builder_init *init, void **sta
     s->max_blocks = init->max_blocks_per_req;
     int heads = init->layer ? init->layer->num_heads : 1;
     int kv_heads = init->layer ? init->layer->num_kv_heads : 1;
-    if (heads < 1)
-        heads = 1;
-    if (kv_heads < 1)
-        kv_heads = 1;
+    if (heads < 1) heads = 1;
+    if (kv_heads < 1) kv_heads = 1;
     s->qpkv = heads >= kv_heads ? heads / kv_heads : 1;
     int bm = 16;
     while (bm < s->qpkv)
@@ -80,11 +74,9 @@ static attn_status attn__triton_build(void *state, int common_prefix_len,
     (void)common_prefix_len; /* the unified kernel has no cascade path */
     (void)fast_build;
     attn__triton_state *s = state;
-    if (!s || !md)
-        return attn__fail(ATTN_NULL_ARGUMENT, TYPE_NAME " build: state or md is NULL");
+    if (!s || !md) return attn__fail(ATTN_NULL_ARGUMENT, TYPE_NAME " build: state or md is NULL");
     attn_status st = attn__build_args(TYPE_NAME, cm, s->max_reqs, s->max_tokens, s->max_blocks);
-    if (st != ATTN_OK)
-        return st;
+    if (st != ATTN_OK) return st;
     attn_triton_metadata *m = &s->md;
     memset(m, 0, sizeof *m);
     const int n = cm->num_reqs;
@@ -125,23 +117,22 @@ static attn_status attn__triton_build_for_capture(void *state, const attn_common
     if (!s || !cm || !md)
         return attn__fail(ATTN_NULL_ARGUMENT, TYPE_NAME " capture: NULL argument");
     attn_status st = attn__build_args(TYPE_NAME, cm, s->max_reqs, s->max_tokens, s->max_blocks);
-    if (st == ATTN_OK)
-        st = attn__capture_check(s->cg, TYPE_NAME, cm);
+    if (st == ATTN_OK) st = attn__capture_check(s->cg, TYPE_NAME, cm);
     return st == ATTN_OK ? attn__triton_build(state, 0, cm, false, md) : st;
 }
 
 static attn_status attn__triton_update_block_table(void *state, const void *md,
                                                    const int32_t *block_table,
                                                    int block_table_stride,
-                                                   const int64_t *slot_mapping,
-                                                   const void **new_md)
+                                                   const int64_t *slot_mapping, const void **new_md)
 {
     attn__triton_state *s = state;
     const attn_triton_metadata *src = md;
     if (!s || !src || !new_md)
         return attn__fail(ATTN_NULL_ARGUMENT, TYPE_NAME " update_block_table: NULL argument");
     if (src->num_reqs > s->max_reqs)
-        return attn__fail(ATTN_BAD_METADATA, TYPE_NAME " update_block_table: %d requests, created for %d",
+        return attn__fail(ATTN_BAD_METADATA,
+                          TYPE_NAME " update_block_table: %d requests, created for %d",
                           src->num_reqs, s->max_reqs);
     if (src->num_reqs > 0 && (!block_table || block_table_stride < 1))
         return attn__fail(ATTN_BAD_METADATA,
@@ -160,8 +151,7 @@ static attn_status attn__triton_update_block_table(void *state, const void *md,
 static int attn__triton_describe(const void *md, char *buf, size_t size)
 {
     const attn_triton_metadata *m = md;
-    if (!m)
-        return -1;
+    if (!m) return -1;
     attn__sb sb;
     attn__jw w;
     attn__sb_init(&sb);

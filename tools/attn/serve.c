@@ -22,45 +22,46 @@
 
 static void attn__serve_usage(FILE *f)
 {
-    fprintf(f,
-            "usage: attn serve [options]\n\n"
-            "Start an engine (plugins, platform, one backend per KV-cache group, KV pool,\n"
-            "builders, kernels) and run steps of seeded synthetic traffic through it.\n\n"
-            "machine:\n"
-            "  --machine M             catalog name (h100, a100, mi300x...), cuda:X.Y, rocm:gfxNNN,\n"
-            "                          xpu, cpu or a JSON spec (default: ATTN_PLATFORM, else here)\n"
-            "  --installed a,b         installed components of the machine\n"
-            "  --setting k=v           machine setting; repeatable\n"
-            "model (default llama-3.1-8b):\n"
-            "  --model NAME|FILE       preset name or Hugging Face config.json\n"
-            "  --layers N --heads N --kv-heads N --head-size N --dtype fp16|bf16|fp32\n"
-            "                          a decoder of identical full-attention layers instead\n"
-            "launch:\n"
-            "  --backend NAME          requested backend, or auto (default: ATTN_BACKEND)\n"
-            "  --backend-for KIND=NAME per-kind override (full_attention, sliding_window,\n"
-            "                          mla_attention, ...); repeatable\n"
-            "  --block-size N          KV block size (default: the backend's preferred)\n"
-            "  --kv-cache-dtype S      auto, fp8, fp8_e4m3, fp8_e5m2, ... (default auto)\n"
-            "  --num-blocks N          blocks per KV-cache group (default: from device memory)\n"
-            "  --max-num-seqs N        default 256\n"
-            "  --max-batched-tokens N  token budget per step (default 2048)\n"
-            "  --max-model-len N       default 8192 (or what the pool holds)\n"
-            "traffic:\n"
-            "  --steps N               default 20\n"
-            "  --rate R                mean new requests per step (default 1)\n"
-            "  --prompt-len A:B        uniform prompt lengths (default 32:512)\n"
-            "  --output-len A:B        uniform output lengths (default 16:128)\n"
-            "  --prefix-share F        fraction of requests with a shared prefix (default 0)\n"
-            "  --prefix-len N          shared prefix length (default 256)\n"
-            "  --seed S                default 0\n"
-            "attention:\n"
-            "  --layers-to-run N|all   layers computed per KV group (default 1)\n"
-            "  --no-kernels            build metadata only\n"
-            "  --verify                also run REFERENCE and report the largest difference\n"
-            "output:\n"
-            "  --quiet                 no per-step lines\n"
-            "  --json                  one JSON object\n\n"
-            "exit status: 0 served, 3 startup failed, 2 usage error, 1 a step failed\n");
+    fprintf(
+        f,
+        "usage: attn serve [options]\n\n"
+        "Start an engine (plugins, platform, one backend per KV-cache group, KV pool,\n"
+        "builders, kernels) and run steps of seeded synthetic traffic through it.\n\n"
+        "machine:\n"
+        "  --machine M             catalog name (h100, a100, mi300x...), cuda:X.Y, rocm:gfxNNN,\n"
+        "                          xpu, cpu or a JSON spec (default: ATTN_PLATFORM, else here)\n"
+        "  --installed a,b         installed components of the machine\n"
+        "  --setting k=v           machine setting; repeatable\n"
+        "model (default llama-3.1-8b):\n"
+        "  --model NAME|FILE       preset name or Hugging Face config.json\n"
+        "  --layers N --heads N --kv-heads N --head-size N --dtype fp16|bf16|fp32\n"
+        "                          a decoder of identical full-attention layers instead\n"
+        "launch:\n"
+        "  --backend NAME          requested backend, or auto (default: ATTN_BACKEND)\n"
+        "  --backend-for KIND=NAME per-kind override (full_attention, sliding_window,\n"
+        "                          mla_attention, ...); repeatable\n"
+        "  --block-size N          KV block size (default: the backend's preferred)\n"
+        "  --kv-cache-dtype S      auto, fp8, fp8_e4m3, fp8_e5m2, ... (default auto)\n"
+        "  --num-blocks N          blocks per KV-cache group (default: from device memory)\n"
+        "  --max-num-seqs N        default 256\n"
+        "  --max-batched-tokens N  token budget per step (default 2048)\n"
+        "  --max-model-len N       default 8192 (or what the pool holds)\n"
+        "traffic:\n"
+        "  --steps N               default 20\n"
+        "  --rate R                mean new requests per step (default 1)\n"
+        "  --prompt-len A:B        uniform prompt lengths (default 32:512)\n"
+        "  --output-len A:B        uniform output lengths (default 16:128)\n"
+        "  --prefix-share F        fraction of requests with a shared prefix (default 0)\n"
+        "  --prefix-len N          shared prefix length (default 256)\n"
+        "  --seed S                default 0\n"
+        "attention:\n"
+        "  --layers-to-run N|all   layers computed per KV group (default 1)\n"
+        "  --no-kernels            build metadata only\n"
+        "  --verify                also run REFERENCE and report the largest difference\n"
+        "output:\n"
+        "  --quiet                 no per-step lines\n"
+        "  --json                  one JSON object\n\n"
+        "exit status: 0 served, 3 startup failed, 2 usage error, 1 a step failed\n");
 }
 
 typedef struct attn__serve_opts {
@@ -81,8 +82,7 @@ static bool attn__parse_range(const char *opt, const char *v, int *lo, int *hi)
 {
     char *end = NULL;
     long a = strtol(v, &end, 10), b = a;
-    if (end && *end == ':')
-        b = strtol(end + 1, &end, 10);
+    if (end && *end == ':') b = strtol(end + 1, &end, 10);
     if (!end || *end || a < 1 || b < a || b > (1 << 24)) {
         fprintf(stderr, "attn serve: %s: expected MIN:MAX with 1 <= MIN <= MAX, got '%s'\n", opt,
                 v);
@@ -117,8 +117,7 @@ static int attn__serve_parse(int argc, char **argv, attn__serve_opts *o)
     attn_traffic_config_init(&o->traffic);
     o->traffic.prefix_len = 256;
     o->backend = getenv("ATTN_BACKEND");
-    if (o->backend && !*o->backend)
-        o->backend = NULL;
+    if (o->backend && !*o->backend) o->backend = NULL;
     bool bad = false;
     for (int i = 1; i < argc; i++) {
         const char *v = NULL;
@@ -141,8 +140,7 @@ static int attn__serve_parse(int argc, char **argv, attn__serve_opts *o)
         } else if (attn_cli_opt(argc, argv, &i, "--setting", &v, &bad)) {
             if (v && o->num_settings >= 32)
                 return attn_cli_usage_error(cmd, "too many --setting options");
-            if (v)
-                o->settings[o->num_settings++] = v;
+            if (v) o->settings[o->num_settings++] = v;
         } else if (attn_cli_opt(argc, argv, &i, "--model", &v, &bad)) {
             o->model = v;
         } else if (attn_cli_opt(argc, argv, &i, "--backend", &v, &bad)) {
@@ -165,8 +163,7 @@ static int attn__serve_parse(int argc, char **argv, attn__serve_opts *o)
                 return ATTN_EXIT_USAGE;
             o->shape_given = true;
         } else if (attn_cli_opt(argc, argv, &i, "--heads", &v, &bad)) {
-            if (v && !attn_cli_int(cmd, "--heads", v, 1, 4096, &o->heads))
-                return ATTN_EXIT_USAGE;
+            if (v && !attn_cli_int(cmd, "--heads", v, 1, 4096, &o->heads)) return ATTN_EXIT_USAGE;
             o->shape_given = true;
         } else if (attn_cli_opt(argc, argv, &i, "--kv-heads", &v, &bad)) {
             if (v && !attn_cli_int(cmd, "--kv-heads", v, 1, 4096, &o->kv_heads))
@@ -216,8 +213,7 @@ static int attn__serve_parse(int argc, char **argv, attn__serve_opts *o)
             if (v && !attn__parse_double("--prefix-share", v, 0, 1, &o->traffic.prefix_fraction))
                 return ATTN_EXIT_USAGE;
         } else if (attn_cli_opt(argc, argv, &i, "--prefix-len", &v, &bad)) {
-            if (v && !attn_cli_int(cmd, "--prefix-len", v, 1, 1 << 24, &n))
-                return ATTN_EXIT_USAGE;
+            if (v && !attn_cli_int(cmd, "--prefix-len", v, 1, 1 << 24, &n)) return ATTN_EXIT_USAGE;
             o->traffic.prefix_len = (int)n;
         } else if (attn_cli_opt(argc, argv, &i, "--seed", &v, &bad)) {
             char *end = NULL;
@@ -234,8 +230,7 @@ static int attn__serve_parse(int argc, char **argv, attn__serve_opts *o)
         } else {
             return attn_cli_usage_error(cmd, "unknown option '%s'", argv[i]);
         }
-        if (bad)
-            return ATTN_EXIT_USAGE;
+        if (bad) return ATTN_EXIT_USAGE;
     }
     if (o->model && o->shape_given)
         return attn_cli_usage_error(cmd, "--model and shape flags (--layers, --heads, ...) "
@@ -261,8 +256,7 @@ static int attn__serve_platform(const attn__serve_opts *o, const attn_platform *
         }
         return -1;
     }
-    if (st == ATTN_OK && o->installed)
-        st = attn_platform_set_installed(*owned, o->installed);
+    if (st == ATTN_OK && o->installed) st = attn_platform_set_installed(*owned, o->installed);
     for (int i = 0; st == ATTN_OK && i < o->num_settings; i++)
         st = attn_platform_set_setting(*owned, o->settings[i]);
     if (st != ATTN_OK) {
@@ -334,16 +328,13 @@ static void attn__print_startup(const attn_engine *e, const attn_platform *p, co
     const char *gfx = attn_platform_gfx_arch(p);
     printf("machine: %s (%s, %s", attn_platform_name(p), attn_platform_device_name(p),
            attn_platform_kind_name(attn_platform_get_kind(p)));
-    if (cc)
-        printf(" %d.%d", maj, min);
-    if (gfx && *gfx)
-        printf(" %s", gfx);
+    if (cc) printf(" %d.%d", maj, min);
+    if (gfx && *gfx) printf(" %s", gfx);
     printf("%s)\n", attn_platform_is_simulated(p) ? ", simulated" : "");
     int ng = attn_engine_num_groups(e);
     printf("model: %s (%d layers, %s), %d KV-cache group%s\n", attn_model_name(m),
            attn_model_num_layers(m), attn_dtype_name(attn_model_dtype(m)), ng, ng == 1 ? "" : "s");
-    if (ng == 0)
-        printf("  no layer keeps a KV cache: no attention metadata is built\n");
+    if (ng == 0) printf("  no layer keeps a KV cache: no attention metadata is built\n");
     for (int mg = 0; mg < attn_model_num_groups(m); mg++) {
         bool kv = false;
         for (int g = 0; g < ng; g++) {
@@ -369,8 +360,7 @@ static void attn__print_startup(const attn_engine *e, const attn_platform *p, co
         printf("KV group %d: %s (%d), %s, %d heads / %d KV heads, head size %d", g, layers,
                gi.num_layers, attn_kv_kind_name(gi.kind), s->num_heads, s->num_kv_heads,
                s->head_size);
-        if (s->sliding_window)
-            printf(", window %d", s->sliding_window);
+        if (s->sliding_window) printf(", window %d", s->sliding_window);
         printf("\n  backend: %s (%s)\n", gi.backend,
                gi.requested ? "requested" : "chosen by the platform's priority list");
         char *why = NULL;
@@ -379,11 +369,10 @@ static void attn__print_startup(const attn_engine *e, const attn_platform *p, co
             attn__print_indented(why, "    ");
         }
         free(why);
-        printf("  metadata: %s builder, graph capture %s, reorder threshold %d\n",
-               gi.builder_type, attn_cg_support_name(gi.cg_support),
-               gi.reorder_batch_threshold);
-        printf("  KV cache per layer: %s %s, %s layout; %.3f MiB per block for %d layers\n",
-               shape, attn_elem_name(gi.kv_elem), attn_layout_name(gi.layout),
+        printf("  metadata: %s builder, graph capture %s, reorder threshold %d\n", gi.builder_type,
+               attn_cg_support_name(gi.cg_support), gi.reorder_batch_threshold);
+        printf("  KV cache per layer: %s %s, %s layout; %.3f MiB per block for %d layers\n", shape,
+               attn_elem_name(gi.kv_elem), attn_layout_name(gi.layout),
                attn__mib(gi.bytes_per_block), gi.num_layers);
         printf("  attention: %s", attn__kernel_text(&gi, kern, sizeof kern));
         if (gi.kernel_mode != ATTN_KERNEL_NONE)
@@ -558,18 +547,16 @@ int attn_cmd_serve(int argc, char **argv)
 {
     attn__serve_opts o;
     int rc = attn__serve_parse(argc, argv, &o);
-    if (rc >= 0)
-        return rc;
+    if (rc >= 0) return rc;
     const attn_platform *p = NULL;
     attn_platform *owned = NULL;
     rc = attn__serve_platform(&o, &p, &owned);
-    if (rc >= 0)
-        return rc;
+    if (rc >= 0) return rc;
     attn_model *m = NULL;
-    attn_status st = o.shape_given ? attn_model_from_shape((int)o.layers, (int)o.heads,
-                                                            (int)o.kv_heads, (int)o.head_size,
-                                                            o.dtype, &m)
-                                   : attn_model_load(o.model ? o.model : "llama-3.1-8b", &m);
+    attn_status st = o.shape_given
+                         ? attn_model_from_shape((int)o.layers, (int)o.heads, (int)o.kv_heads,
+                                                 (int)o.head_size, o.dtype, &m)
+                         : attn_model_load(o.model ? o.model : "llama-3.1-8b", &m);
     if (st != ATTN_OK) {
         fprintf(stderr, "attn serve: model: %s\n", attn_last_error());
         attn_platform_free(owned);
@@ -640,8 +627,7 @@ int attn_cmd_serve(int argc, char **argv)
         if (o.json) {
             attn__jw_obj_end(&w);
             char *text = attn__sb_take(&sb);
-            if (text)
-                printf("%s\n", text);
+            if (text) printf("%s\n", text);
             free(text);
         }
         attn__sb_free(&sb);
@@ -691,10 +677,8 @@ int attn_cmd_serve(int argc, char **argv)
         int n;
         while ((n = attn_traffic_next(traffic, arrivals, 256)) > 0) {
             for (int i = 0; i < n; i++)
-                if (attn_engine_add_request(e, &arrivals[i], NULL) != ATTN_OK)
-                    rejected++;
-            if (n < 256)
-                break;
+                if (attn_engine_add_request(e, &arrivals[i], NULL) != ATTN_OK) rejected++;
+            if (n < 256) break;
         }
         attn_engine_step_stats ss;
         st = attn_engine_step(e, &ss);
@@ -752,8 +736,7 @@ int attn_cmd_serve(int argc, char **argv)
         if (emulated)
             printf("attention math: emulated on this machine's CPU kernels%s\n",
                    o.verify ? "" : " (use --verify to check against REFERENCE)");
-        if (o.verify)
-            printf("largest difference from REFERENCE: %.3g\n", max_diff);
+        if (o.verify) printf("largest difference from REFERENCE: %.3g\n", max_diff);
         attn__print_blocks(e, "at the end");
     }
     attn_engine_abort_all(e);
@@ -766,16 +749,14 @@ int attn_cmd_serve(int argc, char **argv)
         attn__jw_obj_end(&w);
         attn__jw_obj_end(&w);
         char *text = attn__sb_take(&sb);
-        if (text)
-            printf("%s\n", text);
+        if (text) printf("%s\n", text);
         free(text);
     } else {
         attn__print_blocks(e, "after releasing every request");
         printf("block accounting: %s\n", ok_before && ok_after ? "ok" : "FAILED");
     }
     attn__sb_free(&sb);
-    if (!(ok_before && ok_after) && exit_code == ATTN_EXIT_OK)
-        exit_code = ATTN_EXIT_ERROR;
+    if (!(ok_before && ok_after) && exit_code == ATTN_EXIT_OK) exit_code = ATTN_EXIT_ERROR;
     attn_engine_free(e);
     attn_traffic_free(traffic);
     attn_model_free(m);
