@@ -374,6 +374,8 @@ static void run_rows(fwd_ctx *c, const attn__cpu_tile *t, int kvh, int hgi, thre
             j += n;
             cur = nxt;
         }
+        if (c->isa->finish)
+            c->isa->finish(&job);
     }
     /* finish each row */
     for (int i = 0; i < t->nq; i++) {

@@ -78,6 +78,9 @@ typedef struct attn__cpu_isa {
      * some key (use lo/hi); otherwise every row sees every key. */
     void (*chunk)(attn__cpu_job *j, const void *k, const void *v, int64_t tok_stride, int n,
                   int key0, bool masked);
+    /* (optional) after the job's last chunk, on the same thread as prep_q
+     * (releases per-job CPU state such as the AMX tile configuration) */
+    void (*finish)(attn__cpu_job *j);
 } attn__cpu_isa;
 
 extern const attn__cpu_isa attn__cpu_isa_portable;

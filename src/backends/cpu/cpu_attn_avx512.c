@@ -21,10 +21,12 @@
  * 4 rows x 2 keys for QK and 4 rows x 32 lanes for PV. */
 #include <immintrin.h>
 #include <math.h>
+#include <pthread.h>
 #include <string.h>
 
 #include "attn/cpu.h"
 #include "backends/cpu/cpu_attn.h"
+#include "util/numeric.h"
 
 static bool avx512_usable(void)
 {
@@ -312,13 +314,13 @@ static void f32_chunk(attn__cpu_job *j, const void *k, const void *v, int64_t st
  *   vb   [CHUNK][MAX_HEAD] bf16     V as bf16 rows
  *   kt   [MAX_HEAD/2][CHUNK] u32    K transposed into bf16 pairs (prefill)
  *   vi   [CHUNK/2][MAX_HEAD] u32    V rows interleaved in pairs (prefill)
- *   red  [4][16][16] f32            per-key partial sums for the tree */
+ *   red  [4][18][16] f32            per-key partial sums for the tree */
 #define DP_KB 0
 #define DP_VB (DP_KB + ATTN_CPU_CHUNK * ATTN_CPU_MAX_HEAD * 2)
 #define DP_KT (DP_VB + ATTN_CPU_CHUNK * ATTN_CPU_MAX_HEAD * 2)
 #define DP_VI (DP_KT + ATTN_CPU_MAX_HEAD / 2 * ATTN_CPU_CHUNK * 4)
 #define DP_RED (DP_VI + ATTN_CPU_CHUNK / 2 * ATTN_CPU_MAX_HEAD * 4)
-#define DP_END (DP_RED + 4 * 16 * 16 * 4)
+#define DP_END (DP_RED + 4 * 18 * 16 * 4)
 _Static_assert(DP_END <= ATTN_CPU_VSCRATCH, "dp scratch too small");
 
 /* query planes in qbuf: hi [R][MAX_HEAD] bf16, then lo [R][MAX_HEAD] bf16 */
@@ -359,10 +361,71 @@ static __m512i fp8_sub_table(int e4m3)
     return _mm512_loadu_si512(t);
 }
 
+/* With AVX512_VBMI (present on every AVX512_BF16 CPU so far, checked
+ * anyway) a whole 64-code row piece converts through two 128-entry byte
+ * tables: high and low bytes of the bf16 of each magnitude (exact, NaN and
+ * inf included), the sign OR-ed into the high byte, then the bytes woven
+ * into words. VBMI needs no OS state beyond AVX-512's. */
+static bool g_vbmi;
+static uint8_t g_fp8_hi[2][128], g_fp8_lo[2][128]; /* [e4m3][magnitude] */
+static pthread_once_t g_vbmi_once = PTHREAD_ONCE_INIT;
+
+static void vbmi_init(void)
+{
+    g_vbmi = __builtin_cpu_supports("avx512vbmi");
+    for (int e = 0; e < 2; e++)
+        for (int c = 0; c < 128; c++) {
+            float f = e ? attn__e4m3_to_f32((uint8_t)c) : attn__e5m2_to_f32((uint8_t)c);
+            uint32_t u;
+            memcpy(&u, &f, 4);
+            uint16_t h = isnan(f) ? 0x7fc0 : (uint16_t)(u >> 16); /* exact: <= 3 mantissa bits */
+            g_fp8_hi[e][c] = (uint8_t)(h >> 8);
+            g_fp8_lo[e][c] = (uint8_t)h;
+        }
+}
+
+__attribute__((target("avx512vbmi"))) static void
+fp8_rows_to_bf16_vbmi(uint16_t *dst, int dp, const uint8_t *src, int64_t stride, int n, int d,
+                      int e4m3)
+{
+    __m512i th0 = _mm512_loadu_si512(g_fp8_hi[e4m3]), th1 = _mm512_loadu_si512(g_fp8_hi[e4m3] + 64);
+    __m512i tl0 = _mm512_loadu_si512(g_fp8_lo[e4m3]), tl1 = _mm512_loadu_si512(g_fp8_lo[e4m3] + 64);
+    uint8_t ix[2][64];
+    for (int b = 0; b < 64; b++) {
+        ix[0][b] = (uint8_t)((b & 1 ? 64 : 0) + b / 2);
+        ix[1][b] = (uint8_t)((b & 1 ? 64 : 0) + 32 + b / 2);
+    }
+    __m512i i0 = _mm512_loadu_si512(ix[0]), i1 = _mm512_loadu_si512(ix[1]);
+    __m512i sign = _mm512_set1_epi8((char)0x80);
+    for (int t = 0; t < n; t++) {
+        const uint8_t *s = src + t * stride;
+        uint16_t *o = dst + (size_t)t * dp;
+        for (int i = 0; i < dp; i += 64) {
+            int left = d - i;
+            __mmask64 m = left >= 64 ? ~0ull : (left > 0 ? (1ull << left) - 1ull : 0ull);
+            __m512i x = _mm512_maskz_loadu_epi8(m, s + i);
+            __m512i hi = _mm512_permutex2var_epi8(th0, x, th1);
+            __m512i lo = _mm512_permutex2var_epi8(tl0, x, tl1);
+            hi = _mm512_ternarylogic_epi32(hi, x, sign, 0xF8);
+            __m512i w0 = _mm512_maskz_mov_epi16((__mmask32)m, _mm512_permutex2var_epi8(lo, i0, hi));
+            __m512i w1 = _mm512_maskz_mov_epi16((__mmask32)(m >> 32),
+                                                _mm512_permutex2var_epi8(lo, i1, hi));
+            _mm512_storeu_si512(o + i, w0);
+            if (i + 32 < dp)
+                _mm512_storeu_si512(o + i + 32, w1);
+        }
+    }
+}
+
 /* n rows of d fp8 codes (stride bytes apart) -> bf16 rows of dp (padded) */
 static void fp8_rows_to_bf16(uint16_t *dst, int dp, const uint8_t *src, int64_t stride, int n,
                              int d, int e4m3)
 {
+    pthread_once(&g_vbmi_once, vbmi_init);
+    if (g_vbmi) {
+        fp8_rows_to_bf16_vbmi(dst, dp, src, stride, n, d, e4m3);
+        return;
+    }
     __m512i sub = fp8_sub_table(e4m3);
     for (int t = 0; t < n; t++) {
         const uint8_t *s = src + t * stride;
@@ -446,9 +509,78 @@ static inline __m512 reduce16(const float *v)
                          _mm512_shuffle_f32x4(u01, u23, _MM_SHUFFLE(3, 1, 3, 1)));
 }
 
+/* QK for up to 4 rows (the common decode case). VDPBF16PS has a long
+ * latency relative to its throughput, so three keys x four rows = twelve
+ * independent accumulators are in flight; query chunks are memory operands
+ * (L1), key chunks are loaded once for the four rows. */
+static void dp_qk_small(attn__cpu_job *j, const uint16_t *kb, int64_t ks, int n)
+{
+    int nc = pad32(j->D) / 32, nr = j->R;
+    const uint16_t *qh = j->qbuf;
+    const uint16_t *q0 = qh, *q1 = qh + (nr > 1 ? 1 : 0) * ATTN_CPU_MAX_HEAD;
+    const uint16_t *q2 = qh + (nr > 2 ? 2 : 0) * ATTN_CPU_MAX_HEAD;
+    const uint16_t *q3 = qh + (nr > 3 ? 3 : 0) * ATTN_CPU_MAX_HEAD;
+    float *red = (float *)((char *)j->scratch + DP_RED);
+    for (int t0 = 0; t0 < n; t0 += 16) {
+        int tn = n - t0 < 16 ? n - t0 : 16;
+        for (int t = 0; t < 16; t += 3) {
+            prefetch_next(j, t0 + t);
+            prefetch_next(j, t0 + t + 1);
+            prefetch_next(j, t0 + t + 2);
+            __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+            __m512 b0 = a0, b1 = a0, b2 = a0, b3 = a0;
+            __m512 c0 = a0, c1 = a0, c2 = a0, c3 = a0;
+            int tt = t < tn ? t : tn - 1;
+            const uint16_t *k0 = kb + (t0 + tt) * ks;
+            const uint16_t *k1 = t + 1 < tn ? k0 + ks : k0;
+            const uint16_t *k2 = t + 2 < tn ? k0 + 2 * ks : k0;
+            for (int c = 0; c < nc; c++) {
+                __m512bh x = (__m512bh)_mm512_loadu_si512(k0 + c * 32);
+                __m512bh y = (__m512bh)_mm512_loadu_si512(k1 + c * 32);
+                __m512bh z = (__m512bh)_mm512_loadu_si512(k2 + c * 32);
+                __m512bh w = (__m512bh)_mm512_loadu_si512(q0 + c * 32);
+                a0 = _mm512_dpbf16_ps(a0, x, w);
+                b0 = _mm512_dpbf16_ps(b0, y, w);
+                c0 = _mm512_dpbf16_ps(c0, z, w);
+                w = (__m512bh)_mm512_loadu_si512(q1 + c * 32);
+                a1 = _mm512_dpbf16_ps(a1, x, w);
+                b1 = _mm512_dpbf16_ps(b1, y, w);
+                c1 = _mm512_dpbf16_ps(c1, z, w);
+                w = (__m512bh)_mm512_loadu_si512(q2 + c * 32);
+                a2 = _mm512_dpbf16_ps(a2, x, w);
+                b2 = _mm512_dpbf16_ps(b2, y, w);
+                c2 = _mm512_dpbf16_ps(c2, z, w);
+                w = (__m512bh)_mm512_loadu_si512(q3 + c * 32);
+                a3 = _mm512_dpbf16_ps(a3, x, w);
+                b3 = _mm512_dpbf16_ps(b3, y, w);
+                c3 = _mm512_dpbf16_ps(c3, z, w);
+            }
+            /* red rows 16..17 are spare slots for the overhang of t = 15 */
+            _mm512_store_ps(red + (0 * 18 + t) * 16, a0);
+            _mm512_store_ps(red + (1 * 18 + t) * 16, a1);
+            _mm512_store_ps(red + (2 * 18 + t) * 16, a2);
+            _mm512_store_ps(red + (3 * 18 + t) * 16, a3);
+            _mm512_store_ps(red + (0 * 18 + t + 1) * 16, b0);
+            _mm512_store_ps(red + (1 * 18 + t + 1) * 16, b1);
+            _mm512_store_ps(red + (2 * 18 + t + 1) * 16, b2);
+            _mm512_store_ps(red + (3 * 18 + t + 1) * 16, b3);
+            _mm512_store_ps(red + (0 * 18 + t + 2) * 16, c0);
+            _mm512_store_ps(red + (1 * 18 + t + 2) * 16, c1);
+            _mm512_store_ps(red + (2 * 18 + t + 2) * 16, c2);
+            _mm512_store_ps(red + (3 * 18 + t + 2) * 16, c3);
+        }
+        for (int i = 0; i < nr; i++)
+            _mm512_storeu_ps(j->s + (size_t)i * ATTN_CPU_CHUNK + t0, reduce16(red + i * 18 * 16));
+    }
+}
+
 /* QK for few rows: kb rows (stride ks elements, Dp = pad32(D) valid lanes) */
 static void dp_qk_rows(attn__cpu_job *j, const uint16_t *kb, int64_t ks, int n)
 {
+    if (j->R <= 4 && j->prec == ATTN_CPU_PREC_BF16) {
+        dp_qk_small(j, kb, ks, n);
+        return;
+    }
     int Dp = pad32(j->D);
     bool split = j->prec == ATTN_CPU_PREC_SPLIT;
     const uint16_t *qh = j->qbuf, *ql = qh + QLO_OFF;
@@ -806,6 +938,9 @@ const attn__cpu_isa attn__cpu_isa_avx512_bf16 = {
  * loaded per chunk and released after it. */
 
 #define AMX_TAU 8.0f
+#ifndef AMX_MIN_ROWS
+#define AMX_MIN_ROWS 16 /* decode-sized jobs: the dp path is as fast and packs nothing */
+#endif
 
 #define TLOAD(t, base, stride)                                                                     \
     __asm__ volatile("tileloadd (%0,%1,1), %%tmm" #t ::"r"(base), "r"((long)(stride)) : "memory")
@@ -847,7 +982,7 @@ static bool amx_usable(void)
 
 static bool amx_job(const attn__cpu_job *j)
 {
-    return j->R > 16 && j->Dv % 16 == 0 &&
+    return j->R > AMX_MIN_ROWS && j->Dv % 16 == 0 &&
            (j->kv_elem == ATTN_ELEM_BF16 || j->kv_elem == ATTN_ELEM_FP8_E4M3 ||
             j->kv_elem == ATTN_ELEM_FP8_E5M2);
 }
@@ -871,6 +1006,7 @@ static void amx_prep_q(attn__cpu_job *j, const void *const *qrows)
         dp_prep(j, qrows);
         return;
     }
+    amx_begin(); /* released by amx_finish after the job's last chunk */
     int D = j->D, Dp = pad32(D), nds = Dp / 32, nrt = (j->R + 15) / 16;
     bool split = j->prec == ATTN_CPU_PREC_SPLIT;
     float row[ATTN_CPU_MAX_HEAD + 32];
@@ -921,20 +1057,57 @@ static void amx_prep_q(attn__cpu_job *j, const void *const *qrows)
     }
 }
 
-/* C tiles of row tiles 0..nrt-1 for one key tile: St[key][row] */
+/* S^T tiles into St[key][row] (row stride 64). One row tile (decode): four
+ * key tiles accumulate side by side, so the tile products of a d-step are
+ * independent and the query tile is loaded once per d-step. More row tiles
+ * (prefill): one key tile at a time, one accumulator per row tile. */
 static void amx_qk(attn__cpu_job *j, const uint16_t *kb, int64_t ks, int nkt)
 {
     int nds = pad32(j->D) / 32, nrt = (j->R + 15) / 16;
-    bool split = j->prec == ATTN_CPU_PREC_SPLIT;
+    int planes = j->prec == ATTN_CPU_PREC_SPLIT ? 2 : 1;
     long kstride = (long)ks * 2;
+    size_t ktile = (size_t)16 * (size_t)ks;
+    if (nrt == 1) {
+        TZERO(0);
+        TZERO(1);
+        TZERO(2);
+        TZERO(3);
+        for (int ds = 0; ds < nds; ds++)
+            for (int plane = 0; plane < planes; plane++) {
+                const uint16_t *a = kb + (size_t)ds * 32;
+                TLOAD(5, AMX_QT(j, plane, 0, ds), 64);
+                TLOAD(4, a, kstride);
+                TDP(0, 4, 5);
+                if (nkt > 1) {
+                    TLOAD(6, a + ktile, kstride);
+                    TDP(1, 6, 5);
+                }
+                if (nkt > 2) {
+                    TLOAD(7, a + 2 * ktile, kstride);
+                    TDP(2, 7, 5);
+                }
+                if (nkt > 3) {
+                    TLOAD(4, a + 3 * ktile, kstride);
+                    TDP(3, 4, 5);
+                }
+            }
+        TSTORE(0, j->s, 256);
+        if (nkt > 1)
+            TSTORE(1, j->s + 16 * 64, 256);
+        if (nkt > 2)
+            TSTORE(2, j->s + 32 * 64, 256);
+        if (nkt > 3)
+            TSTORE(3, j->s + 48 * 64, 256);
+        return;
+    }
     for (int kt = 0; kt < nkt; kt++) {
         TZERO(0);
         TZERO(1);
         TZERO(2);
         TZERO(3);
         for (int ds = 0; ds < nds; ds++) {
-            TLOAD(4, kb + (size_t)kt * 16 * (size_t)ks + (size_t)ds * 32, kstride);
-            for (int plane = 0; plane < (split ? 2 : 1); plane++) {
+            TLOAD(4, kb + (size_t)kt * ktile + (size_t)ds * 32, kstride);
+            for (int plane = 0; plane < planes; plane++) {
                 TLOAD(5, AMX_QT(j, plane, 0, ds), 64);
                 TDP(0, 4, 5);
                 if (nrt > 1) {
@@ -1063,7 +1236,6 @@ static void amx_chunk(attn__cpu_job *j, const void *k, const void *v, int64_t st
         ks = Dp;
         vs = Dvp;
     }
-    amx_begin();
     amx_qk(j, kr, ks, nkt);
     float alpha[ATTN_CPU_MAX_ROWS];
     amx_softmax(j, n, key0, alpha);
@@ -1181,7 +1353,12 @@ static void amx_chunk(attn__cpu_job *j, const void *k, const void *v, int64_t st
             if (nd > 3)
                 TSTORE(3, o + 48, ostride);
         }
-    amx_end();
+}
+
+static void amx_finish(attn__cpu_job *j)
+{
+    if (amx_job(j))
+        amx_end();
 }
 
 const attn__cpu_isa attn__cpu_isa_amx_bf16 = {
@@ -1189,4 +1366,5 @@ const attn__cpu_isa attn__cpu_isa_amx_bf16 = {
     .usable = amx_usable,
     .prep_q = amx_prep_q,
     .chunk = amx_chunk,
+    .finish = amx_finish,
 };
