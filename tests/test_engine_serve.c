@@ -46,7 +46,7 @@ int main(void)
 {
     const char *args = SMALL "--num-blocks 40 --block-size 16 --max-num-seqs 16 --steps 200 "
                              "--rate 0.6 --prompt-len 24:200 --output-len 8:48 --seed 11 "
-                             "--prefix-share 1 --prefix-len 48";
+                             "--prefix-share 1 --prefix-len 48 --check";
     int rc = -1;
     attn__json *j = run_json(args, &rc);
     CHECK(rc == 0);

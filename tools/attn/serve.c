@@ -58,6 +58,7 @@ static void attn__serve_usage(FILE *f)
         "  --layers-to-run N|all   layers computed per KV group (default 1)\n"
         "  --no-kernels            build metadata only\n"
         "  --verify                also run REFERENCE and report the largest difference\n"
+        "  --check                 check each step's common metadata for consistency\n"
         "output:\n"
         "  --quiet                 no per-step lines\n"
         "  --json                  one JSON object\n\n"
@@ -75,7 +76,7 @@ typedef struct attn__serve_opts {
     long block_size, num_blocks, max_seqs, max_tokens, max_model_len, steps, layers_to_run;
     attn_kv_dtype kv;
     attn_traffic_config traffic;
-    bool no_kernels, verify, quiet, json;
+    bool no_kernels, verify, check, quiet, json;
 } attn__serve_opts;
 
 static bool attn__parse_range(const char *opt, const char *v, int *lo, int *hi)
@@ -133,6 +134,8 @@ static int attn__serve_parse(int argc, char **argv, attn__serve_opts *o)
             o->no_kernels = true;
         } else if (attn_cli_flag(argv, i, "--verify")) {
             o->verify = true;
+        } else if (attn_cli_flag(argv, i, "--check")) {
+            o->check = true;
         } else if (attn_cli_opt(argc, argv, &i, "--machine", &v, &bad)) {
             o->machine = v;
         } else if (attn_cli_opt(argc, argv, &i, "--installed", &v, &bad)) {
@@ -587,6 +590,7 @@ int attn_cmd_serve(int argc, char **argv)
     cfg.run_kernels = !o.no_kernels;
     cfg.layers_to_run = (int)o.layers_to_run;
     cfg.verify = o.verify;
+    cfg.check_metadata = o.check;
     attn_engine *e = NULL;
     st = attn_engine_create(&cfg, &e);
 
