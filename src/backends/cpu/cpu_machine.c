@@ -196,7 +196,8 @@ attn_status attn__cpu_measure_machine(size_t buffer_bytes, attn__cpu_machine *ou
         double t0 = now_s();
         attn__pool_for(pool, T, 0, fma_fn, &j);
         double dt = now_s() - t0;
-        double gf = (double)T * (double)j.iters * 10.0 * lanes * 2.0 / dt / 1e9;
+        double chains = isa == ISA_AVX512 ? 20 : isa == ISA_AVX2 ? 12 : 10;
+        double gf = (double)T * (double)j.iters * chains * lanes * 2.0 / dt / 1e9;
         if (gf > best)
             best = gf;
     }

@@ -19,22 +19,19 @@ uint64_t attn__cpu_read_avx512(const void *p, size_t n)
 
 double attn__cpu_fma_avx512(long iters)
 {
+    /* 20 independent chains: enough to cover the FMA latency on both ports
+     * of any AVX-512 core (latency x ports <= 20) */
     __m512 x = _mm512_set1_ps(0.99999994f), y = _mm512_set1_ps(1e-7f);
-    __m512 a0 = _mm512_set1_ps(1.0f), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0,
-           a7 = a0, a8 = a0, a9 = a0;
+    __m512 a[20];
+    for (int k = 0; k < 20; k++)
+        a[k] = _mm512_set1_ps(1.0f + (float)k * 1e-3f);
     for (long i = 0; i < iters; i++) {
-        a0 = _mm512_fmadd_ps(a0, x, y);
-        a1 = _mm512_fmadd_ps(a1, x, y);
-        a2 = _mm512_fmadd_ps(a2, x, y);
-        a3 = _mm512_fmadd_ps(a3, x, y);
-        a4 = _mm512_fmadd_ps(a4, x, y);
-        a5 = _mm512_fmadd_ps(a5, x, y);
-        a6 = _mm512_fmadd_ps(a6, x, y);
-        a7 = _mm512_fmadd_ps(a7, x, y);
-        a8 = _mm512_fmadd_ps(a8, x, y);
-        a9 = _mm512_fmadd_ps(a9, x, y);
+#pragma GCC unroll 20
+        for (int k = 0; k < 20; k++)
+            a[k] = _mm512_fmadd_ps(a[k], x, y);
     }
-    __m512 s = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)),
-                             _mm512_add_ps(_mm512_add_ps(a4, a5), _mm512_add_ps(a6, a7)));
-    return _mm512_reduce_add_ps(_mm512_add_ps(s, _mm512_add_ps(a8, a9)));
+    __m512 s = a[0];
+    for (int k = 1; k < 20; k++)
+        s = _mm512_add_ps(s, a[k]);
+    return _mm512_reduce_add_ps(s);
 }
