@@ -815,7 +815,6 @@ const attn_backend_desc attn__desc_cpu_attn = {
     .required_layout = ATTN_LAYOUT_HND,
     .kv_cache_shape = cpu_kv_shape,
     .kv_stride_order = NULL,
-    .preferred_block_size = 128, /* the CPU platform default, as vLLM */
     .builder = &attn__builder_cpu,
 };
 
