@@ -1011,8 +1011,10 @@ static void amx_prep_q(attn__cpu_job *j, const void *const *qrows)
     bool split = j->prec == ATTN_CPU_PREC_SPLIT;
     float row[ATTN_CPU_MAX_HEAD + 32];
     for (int rt = 0; rt < nrt; rt++) {
-        /* rows of this tile as bf16 pairs: hr[r][pair], lr[r][pair] */
-        static _Thread_local uint32_t hr[16][ATTN_CPU_MAX_HEAD / 2], lr[16][ATTN_CPU_MAX_HEAD / 2];
+        /* rows of this tile as bf16 pairs: hr[r][pair], lr[r][pair], in the
+         * K staging area (unused until the first chunk) */
+        uint32_t(*hr)[ATTN_CPU_MAX_HEAD / 2] = (void *)((char *)j->scratch + DP_KB);
+        uint32_t(*lr)[ATTN_CPU_MAX_HEAD / 2] = hr + 16;
         for (int i = 0; i < 16; i++) {
             int r = rt * 16 + i;
             if (r >= j->R) {
