@@ -31,7 +31,7 @@
 #include "backends/mla/mla_vec_avx512.h"
 #include "util/numeric.h"
 
-#define AMX_KB 128 /* keys per block */
+#define AMX_KB 256 /* keys per block */
 #define AMX_NSUB (AMX_KB / 32)
 #define AMX_TAU 8.0f
 #define TILE_BYTES 1024
@@ -92,7 +92,7 @@ static size_t al64(size_t n)
 typedef struct {
     uint8_t *qb;       /* [Mt][D/32] tiles: queries as VNNI pairs */
     uint16_t *ks;      /* [AMX_KB][D] staged latent rows (bf16) */
-    uint8_t *vb;       /* [R/16][AMX_NSUB] tiles: V as key pairs */
+    uint8_t *vb;       /* [2][AMX_NSUB] tiles: V of one 32-column group as key pairs */
     float *st;         /* [AMX_KB][Mp] scores, then probabilities */
     uint8_t *pa;       /* [Mt][AMX_NSUB] tiles: P rows x 32 keys */
     float *m, *l, *alpha;
@@ -117,7 +117,7 @@ static size_t amx_layout(int R, int D, int rows, void *mem, amx_ws *w)
     } while (0)
     TAKE(qb, (size_t)Mt * (D / 32) * TILE_BYTES);
     TAKE(ks, (size_t)AMX_KB * D * 2);
-    TAKE(vb, (size_t)(R / 16) * AMX_NSUB * TILE_BYTES);
+    TAKE(vb, (size_t)2 * AMX_NSUB * TILE_BYTES);
     TAKE(st, (size_t)AMX_KB * Mp * 4);
     TAKE(pa, (size_t)Mt * AMX_NSUB * TILE_BYTES);
     TAKE(m, (size_t)Mp * 4);
@@ -135,7 +135,9 @@ static size_t amx_layout(int R, int D, int rows, void *mem, amx_ws *w)
 
 static size_t amx_decode_ws(int R, int D, int rows)
 {
-    return amx_layout(R, D, rows, NULL, NULL);
+    size_t own = amx_layout(R, D, rows, NULL, NULL);
+    size_t port = attn__mla_kern_portable.decode_ws(R, D, rows); /* fallback for odd scales */
+    return own > port ? own : port;
 }
 
 /* Queries -> B tiles: tile (mt, kc) row p = for 16 rows, the dword of dims
@@ -184,7 +186,61 @@ static void amx_stage_row(const void *src, attn_elem e, int D, uint16_t *dst)
     }
 }
 
-/* Row pointers of the block starting at b0 (count written to *nk). */
+/* 2^x for the probabilities: degree-3 fit on [-1/2, 1/2], relative error
+ * < 8e-5, far below the bf16 rounding of P (4e-3); the sums use the same
+ * values, so the normalisation is consistent. */
+static inline __m512 amx_exp2_p(__m512 x)
+{
+    x = _mm512_max_ps(x, _mm512_set1_ps(-150.0f));
+    __m512 fl = _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 f = _mm512_sub_ps(x, fl);
+    __m512 p = _mm512_set1_ps(0.05508872537f);
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(0.2426043540f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(0.6932762625f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(0.9999289226f));
+    return _mm512_scalef_ps(p, fl);
+}
+
+/* Probabilities of key k for 16 rows: 0 for keys past nk and for masked
+ * positions; raw score * mul - max otherwise. */
+static inline __m512 amx_prob(const float *src, int k, int nk, bool masked, const int32_t *pos,
+                              __m512i lim, __m512 vmul, __m512 mn)
+{
+    if (k >= nk)
+        return _mm512_setzero_ps();
+    __m512 p = amx_exp2_p(_mm512_fmsub_ps(_mm512_loadu_ps(src), vmul, mn));
+    if (masked)
+        p = _mm512_maskz_mov_ps(_mm512_cmple_epi32_mask(_mm512_set1_epi32(pos[k]), lim), p);
+    return p;
+}
+
+/* 16 x 16 dword transpose of r (in registers), rows stored 64 bytes apart. */
+static inline void amx_tr16_store(__m512 r[16], float *d)
+{
+    __m512 t[16];
+    for (int i = 0; i < 8; i++) {
+        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    for (int g = 0; g < 4; g++) {
+        r[4 * g + 0] = _mm512_shuffle_ps(t[4 * g], t[4 * g + 2], 0x44);
+        r[4 * g + 1] = _mm512_shuffle_ps(t[4 * g], t[4 * g + 2], 0xEE);
+        r[4 * g + 2] = _mm512_shuffle_ps(t[4 * g + 1], t[4 * g + 3], 0x44);
+        r[4 * g + 3] = _mm512_shuffle_ps(t[4 * g + 1], t[4 * g + 3], 0xEE);
+    }
+    for (int j = 0; j < 4; j++) {
+        __m512 v0 = _mm512_shuffle_f32x4(r[j], r[4 + j], 0x44);
+        __m512 v1 = _mm512_shuffle_f32x4(r[j], r[4 + j], 0xEE);
+        __m512 v2 = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0x44);
+        __m512 v3 = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0xEE);
+        _mm512_store_ps(d + 16 * (0 + j), _mm512_shuffle_f32x4(v0, v2, 0x88));
+        _mm512_store_ps(d + 16 * (4 + j), _mm512_shuffle_f32x4(v0, v2, 0xDD));
+        _mm512_store_ps(d + 16 * (8 + j), _mm512_shuffle_f32x4(v1, v3, 0x88));
+        _mm512_store_ps(d + 16 * (12 + j), _mm512_shuffle_f32x4(v1, v3, 0xDD));
+    }
+}
+
+/* Row pointers of the block starting at b0; returns its key count. */
 static int amx_block_rows(const attn__mla_dec *d, int b0, int total, const char **rows)
 {
     int nk = total - b0 < AMX_KB ? total - b0 : AMX_KB;
@@ -196,7 +252,7 @@ static int amx_block_rows(const attn__mla_dec *d, int b0, int total, const char 
 }
 
 /* Asks for lines [l0, l1) of each row into L2: the next block streams in
- * while this one computes. */
+ * while this one computes (the tile loads of QK otherwise wait on memory). */
 static inline void amx_prefetch(const char *const *rows, int nrows, int l0, int l1)
 {
     for (int li = l0; li < l1; li++)
@@ -204,18 +260,39 @@ static inline void amx_prefetch(const char *const *rows, int nrows, int l0, int 
             _mm_prefetch(rows[k] + 64 * li, _MM_HINT_T1);
 }
 
+/* The V tiles of sub-chunk s for one 32-column group g: key pair p of the
+ * block interleaved with unpack lo/hi into tile rows (the column order this
+ * leaves is undone at the end); vb holds the group's two column tiles x
+ * AMX_NSUB sub-chunks. (Spreading this work through the QK loop measured
+ * slower: it competes with the tile loads for the load ports.) */
+static inline void amx_vpack(const uint16_t *const *row, int nk, int s, int g, uint8_t *vb)
+{
+    for (int p = 0; p < 16; p++) {
+        int ka = 32 * s + 2 * p, kb = ka + 1;
+        __m512i va = ka < nk ? _mm512_loadu_si512(row[ka] + 32 * g) : _mm512_setzero_si512();
+        __m512i vb_ = kb < nk ? _mm512_loadu_si512(row[kb] + 32 * g) : _mm512_setzero_si512();
+        _mm512_store_si512(vb + (size_t)s * TILE_BYTES + 64 * p, _mm512_unpacklo_epi16(va, vb_));
+        _mm512_store_si512(vb + (size_t)(AMX_NSUB + s) * TILE_BYTES + 64 * p,
+                           _mm512_unpackhi_epi16(va, vb_));
+    }
+}
+
 static void amx_decode(const attn__mla_dec *d)
 {
     const int D = d->D, R = d->R, H = d->H, n = d->nrows;
     const int DC = D / 32, RT = R / 16;
     const int Mt = (n + 15) / 16, Mp = Mt * 16;
+    if (!(d->score_mul > 0.0f)) { /* the block max below assumes a positive scale */
+        attn__mla_kern_portable.decode(d);
+        return;
+    }
     amx_ws w;
     amx_layout(R, D, n, d->ws, &w);
     const size_t kv_row_bytes = (size_t)d->kv->stride_token * d->kv_esz;
     const bool direct_ok = d->kv_elem == ATTN_ELEM_BF16;
 
     int total = d->positions ? d->npositions : d->kv_end - d->kv_begin;
-    const int row_lines = (int)((size_t)D * d->kv_esz / 64);
+    const int row_lines = (int)(((size_t)D * d->kv_esz + 63) / 64);
     int nnext = total > 0 ? amx_block_rows(d, 0, total, w.next) : 0;
     amx_prefetch(w.next, nnext, 0, row_lines);
     amx_pack_q(d, Mt, w.qb);
@@ -278,13 +355,14 @@ static void amx_decode(const attn__mla_dec *d)
             const char *k0b = (const char *)w.tbase[2 * s], *k1b = (const char *)w.tbase[2 * s + 1];
             long k0s = w.tstride[2 * s], k1s = w.tstride[2 * s + 1];
             float *st0 = w.st + (size_t)(32 * s) * Mp, *st1 = st0 + (size_t)16 * Mp;
-            /* this sub-chunk's share of the next block's rows */
+            /* this sub-chunk's share of the next block's rows, one slice of
+             * their lines per pair of row tiles */
             int pf0 = nnext * s / nsub, pf1 = nnext * (s + 1) / nsub;
+            const int nmp = (Mt + 1) / 2;
             for (int mt = 0; mt < Mt; mt += 2) {
                 const uint8_t *qa = w.qb + (size_t)mt * DC * TILE_BYTES;
-                int nmp = (Mt + 1) / 2, l0 = row_lines * (mt / 2) / nmp,
-                    l1 = row_lines * (mt / 2 + 1) / nmp;
-                amx_prefetch(w.next + pf0, pf1 - pf0, l0, l1);
+                amx_prefetch(w.next + pf0, pf1 - pf0, row_lines * (mt / 2) / nmp,
+                             row_lines * (mt / 2 + 1) / nmp);
                 if (mt + 1 < Mt) {
                     const uint8_t *qc = qa + (size_t)DC * TILE_BYTES;
                     T_ZERO(0);
@@ -321,39 +399,60 @@ static void amx_decode(const attn__mla_dec *d)
             }
         }
 
-        /* ---- online softmax over the block, 16 rows per vector ---- */
+        /* ---- online softmax over the block, 16 rows per vector; the
+         * probabilities go straight into the P tiles (bf16 key pairs,
+         * transposed to rows x keys in registers) ---- */
         const bool masked = !d->positions && w.pos[nk - 1] > min_lim;
         for (int g = 0; g < Mt; g++) {
-            float *col = w.st + 16 * g;
+            const float *col = w.st + 16 * g;
             __m512 mo = _mm512_loadu_ps(w.m + 16 * g);
             __m512i lim = _mm512_loadu_si512(w.lim + 16 * g);
-            __m512 mx = ninf;
-            for (int k = 0; k < nk; k++) {
-                __m512 s = _mm512_mul_ps(_mm512_loadu_ps(col + (size_t)k * Mp), vmul);
+            __m512 mx0 = ninf, mx1 = ninf;
+            int k = 0;
+            for (; k + 2 <= nk; k += 2) {
+                __m512 s0 = _mm512_loadu_ps(col + (size_t)k * Mp);
+                __m512 s1 = _mm512_loadu_ps(col + (size_t)(k + 1) * Mp);
                 if (masked) {
-                    __mmask16 vis = _mm512_cmple_epi32_mask(_mm512_set1_epi32(w.pos[k]), lim);
-                    s = _mm512_mask_mov_ps(ninf, vis, s);
+                    s0 = _mm512_mask_mov_ps(
+                        ninf, _mm512_cmple_epi32_mask(_mm512_set1_epi32(w.pos[k]), lim), s0);
+                    s1 = _mm512_mask_mov_ps(
+                        ninf, _mm512_cmple_epi32_mask(_mm512_set1_epi32(w.pos[k + 1]), lim), s1);
                 }
-                _mm512_storeu_ps(col + (size_t)k * Mp, s);
-                mx = _mm512_max_ps(mx, s);
+                mx0 = _mm512_max_ps(mx0, s0);
+                mx1 = _mm512_max_ps(mx1, s1);
             }
+            if (k < nk) {
+                __m512 s0 = _mm512_loadu_ps(col + (size_t)k * Mp);
+                if (masked)
+                    s0 = _mm512_mask_mov_ps(
+                        ninf, _mm512_cmple_epi32_mask(_mm512_set1_epi32(w.pos[k]), lim), s0);
+                mx0 = _mm512_max_ps(mx0, s0);
+            }
+            /* raw scores so far; the scale is applied once here (mul > 0) */
+            __m512 mx = _mm512_mul_ps(_mm512_max_ps(mx0, mx1), vmul);
             __mmask16 upd = _mm512_cmp_ps_mask(mx, _mm512_add_ps(mo, _mm512_set1_ps(AMX_TAU)),
                                                _CMP_GT_OQ);
             __m512 mn = _mm512_mask_mov_ps(mo, upd, mx);
             __m512 alpha = _mm512_mask_mov_ps(_mm512_set1_ps(1.0f), upd,
                                               v512_exp2(_mm512_sub_ps(mo, mn)));
-            __m512 sum = _mm512_setzero_ps();
-            for (int k = 0; k < nk; k++) {
-                __m512 s = _mm512_loadu_ps(col + (size_t)k * Mp);
-                __mmask16 live = _mm512_cmp_ps_mask(s, ninf, _CMP_NEQ_OQ);
-                __m512 p = _mm512_maskz_mov_ps(live, v512_exp2(_mm512_sub_ps(s, mn)));
-                _mm512_storeu_ps(col + (size_t)k * Mp, p);
-                sum = _mm512_add_ps(sum, p);
+            __m512 sum0 = _mm512_setzero_ps(), sum1 = _mm512_setzero_ps();
+            for (int s = 0; s < nsub; s++) {
+                __m512 wv[16];
+                for (int j = 0; j < 16; j++) {
+                    int k0 = 32 * s + 2 * j;
+                    __m512 p0 = amx_prob(col + (size_t)k0 * Mp, k0, nk, masked, w.pos, lim,
+                                         vmul, mn);
+                    __m512 p1 = amx_prob(col + (size_t)(k0 + 1) * Mp, k0 + 1, nk, masked, w.pos,
+                                         lim, vmul, mn);
+                    sum0 = _mm512_add_ps(sum0, p0);
+                    sum1 = _mm512_add_ps(sum1, p1);
+                    __m512bh b = _mm512_cvtne2ps_pbh(p1, p0);
+                    wv[j] = _mm512_castsi512_ps(_mm512_permutexvar_epi16(pair_idx, (__m512i)b));
+                }
+                amx_tr16_store(wv, (float *)(w.pa + ((size_t)g * AMX_NSUB + s) * TILE_BYTES));
             }
-            for (int k = nk; k < 32 * nsub; k++)
-                _mm512_storeu_ps(col + (size_t)k * Mp, _mm512_setzero_ps());
             __m512 lo = _mm512_loadu_ps(w.l + 16 * g);
-            _mm512_storeu_ps(w.l + 16 * g, _mm512_fmadd_ps(lo, alpha, sum));
+            _mm512_storeu_ps(w.l + 16 * g, _mm512_fmadd_ps(lo, alpha, _mm512_add_ps(sum0, sum1)));
             _mm512_storeu_ps(w.m + 16 * g, mn);
             /* rescale the accumulator rows whose max moved (rare; nothing to
              * scale before a row's first visible key) */
@@ -369,40 +468,14 @@ static void amx_decode(const attn__mla_dec *d)
             }
         }
 
-        /* ---- P -> A tiles (rows x 32 keys), V -> B tiles (key pairs) ---- */
-        for (int s = 0; s < nsub; s++) {
-            for (int mt = 0; mt < Mt; mt++) {
-                __m512 wv[16];
-                for (int j = 0; j < 16; j++) {
-                    const float *e0 = w.st + (size_t)(32 * s + 2 * j) * Mp + 16 * mt;
-                    __m512bh b = _mm512_cvtne2ps_pbh(_mm512_loadu_ps(e0 + Mp), _mm512_loadu_ps(e0));
-                    wv[j] = _mm512_castsi512_ps(
-                        _mm512_permutexvar_epi16(pair_idx, (__m512i)b));
-                }
-                _Alignas(64) float tmp[16 * 16];
-                for (int j = 0; j < 16; j++)
-                    _mm512_store_ps(tmp + 16 * j, wv[j]);
-                v512_tr16(tmp, 16, (float *)(w.pa + ((size_t)mt * AMX_NSUB + s) * TILE_BYTES),
-                          16);
-            }
-            for (int p = 0; p < 16; p++) {
-                int ka = 32 * s + 2 * p, kb = ka + 1;
-                const uint16_t *ra = ka < nk ? w.row[ka] : NULL;
-                const uint16_t *rb = kb < nk ? w.row[kb] : NULL;
-                for (int g = 0; g < R / 32; g++) {
-                    __m512i va = ra ? _mm512_loadu_si512(ra + 32 * g) : _mm512_setzero_si512();
-                    __m512i vb = rb ? _mm512_loadu_si512(rb + 32 * g) : _mm512_setzero_si512();
-                    uint8_t *t0 = w.vb + ((size_t)(2 * g) * AMX_NSUB + s) * TILE_BYTES + 64 * p;
-                    uint8_t *t1 = w.vb + ((size_t)(2 * g + 1) * AMX_NSUB + s) * TILE_BYTES + 64 * p;
-                    _mm512_storeu_si512(t0, _mm512_unpacklo_epi16(va, vb));
-                    _mm512_storeu_si512(t1, _mm512_unpackhi_epi16(va, vb));
-                }
-            }
-        }
-
         /* ---- O += P . V: per pair of column tiles, every pair of row tiles ---- */
         for (int dt = 0; dt < RT; dt += 2) {
-            const uint8_t *vb0 = w.vb + (size_t)dt * AMX_NSUB * TILE_BYTES;
+            /* the V tiles of these 32 columns, built just before use (still in
+             * L1 for the tile loads; the out-of-order core overlaps this with
+             * the previous pair's products) */
+            for (int s = 0; s < nsub; s++)
+                amx_vpack(w.row, nk, s, dt / 2, w.vb);
+            const uint8_t *vb0 = w.vb;
             const uint8_t *vb1 = vb0 + (size_t)AMX_NSUB * TILE_BYTES;
             for (int mt = 0; mt < Mt; mt += 2) {
                 float *c00 = d->acc + (size_t)(16 * mt) * R + 16 * dt;
