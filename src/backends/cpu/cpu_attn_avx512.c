@@ -61,9 +61,9 @@ static inline void prefetch_next(const attn__cpu_job *j, int t)
     const char *v = (const char *)j->pf_v + (size_t)t * (size_t)j->pf_stride * es;
     size_t kb = (size_t)j->D * es, vb = (size_t)j->Dv * es;
     for (size_t o = 0; o < kb; o += 64)
-        _mm_prefetch(k + o, _MM_HINT_T1);
+        _mm_prefetch(k + o, _MM_HINT_T2);
     for (size_t o = 0; o < vb; o += 64)
-        _mm_prefetch(v + o, _MM_HINT_T1);
+        _mm_prefetch(v + o, _MM_HINT_T2);
 }
 
 /* ---- shared math ---------------------------------------------------------------- */
