@@ -19,12 +19,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "attn/attn.h"
 #include "attn/mla.h"
+#include "backends/cpu/cpu_machine.h"
 #include "backends/mla/mla_internal.h"
 #include "util/numeric.h"
 #include "util/threadpool.h"
@@ -42,113 +44,15 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* ---- machine limits ------------------------------------------------------------- */
+/* ---- machine limits ------------------------------------------------------------
+ * Read bandwidth and the fp32 FMA peak come from the CPU kernels' shared
+ * measurement (attn__cpu_measure_machine); the AMX-BF16 peak is measured
+ * here the same way (every pool thread runs a register-resident loop). */
 
 typedef struct {
-    const char *buf;
-    size_t bytes;
-    double sink[64];
-} bw_job;
-
-__attribute__((target("avx512f"))) static double read_avx512(const char *p, size_t n)
-{
-    __m512i a = _mm512_setzero_si512(), b = a, c = a, d = a;
-    for (size_t i = 0; i + 256 <= n; i += 256) {
-        a = _mm512_add_epi64(a, _mm512_load_si512(p + i));
-        b = _mm512_add_epi64(b, _mm512_load_si512(p + i + 64));
-        c = _mm512_add_epi64(c, _mm512_load_si512(p + i + 128));
-        d = _mm512_add_epi64(d, _mm512_load_si512(p + i + 192));
-    }
-    a = _mm512_add_epi64(_mm512_add_epi64(a, b), _mm512_add_epi64(c, d));
-    return (double)_mm512_reduce_add_epi64(a);
-}
-
-static double read_plain(const char *p, size_t n)
-{
-    uint64_t s0 = 0, s1 = 0;
-    for (size_t i = 0; i + 16 <= n; i += 16) {
-        uint64_t x, y;
-        memcpy(&x, p + i, 8);
-        memcpy(&y, p + i + 8, 8);
-        s0 += x;
-        s1 += y;
-    }
-    return (double)(s0 + s1);
-}
-
-static void bw_part(void *ctx, int64_t begin, int64_t end, int tid)
-{
-    bw_job *j = ctx;
-    size_t per = j->bytes / 64;
-    for (int64_t i = begin; i < end; i++) {
-        const char *p = j->buf + (size_t)i * per;
-        j->sink[i] = attn_cpu_has(ATTN_CPU_AVX512F) ? read_avx512(p, per) : read_plain(p, per);
-    }
-    (void)tid;
-}
-
-static double measure_bandwidth(attn__pool *pool)
-{
-    size_t bytes = (size_t)1 << 30;
-    char *buf = aligned_alloc(4096, bytes);
-    if (!buf)
-        return 0;
-    memset(buf, 1, bytes);
-    bw_job j = {buf, bytes, {0}};
-    double best = 1e30;
-    for (int r = 0; r < 4; r++) {
-        double t = now_s();
-        attn__pool_for(pool, 64, 0, bw_part, &j);
-        t = now_s() - t;
-        best = t < best ? t : best;
-    }
-    free(buf);
-    return (double)bytes / best;
-}
-
-typedef struct {
-    int kind; /* 0 fp32 FMA, 1 AMX-BF16 */
     long iters;
     double flops[64];
 } peak_job;
-
-__attribute__((target("avx512f,fma"))) static double fma_avx512(long n)
-{
-    __m512 x = _mm512_set1_ps(0.5f), y = _mm512_set1_ps(0.25f);
-    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0,
-           a7 = a0, a8 = a0, a9 = a0, a10 = a0, a11 = a0;
-    for (long i = 0; i < n; i++) {
-        a0 = _mm512_fmadd_ps(a0, x, y), a1 = _mm512_fmadd_ps(a1, x, y);
-        a2 = _mm512_fmadd_ps(a2, x, y), a3 = _mm512_fmadd_ps(a3, x, y);
-        a4 = _mm512_fmadd_ps(a4, x, y), a5 = _mm512_fmadd_ps(a5, x, y);
-        a6 = _mm512_fmadd_ps(a6, x, y), a7 = _mm512_fmadd_ps(a7, x, y);
-        a8 = _mm512_fmadd_ps(a8, x, y), a9 = _mm512_fmadd_ps(a9, x, y);
-        a10 = _mm512_fmadd_ps(a10, x, y), a11 = _mm512_fmadd_ps(a11, x, y);
-        __asm__ volatile("" : "+v"(a0), "+v"(a1), "+v"(a2), "+v"(a3), "+v"(a4), "+v"(a5));
-        __asm__ volatile("" : "+v"(a6), "+v"(a7), "+v"(a8), "+v"(a9), "+v"(a10), "+v"(a11));
-    }
-    __m512 s = _mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3));
-    s = _mm512_add_ps(s, _mm512_add_ps(_mm512_add_ps(a4, a5), _mm512_add_ps(a6, a7)));
-    s = _mm512_add_ps(s, _mm512_add_ps(_mm512_add_ps(a8, a9), _mm512_add_ps(a10, a11)));
-    return (double)_mm512_reduce_add_ps(s) * 0 + (double)n * 12 * 32;
-}
-
-__attribute__((target("avx2,fma"))) static double fma_avx2(long n)
-{
-    __m256 x = _mm256_set1_ps(0.5f), y = _mm256_set1_ps(0.25f);
-    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0,
-           a7 = a0, a8 = a0, a9 = a0;
-    for (long i = 0; i < n; i++) {
-        a0 = _mm256_fmadd_ps(a0, x, y), a1 = _mm256_fmadd_ps(a1, x, y);
-        a2 = _mm256_fmadd_ps(a2, x, y), a3 = _mm256_fmadd_ps(a3, x, y);
-        a4 = _mm256_fmadd_ps(a4, x, y), a5 = _mm256_fmadd_ps(a5, x, y);
-        a6 = _mm256_fmadd_ps(a6, x, y), a7 = _mm256_fmadd_ps(a7, x, y);
-        a8 = _mm256_fmadd_ps(a8, x, y), a9 = _mm256_fmadd_ps(a9, x, y);
-        __asm__ volatile("" : "+x"(a0), "+x"(a1), "+x"(a2), "+x"(a3), "+x"(a4));
-        __asm__ volatile("" : "+x"(a5), "+x"(a6), "+x"(a7), "+x"(a8), "+x"(a9));
-    }
-    return (double)n * 10 * 16;
-}
 
 typedef struct {
     uint8_t palette, start;
@@ -196,33 +100,25 @@ static void peak_part(void *ctx, int64_t begin, int64_t end, int tid)
 {
     peak_job *j = ctx;
     for (int64_t i = begin; i < end; i++) {
-        double t = now_s(), f;
-        if (j->kind == 1)
-            f = amx_bf16(j->iters);
-        else if (attn_cpu_has(ATTN_CPU_AVX512F))
-            f = fma_avx512(j->iters);
-        else if (attn_cpu_has(ATTN_CPU_AVX2) && attn_cpu_has(ATTN_CPU_FMA))
-            f = fma_avx2(j->iters);
-        else
-            f = 0;
+        double t = now_s();
+        double f = amx_bf16(j->iters);
         j->flops[i] = f / (now_s() - t);
     }
     (void)tid;
 }
 
-/* Sum over threads of each thread's rate (every thread runs one item). */
-static double measure_peak(attn__pool *pool, int kind)
+/* Sum over threads of each thread's AMX-BF16 rate (every thread runs one item). */
+static double measure_amx_peak(attn__pool *pool)
 {
     int nt = attn__pool_threads(pool);
     peak_job j;
     memset(&j, 0, sizeof j);
-    j.kind = kind;
-    j.iters = kind == 1 ? 200000 : 20000000;
+    j.iters = 200000;
     double best = 0;
     for (int r = 0; r < 3; r++) {
         attn__pool_for(pool, nt, 0, peak_part, &j);
         double s = 0;
-        for (int i = 0; i < nt; i++)
+        for (int i = 0; i < nt && i < 64; i++)
             s += j.flops[i];
         best = s > best ? s : best;
     }
@@ -325,9 +221,14 @@ int main(int argc, char **argv)
     const attn__mla_kern *k = attn__mla_decode_kern(qe, kve, R, D);
     bool amx = !strcmp(k->name, "amx");
 
-    double bw = measure_bandwidth(pool);
-    double peak_fma = measure_peak(pool, 0);
-    double peak_amx = attn_cpu_has(ATTN_CPU_AMX_BF16) ? measure_peak(pool, 1) : 0;
+    attn__cpu_machine mach;
+    if (attn__cpu_measure_machine(0, &mach) != ATTN_OK) {
+        fprintf(stderr, "bench_mla: machine measurement failed: %s\n", attn_last_error());
+        return 1;
+    }
+    double bw = mach.read_gbps * 1e9;
+    double peak_fma = mach.peak_gflops * 1e9;
+    double peak_amx = attn_cpu_has(ATTN_CPU_AMX_BF16) ? measure_amx_peak(pool) : 0;
     double peak = amx ? peak_amx : peak_fma;
     if (!json) {
         printf("machine: %d threads; read bandwidth %.1f GB/s; peak fp32 FMA %.0f GFLOP/s; "
@@ -353,11 +254,16 @@ int main(int argc, char **argv)
     int pool_blocks = (int)(((size_t)1 << 30) / block_bytes);
     if (pool_blocks < 16 * (16384 / BS))
         pool_blocks = 16 * (16384 / BS);
-    void *cache = aligned_alloc(4096, (size_t)pool_blocks * block_bytes);
-    if (!cache) {
+    /* the KV-pool page policy of the CPU benchmarks: transparent huge pages */
+    size_t pool_bytes = (size_t)pool_blocks * block_bytes;
+    void *cache = mmap(NULL, pool_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (cache == MAP_FAILED) {
         fprintf(stderr, "bench_mla: no memory for the block pool\n");
         return 1;
     }
+#ifdef MADV_HUGEPAGE
+    madvise(cache, pool_bytes, MADV_HUGEPAGE);
+#endif
     fill_random(cache, kve, (size_t)pool_blocks * BS * D);
     int next_block = 0;
 
@@ -497,6 +403,6 @@ int main(int argc, char **argv)
         }
     if (json)
         printf("]}\n");
-    free(cache);
+    munmap(cache, pool_bytes);
     return 0;
 }

@@ -251,13 +251,16 @@ static int amx_block_rows(const attn__mla_dec *d, int b0, int total, const char 
     return nk;
 }
 
-/* Asks for lines [l0, l1) of each row into L2: the next block streams in
- * while this one computes (the tile loads of QK otherwise wait on memory). */
-static inline void amx_prefetch(const char *const *rows, int nrows, int l0, int l1)
+/* Asks for the next block's lines [*cur, *cur + n) into L2, row by row (the
+ * rows of a block are usually contiguous, so this walks memory in order).
+ * Called a few lines at a time from the QK loop: bursts would fill the
+ * miss buffers and stall the tile loads behind them. */
+static inline void amx_prefetch(const char *const *rows, int row_lines, int total, int *cur, int n)
 {
-    for (int li = l0; li < l1; li++)
-        for (int k = 0; k < nrows; k++)
-            _mm_prefetch(rows[k] + 64 * li, _MM_HINT_T1);
+    int c = *cur, end = c + n < total ? c + n : total;
+    for (; c < end; c++)
+        _mm_prefetch(rows[c / row_lines] + 64 * (c % row_lines), _MM_HINT_T1);
+    *cur = c;
 }
 
 /* The V tiles of sub-chunk s for one 32-column group g: key pair p of the
@@ -293,8 +296,10 @@ static void amx_decode(const attn__mla_dec *d)
 
     int total = d->positions ? d->npositions : d->kv_end - d->kv_begin;
     const int row_lines = (int)(((size_t)D * d->kv_esz + 63) / 64);
+    /* the first block is demand-loaded: a prefetch burst here would only
+     * stall on the miss buffers */
     int nnext = total > 0 ? amx_block_rows(d, 0, total, w.next) : 0;
-    amx_prefetch(w.next, nnext, 0, row_lines);
+    int pf_cur = 0;
     amx_pack_q(d, Mt, w.qb);
     for (int i = 0; i < Mp; i++) {
         w.m[i] = -INFINITY;
@@ -325,6 +330,13 @@ static void amx_decode(const attn__mla_dec *d)
             w.row[k] = (const uint16_t *)w.next[k];
         }
         nnext = b0 + AMX_KB < total ? amx_block_rows(d, b0 + AMX_KB, total, w.next) : 0;
+        /* the next block's lines, spread over this block's steps: half over
+         * QK, a sixth over the softmax, a third over PV (roughly their time) */
+        const int pf_total = nnext * row_lines, qk_steps = nsub * ((Mt + 1) / 2) * DC;
+        const int pf_per = (pf_total / 2 + qk_steps - 1) / qk_steps;
+        const int pf_sm = (pf_total / 6 + Mt * nsub - 1) / (Mt * nsub);
+        const int pf_pv = (pf_total / 3 + (RT / 2) * ((Mt + 1) / 2) - 1) / ((RT / 2) * ((Mt + 1) / 2));
+        pf_cur = 0;
         for (int t = 0; t < 2 * nsub; t++) {
             int k0 = 16 * t;
             /* direct when the 16 rows are evenly spaced in memory (a sparse
@@ -355,14 +367,8 @@ static void amx_decode(const attn__mla_dec *d)
             const char *k0b = (const char *)w.tbase[2 * s], *k1b = (const char *)w.tbase[2 * s + 1];
             long k0s = w.tstride[2 * s], k1s = w.tstride[2 * s + 1];
             float *st0 = w.st + (size_t)(32 * s) * Mp, *st1 = st0 + (size_t)16 * Mp;
-            /* this sub-chunk's share of the next block's rows, one slice of
-             * their lines per pair of row tiles */
-            int pf0 = nnext * s / nsub, pf1 = nnext * (s + 1) / nsub;
-            const int nmp = (Mt + 1) / 2;
             for (int mt = 0; mt < Mt; mt += 2) {
                 const uint8_t *qa = w.qb + (size_t)mt * DC * TILE_BYTES;
-                amx_prefetch(w.next + pf0, pf1 - pf0, row_lines * (mt / 2) / nmp,
-                             row_lines * (mt / 2 + 1) / nmp);
                 if (mt + 1 < Mt) {
                     const uint8_t *qc = qa + (size_t)DC * TILE_BYTES;
                     T_ZERO(0);
@@ -378,6 +384,7 @@ static void amx_decode(const attn__mla_dec *d)
                         T_DP(1, 4, 7);
                         T_DP(2, 5, 6);
                         T_DP(3, 5, 7);
+                        amx_prefetch(w.next, row_lines, pf_total, &pf_cur, pf_per);
                     }
                     T_STORE(0, st0 + 16 * mt, Mp * 4);
                     T_STORE(1, st0 + 16 * (mt + 1), Mp * 4);
@@ -392,6 +399,7 @@ static void amx_decode(const attn__mla_dec *d)
                         T_LOAD(6, qa + (size_t)kc * TILE_BYTES, 64);
                         T_DP(0, 4, 6);
                         T_DP(2, 5, 6);
+                        amx_prefetch(w.next, row_lines, pf_total, &pf_cur, pf_per);
                     }
                     T_STORE(0, st0 + 16 * mt, Mp * 4);
                     T_STORE(2, st1 + 16 * mt, Mp * 4);
@@ -450,6 +458,7 @@ static void amx_decode(const attn__mla_dec *d)
                     wv[j] = _mm512_castsi512_ps(_mm512_permutexvar_epi16(pair_idx, (__m512i)b));
                 }
                 amx_tr16_store(wv, (float *)(w.pa + ((size_t)g * AMX_NSUB + s) * TILE_BYTES));
+                amx_prefetch(w.next, row_lines, pf_total, &pf_cur, pf_sm);
             }
             __m512 lo = _mm512_loadu_ps(w.l + 16 * g);
             _mm512_storeu_ps(w.l + 16 * g, _mm512_fmadd_ps(lo, alpha, _mm512_add_ps(sum0, sum1)));
@@ -508,6 +517,7 @@ static void amx_decode(const attn__mla_dec *d)
                     T_STORE(1, c00 + 16, R * 4);
                     T_STORE(2, c10, R * 4);
                     T_STORE(3, c10 + 16, R * 4);
+                    amx_prefetch(w.next, row_lines, pf_total, &pf_cur, pf_pv);
                 } else {
                     if (first) {
                         T_ZERO(0);
@@ -525,9 +535,11 @@ static void amx_decode(const attn__mla_dec *d)
                     }
                     T_STORE(0, c00, R * 4);
                     T_STORE(1, c00 + 16, R * 4);
+                    amx_prefetch(w.next, row_lines, pf_total, &pf_cur, pf_pv);
                 }
             }
         }
+        amx_prefetch(w.next, row_lines, pf_total, &pf_cur, pf_total);
     }
     amx_release();
 
