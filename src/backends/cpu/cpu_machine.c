@@ -91,6 +91,7 @@ typedef struct {
     isa_t isa;
     const char *buf;
     size_t bytes;
+    size_t pf;
     long iters;
     volatile uint64_t sink_u;
     volatile double sink_d;
@@ -107,9 +108,9 @@ static void read_fn(void *ctx, int64_t b, int64_t e, int tid)
     uint64_t s;
 #if defined(__x86_64__)
     if (j->isa == ISA_AVX512)
-        s = attn__cpu_read_avx512(p, per);
+        s = attn__cpu_read_avx512(p, per, j->pf);
     else if (j->isa == ISA_AVX2)
-        s = attn__cpu_read_avx2(p, per);
+        s = attn__cpu_read_avx2(p, per, j->pf);
     else
 #endif
         s = read_scalar(p, per);
@@ -168,7 +169,9 @@ attn_status attn__cpu_measure_machine(size_t buffer_bytes, attn__cpu_machine *ou
     out->buffer_bytes = buffer_bytes;
     job_t j = {.isa = isa, .buf = buf, .bytes = buffer_bytes};
     double best = 0;
-    for (int pass = 0; pass < 4; pass++) {
+    static const size_t pfs[] = {0, 1024, 2048};
+    for (int pass = 0; pass < 6; pass++) {
+        j.pf = pfs[pass % 3];
         double t0 = now_s();
         attn__pool_for(pool, T, 0, read_fn, &j);
         double dt = now_s() - t0;

@@ -3,11 +3,15 @@
 
 #include "backends/cpu/cpu_machine.h"
 
-uint64_t attn__cpu_read_avx2(const void *p, size_t n)
+uint64_t attn__cpu_read_avx2(const void *p, size_t n, size_t pf)
 {
     const char *c = p;
     __m256i a = _mm256_setzero_si256(), b = a, d = a, e = a;
     for (size_t i = 0; i < n; i += 128) {
+        if (pf && i + pf + 128 <= n) {
+            _mm_prefetch(c + i + pf, _MM_HINT_T2);
+            _mm_prefetch(c + i + pf + 64, _MM_HINT_T2);
+        }
         a = _mm256_add_epi64(a, _mm256_load_si256((const __m256i *)(c + i)));
         b = _mm256_add_epi64(b, _mm256_load_si256((const __m256i *)(c + i + 32)));
         d = _mm256_add_epi64(d, _mm256_load_si256((const __m256i *)(c + i + 64)));

@@ -3,11 +3,17 @@
 
 #include "backends/cpu/cpu_machine.h"
 
-uint64_t attn__cpu_read_avx512(const void *p, size_t n)
+uint64_t attn__cpu_read_avx512(const void *p, size_t n, size_t pf)
 {
     const char *c = p;
     __m512i a = _mm512_setzero_si512(), b = a, d = a, e = a;
     for (size_t i = 0; i < n; i += 256) {
+        if (pf && i + pf + 256 <= n) {
+            _mm_prefetch(c + i + pf, _MM_HINT_T2);
+            _mm_prefetch(c + i + pf + 64, _MM_HINT_T2);
+            _mm_prefetch(c + i + pf + 128, _MM_HINT_T2);
+            _mm_prefetch(c + i + pf + 192, _MM_HINT_T2);
+        }
         a = _mm512_add_epi64(a, _mm512_load_si512(c + i));
         b = _mm512_add_epi64(b, _mm512_load_si512(c + i + 64));
         d = _mm512_add_epi64(d, _mm512_load_si512(c + i + 128));
