@@ -471,6 +471,92 @@ static attn_status attn__cpu_mla_mha(const attn_mla_args *a)
     return ATTN_OK;
 }
 
+/* ---- projections (W_UK absorption, W_UV up-projection) ----------------------------- */
+
+#define ATTN__PROJ_TOK 128
+
+typedef struct {
+    const attn__mla_kern *k;
+    int T, Kin, Nout;
+    const void *in, *w;
+    void *out;
+    size_t in_tok, in_head, out_tok, out_head, esz;
+    attn_elem e;
+    char *thread_ws;
+    size_t thread_ws_size;
+} attn__proj_job;
+
+/* One head: W[h] converted once, then the tokens in chunks through the GEMM. */
+static void attn__proj_heads(void *ctx, int64_t begin, int64_t end, int tid)
+{
+    const attn__proj_job *j = ctx;
+    void (*load)(const void *, attn_elem, int, float *) =
+        j->k->load_row ? j->k->load_row : attn__mla_load_row_f32;
+    void (*store)(const float *, float, int, attn_elem, void *) =
+        j->k->store_row ? j->k->store_row : attn__mla_store_row;
+    void (*gemm)(int, int, int, const float *, size_t, const float *, size_t, float *, size_t,
+                 bool, const float *) = j->k->gemm ? j->k->gemm : attn__mla_gemm;
+    float *wf = (float *)(j->thread_ws + (size_t)tid * j->thread_ws_size);
+    float *af = wf + (size_t)j->Kin * j->Nout;
+    float *cf = af + (size_t)ATTN__PROJ_TOK * j->Kin;
+    for (int64_t h = begin; h < end; h++) {
+        load((const char *)j->w + (size_t)h * j->Kin * j->Nout * j->esz, j->e, j->Kin * j->Nout,
+             wf);
+        for (int t0 = 0; t0 < j->T; t0 += ATTN__PROJ_TOK) {
+            int nt = j->T - t0 < ATTN__PROJ_TOK ? j->T - t0 : ATTN__PROJ_TOK;
+            for (int t = 0; t < nt; t++)
+                load((const char *)j->in +
+                         ((size_t)(t0 + t) * j->in_tok + (size_t)h * j->in_head) * j->esz,
+                     j->e, j->Kin, af + (size_t)t * j->Kin);
+            gemm(nt, j->Nout, j->Kin, af, (size_t)j->Kin, wf, (size_t)j->Nout, cf,
+                 (size_t)j->Nout, false, NULL);
+            for (int t = 0; t < nt; t++)
+                store(cf + (size_t)t * j->Nout, 1.0f, j->Nout, j->e,
+                      (char *)j->out +
+                          ((size_t)(t0 + t) * j->out_tok + (size_t)h * j->out_head) * j->esz);
+        }
+    }
+}
+
+attn_status attn__mla_project(int T, int H, int Kin, int Nout, const void *in, size_t in_tok,
+                              size_t in_head, const void *w, void *out, size_t out_tok,
+                              size_t out_head, attn_elem e)
+{
+    if (T <= 0 || H <= 0)
+        return ATTN_OK;
+    attn__pool *pool = attn__pool_global();
+    int nthreads = attn__pool_threads(pool);
+    attn__proj_job j = {
+        .k = attn__mla_prefill_kern(),
+        .T = T,
+        .Kin = Kin,
+        .Nout = Nout,
+        .in = in,
+        .w = w,
+        .out = out,
+        .in_tok = in_tok,
+        .in_head = in_head,
+        .out_tok = out_tok,
+        .out_head = out_head,
+        .esz = e == ATTN_ELEM_F32 ? 4 : 2,
+        .e = e,
+    };
+    j.thread_ws_size = al64(sizeof(float) * ((size_t)Kin * Nout + (size_t)ATTN__PROJ_TOK * Kin +
+                                              (size_t)ATTN__PROJ_TOK * Nout));
+    pthread_mutex_lock(&attn__mla_ws_mu);
+    void *mem = NULL;
+    attn_status st = attn__mla_ws_reserve(j.thread_ws_size * (size_t)nthreads, &mem);
+    if (st == ATTN_OK) {
+        j.thread_ws = mem;
+        if (H == 1)
+            attn__proj_heads(&j, 0, 1, 0);
+        else
+            attn__pool_for(pool, H, 1, attn__proj_heads, &j);
+    }
+    pthread_mutex_unlock(&attn__mla_ws_mu);
+    return st;
+}
+
 /* ---- self-test ------------------------------------------------------------------------ */
 
 /* A small mixed batch in each model dtype (and an fp8 cache), checked

@@ -12,7 +12,6 @@
 #include "backends/mla/mla_internal.h"
 #include "util/error.h"
 #include "util/numeric.h"
-#include "util/threadpool.h"
 
 /* ---- checked dispatch ------------------------------------------------------ */
 
@@ -270,82 +269,6 @@ static attn_status attn__check_proj(const char *who, const attn_layer_params *la
     return ATTN_OK;
 }
 
-typedef struct {
-    const attn_layer_params *layer;
-    const void *in, *w;
-    void *out;
-    attn_elem e;
-} attn__proj_job;
-
-static void attn__absorb_items(void *ctx, int64_t begin, int64_t end, int tid)
-{
-    (void)tid;
-    const attn__proj_job *j = ctx;
-    int H = j->layer->num_heads, R = j->layer->kv_lora_rank, P = j->layer->qk_rope_head_dim;
-    int N = j->layer->qk_nope_head_dim, D = R + P;
-    float acc[1024], row[1024];
-    for (int64_t it = begin; it < end; it++) {
-        int h = (int)(it % H);
-        size_t qi = (size_t)it * (size_t)(N + P), oi = (size_t)it * (size_t)D;
-        for (int r0 = 0; r0 < R; r0 += 1024) {
-            int rn = R - r0 < 1024 ? R - r0 : 1024;
-            memset(acc, 0, sizeof(float) * (size_t)rn);
-            for (int n = 0; n < N; n++) {
-                float qv = attn__load_elem(j->in, j->e, qi + (size_t)n);
-                if (qv == 0.0f)
-                    continue;
-                size_t wi = ((size_t)h * N + (size_t)n) * (size_t)R + (size_t)r0;
-                attn__mla_load_row_f32((const char *)j->w + wi * attn__esz(j->e), j->e, rn, row);
-                for (int r = 0; r < rn; r++)
-                    acc[r] += qv * row[r];
-            }
-            for (int r = 0; r < rn; r++)
-                attn__store_elem(j->out, j->e, oi + (size_t)(r0 + r), acc[r]);
-        }
-        for (int p = 0; p < P; p++)
-            attn__store_elem(j->out, j->e, oi + (size_t)(R + p),
-                             attn__load_elem(j->in, j->e, qi + (size_t)(N + p)));
-    }
-}
-
-static void attn__up_items(void *ctx, int64_t begin, int64_t end, int tid)
-{
-    (void)tid;
-    const attn__proj_job *j = ctx;
-    int H = j->layer->num_heads, R = j->layer->kv_lora_rank, V = j->layer->v_head_dim;
-    float acc[1024], row[1024];
-    for (int64_t it = begin; it < end; it++) {
-        int h = (int)(it % H);
-        size_t ii = (size_t)it * (size_t)R, oi = (size_t)it * (size_t)V;
-        for (int v0 = 0; v0 < V; v0 += 1024) {
-            int vn = V - v0 < 1024 ? V - v0 : 1024;
-            memset(acc, 0, sizeof(float) * (size_t)vn);
-            for (int r = 0; r < R; r++) {
-                float ov = attn__load_elem(j->in, j->e, ii + (size_t)r);
-                if (ov == 0.0f)
-                    continue;
-                size_t wi = ((size_t)h * R + (size_t)r) * (size_t)V + (size_t)v0;
-                attn__mla_load_row_f32((const char *)j->w + wi * attn__esz(j->e), j->e, vn, row);
-                for (int v = 0; v < vn; v++)
-                    acc[v] += ov * row[v];
-            }
-            for (int v = 0; v < vn; v++)
-                attn__store_elem(j->out, j->e, oi + (size_t)(v0 + v), acc[v]);
-        }
-    }
-}
-
-static void attn__run_items(int64_t n, attn__pool_fn fn, void *ctx)
-{
-    if (n <= 0)
-        return;
-    if (n < 8) {
-        fn(ctx, 0, n, 0);
-        return;
-    }
-    attn__pool_for(attn__pool_global(), n, 4, fn, ctx);
-}
-
 attn_status attn_mla_absorb_q(const attn_layer_params *layer, int num_tokens, const void *q,
                               const void *w_uk, void *q_absorbed)
 {
@@ -356,8 +279,18 @@ attn_status attn_mla_absorb_q(const attn_layer_params *layer, int num_tokens, co
     ATTN__CHECK_NULL(q);
     ATTN__CHECK_NULL(w_uk);
     ATTN__CHECK_NULL(q_absorbed);
-    attn__proj_job j = {layer, q, w_uk, q_absorbed, attn__mla_dtype_elem(layer->dtype)};
-    attn__run_items((int64_t)num_tokens * layer->num_heads, attn__absorb_items, &j);
+    attn_elem e = attn__mla_dtype_elem(layer->dtype);
+    int H = layer->num_heads, R = layer->kv_lora_rank, P = layer->qk_rope_head_dim;
+    int N = layer->qk_nope_head_dim, D = R + P;
+    st = attn__mla_project(num_tokens, H, N, R, q, (size_t)H * (N + P), (size_t)(N + P), w_uk,
+                           q_absorbed, (size_t)H * D, (size_t)D, e);
+    if (st != ATTN_OK)
+        return st;
+    /* the rope part is shared as it is */
+    size_t esz = attn__esz(e);
+    for (size_t row = 0; row < (size_t)num_tokens * H; row++)
+        memcpy((char *)q_absorbed + (row * D + R) * esz, (const char *)q + (row * (N + P) + N) * esz,
+               (size_t)P * esz);
     return ATTN_OK;
 }
 
@@ -371,9 +304,9 @@ attn_status attn_mla_up_project(const attn_layer_params *layer, int num_tokens,
     ATTN__CHECK_NULL(o_latent);
     ATTN__CHECK_NULL(w_uv);
     ATTN__CHECK_NULL(out);
-    attn__proj_job j = {layer, o_latent, w_uv, out, attn__mla_dtype_elem(layer->dtype)};
-    attn__run_items((int64_t)num_tokens * layer->num_heads, attn__up_items, &j);
-    return ATTN_OK;
+    int H = layer->num_heads, R = layer->kv_lora_rank, V = layer->v_head_dim;
+    return attn__mla_project(num_tokens, H, R, V, o_latent, (size_t)H * R, (size_t)R, w_uv, out,
+                             (size_t)H * V, (size_t)V, attn__mla_dtype_elem(layer->dtype));
 }
 
 /* ---- one layer, whole batch ------------------------------------------------------------ */

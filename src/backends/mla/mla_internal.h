@@ -167,6 +167,12 @@ typedef struct attn__mla_kern {
     /* dst[0..n) = src * mul converted to e (f32, f16 or bf16, round to
      * nearest even); NULL = the portable one. */
     void (*store_row)(const float *src, float mul, int n, attn_elem e, void *dst);
+    /* n elements of any storage type -> fp32; NULL = the portable one. */
+    void (*load_row)(const void *src, attn_elem e, int n, float *dst);
+    /* fp32 C[M][N] = (acc ? rowscale * C : 0) + A[M][K] . B[K][N] (row-major
+     * with leading dimensions; rowscale NULL = 1); NULL = the portable one. */
+    void (*gemm)(int M, int N, int K, const float *A, size_t lda, const float *B, size_t ldb,
+                 float *C, size_t ldc, bool acc, const float *rowscale);
 } attn__mla_kern;
 
 extern const attn__mla_kern attn__mla_kern_portable;
@@ -179,6 +185,16 @@ extern const attn__mla_kern attn__mla_kern_amx;
 /* Portable building blocks shared by the variants (mla_kern_portable.c). */
 void attn__mla_load_row_f32(const void *src, attn_elem e, int n, float *dst);
 void attn__mla_store_row(const float *src, float mul, int n, attn_elem e, void *dst);
+void attn__mla_gemm(int M, int N, int K, const float *A, size_t lda, const float *B, size_t ldb,
+                    float *C, size_t ldc, bool acc, const float *rowscale);
+
+/* Per-head projection of many tokens (cpu_mla.c), on the best vector
+ * variant and the thread pool: out[t][h][0..Nout) = in[t][h][0..Kin) .
+ * W[h] with W [H][Kin][Nout]; strides in elements of e. What
+ * attn_mla_absorb_q and attn_mla_up_project run. */
+attn_status attn__mla_project(int T, int H, int Kin, int Nout, const void *in, size_t in_tok,
+                              size_t in_head, const void *w, void *out, size_t out_tok,
+                              size_t out_head, attn_elem e);
 float attn__mla_exp2(float x);
 
 /* The variant chain CPU_MLA uses (forced by ATTN_CPU_MASK through

@@ -289,4 +289,6 @@ const attn__mla_kern attn__mla_kern_avx2 = {
     .decode_ok = avx2_decode_ok,
     .decode = avx2_decode,
     .prefill = avx2_prefill,
+    .load_row = k_load_row,
+    .gemm = k_gemm,
 };

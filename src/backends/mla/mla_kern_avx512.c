@@ -38,5 +38,7 @@ const attn__mla_kern attn__mla_kern_avx512 = {
     .decode_ok = avx512_decode_ok,
     .decode = avx512_decode,
     .prefill = avx512_prefill,
+    .load_row = k_load_row,
+    .gemm = k_gemm,
     .store_row = k_store_row,
 };

@@ -64,6 +64,23 @@ void attn__mla_store_row(const float *src, float mul, int n, attn_elem e, void *
     }
 }
 
+void attn__mla_gemm(int M, int N, int K, const float *A, size_t lda, const float *B, size_t ldb,
+                    float *C, size_t ldc, bool acc, const float *rowscale)
+{
+    for (int i = 0; i < M; i++) {
+        float *c = C + (size_t)i * ldc;
+        float sc = rowscale ? rowscale[i] : 1.0f;
+        for (int j = 0; j < N; j++)
+            c[j] = acc ? c[j] * sc : 0.0f;
+        for (int k = 0; k < K; k++) {
+            float a = A[(size_t)i * lda + k];
+            const float *b = B + (size_t)k * ldb;
+            for (int j = 0; j < N; j++)
+                c[j] += a * b[j];
+        }
+    }
+}
+
 float attn__mla_exp2(float x)
 {
     return exp2f(x);
@@ -304,4 +321,6 @@ const attn__mla_kern attn__mla_kern_portable = {
     .decode = port_decode,
     .prefill = port_prefill,
     .store_row = attn__mla_store_row,
+    .load_row = attn__mla_load_row_f32,
+    .gemm = attn__mla_gemm,
 };
