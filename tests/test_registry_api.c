@@ -43,6 +43,9 @@ static const char *const vllm_order[] = {
     "TRITON_FLASH_ATTN",
     "CPU_MLA",
     "REFERENCE",
+    "CPU_MLA_SPARSE",
+    "REFERENCE_MLA",
+    "REFERENCE_MLA_SPARSE",
 };
 #define NKNOWN ((int)(sizeof vllm_order / sizeof vllm_order[0]))
 
@@ -197,7 +200,7 @@ static void test_new_names(void)
     CHECK_STR(attn_registry_name(n0), "MY_BACKEND");
     CHECK(attn_registry_contains("MY_BACKEND"));
     CHECK(attn_registry_is_overridden("MY_BACKEND"));
-    CHECK_CONTAINS(attn_registry_valid_names(), ", REFERENCE, MY_BACKEND");
+    CHECK_CONTAINS(attn_registry_valid_names(), ", REFERENCE_MLA_SPARSE, MY_BACKEND");
     /* Re-registering changes the locator, not the count. */
     CHECK_OK(attn_register_backend("MY_BACKEND", "builtin:FLEX_ATTENTION"));
     CHECK(attn_registry_count() == n0 + 1);

@@ -18,7 +18,7 @@ static const attn_backend_desc *desc_of(const char *name)
 
 static void test_entries(void)
 {
-    CHECK(attn__catalog_count() == 29);
+    CHECK(attn__catalog_count() == 32);
     for (int i = 0; i < attn__catalog_count(); i++) {
         const attn__catalog_entry *e = attn__catalog_at(i);
         CHECK_STR(attn_registry_name(i), e->name);
@@ -36,10 +36,11 @@ static void test_entries(void)
         CHECK_MSG(b->desc->kv_cache_shape != NULL, "%s has no KV shape", e->name);
         /* Only libattn's CPU backends carry kernels. */
         bool cpu = !strcmp(e->name, "CPU_ATTN") || !strcmp(e->name, "CPU_MLA") ||
-                   !strcmp(e->name, "REFERENCE");
+                   !strcmp(e->name, "REFERENCE") || !strcmp(e->name, "CPU_MLA_SPARSE") ||
+                   !strcmp(e->name, "REFERENCE_MLA") || !strcmp(e->name, "REFERENCE_MLA_SPARSE");
         CHECK_MSG(cpu == (b->kernel != NULL), "%s: kernel %p", e->name, (const void *)b->kernel);
     }
-    CHECK(attn__catalog_at(-1) == NULL && attn__catalog_at(29) == NULL);
+    CHECK(attn__catalog_at(-1) == NULL && attn__catalog_at(32) == NULL);
     CHECK(attn__catalog_find(NULL) == NULL && attn__catalog_find("flash_attn") == NULL);
     const char *why = NULL;
     CHECK(attn__catalog_builtin("CUSTOM", &why) == NULL);

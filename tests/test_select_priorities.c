@@ -119,7 +119,7 @@ static void test_cpu_xpu(void)
     attn_selector_config c = cfg();
     LIST("cpu", NULL, NULL, &c, "CPU_ATTN REFERENCE");
     c.use_mla = true;
-    LIST("cpu", NULL, NULL, &c, "CPU_MLA REFERENCE");
+    LIST("cpu", NULL, NULL, &c, "CPU_MLA CPU_MLA_SPARSE REFERENCE_MLA REFERENCE_MLA_SPARSE");
     c = cfg();
     LIST("xpu", NULL, NULL, &c, "FLASH_ATTN");
     c.dtype = ATTN_DTYPE_FP32;

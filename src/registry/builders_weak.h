@@ -37,5 +37,8 @@ extern const attn_builder_ops attn__builder_mla_sparse ATTN__WEAK;   /* sparse M
 extern const attn_backend attn__backend_cpu_attn ATTN__WEAK;
 extern const attn_backend attn__backend_cpu_mla ATTN__WEAK;
 extern const attn_backend attn__backend_reference ATTN__WEAK;
+extern const attn_backend attn__backend_cpu_mla_sparse ATTN__WEAK;
+extern const attn_backend attn__backend_reference_mla ATTN__WEAK;
+extern const attn_backend attn__backend_reference_mla_sparse ATTN__WEAK;
 
 #endif

@@ -1,9 +1,11 @@
 /* The CPU platform's selection rules. Unlike vLLM's CPU platform (which
  * neither validates nor honours explicit requests), libattn's CPU platform
  * validates like CUDA (reference preface 3): explicit requests are hard
- * requirements, and the automatic list is CPU_ATTN then REFERENCE (CPU_MLA
- * then REFERENCE for MLA layers), REFERENCE being the exact scalar oracle of
- * lowest priority. A backend whose kernels were not built does not resolve
+ * requirements, and the automatic list is CPU_ATTN then REFERENCE; MLA
+ * layers get one list for dense and sparse as on CUDA (the sparse/non-sparse
+ * reasons filter): CPU_MLA, CPU_MLA_SPARSE, REFERENCE_MLA,
+ * REFERENCE_MLA_SPARSE. The REFERENCE backends are the exact scalar oracles
+ * of lowest priority. A backend whose kernels were not built does not resolve
  * and is never chosen. As in vLLM, the block size defaults to 128 when the
  * user did not give one, and sizes that are not multiples of 32 get a
  * performance warning. */
@@ -12,8 +14,15 @@
 static int attn__cpu_list(const attn_selector_config *cfg, const char **l)
 {
     int n = 0;
-    l[n++] = cfg->use_mla ? "CPU_MLA" : "CPU_ATTN";
-    l[n++] = "REFERENCE";
+    if (cfg->use_mla) {
+        l[n++] = "CPU_MLA";
+        l[n++] = "CPU_MLA_SPARSE";
+        l[n++] = "REFERENCE_MLA";
+        l[n++] = "REFERENCE_MLA_SPARSE";
+    } else {
+        l[n++] = "CPU_ATTN";
+        l[n++] = "REFERENCE";
+    }
     return n;
 }
 
@@ -21,7 +30,7 @@ static int attn__cpu_priorities(const attn_platform *p, const attn_selector_conf
                                 const char **names, int max)
 {
     (void)p;
-    const char *l[4];
+    const char *l[8];
     int n = attn__cpu_list(cfg, l);
     for (int i = 0; i < n && i < max; i++)
         names[i] = l[i];
@@ -36,7 +45,7 @@ static attn_status attn__cpu_select(const attn_platform *p, const char *requeste
     if (requested) {
         st = attn__sel_explicit(sel, requested);
     } else {
-        const char *l[4];
+        const char *l[8];
         int n = attn__cpu_list(cfg, l);
         st = attn__sel_auto(sel, l, n, true);
     }

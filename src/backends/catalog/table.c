@@ -25,6 +25,21 @@ static const attn_backend *attn__builtin_reference(void)
     return &attn__backend_reference;
 }
 
+static const attn_backend *attn__builtin_cpu_mla_sparse(void)
+{
+    return &attn__backend_cpu_mla_sparse;
+}
+
+static const attn_backend *attn__builtin_reference_mla(void)
+{
+    return &attn__backend_reference_mla;
+}
+
+static const attn_backend *attn__builtin_reference_mla_sparse(void)
+{
+    return &attn__backend_reference_mla_sparse;
+}
+
 #define CUDA_MOD   "libattn_cuda.so:attn_backend_"
 #define FI_MOD     "libattn_flashinfer.so:attn_backend_"
 #define TRITON_MOD "libattn_triton.so:attn_backend_"
@@ -79,6 +94,12 @@ static const attn__catalog_entry attn__catalog[] = {
     {"CPU_MLA", "builtin:CPU_MLA", attn__builtin_cpu_mla, "libattn CPU MLA kernels"},
     {"REFERENCE", "builtin:REFERENCE", attn__builtin_reference,
      "libattn exact scalar oracle (lowest priority)"},
+    {"CPU_MLA_SPARSE", "builtin:CPU_MLA_SPARSE", attn__builtin_cpu_mla_sparse,
+     "libattn CPU sparse MLA kernels (top-k token indices)"},
+    {"REFERENCE_MLA", "builtin:REFERENCE_MLA", attn__builtin_reference_mla,
+     "libattn exact MLA oracle: decompress, attend in double (lowest priority)"},
+    {"REFERENCE_MLA_SPARSE", "builtin:REFERENCE_MLA_SPARSE", attn__builtin_reference_mla_sparse,
+     "libattn exact sparse MLA oracle (lowest priority)"},
 };
 
 int attn__catalog_count(void)
