@@ -117,10 +117,11 @@ int attn__mla_partition(const attn_common_metadata *cm, int r0, int r1, int H, i
             W += (double)(re - rb) * (double)(fp + (re - 1) / H + 1);
         }
     }
-    /* At least 256 keys of a full group per piece; about three pieces per thread. */
+    /* About three pieces per thread, but at least 512 keys of a full group per
+     * piece: each piece packs its queries once and split pieces pay a merge. */
     double T = W / (3.0 * nthreads);
-    if (T < 256.0 * ATTN__MLA_MAX_ROWS)
-        T = 256.0 * ATTN__MLA_MAX_ROWS;
+    if (T < 512.0 * ATTN__MLA_MAX_ROWS)
+        T = 512.0 * ATTN__MLA_MAX_ROWS;
     int np = 0, nparts = 0;
     for (int r = r0; r < r1; r++) {
         int n = cm->query_start_loc[r + 1] - cm->query_start_loc[r];
