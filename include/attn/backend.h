@@ -97,6 +97,10 @@ typedef struct attn_backend_desc {
     attn_status (*kv_stride_order)(attn_kv_layout layout, bool include_layers, int *order,
                                    int *n);
     const attn_builder_ops *builder; /* per-step metadata builder */
+    /* (optional) KV layout this backend needs on a given platform when it is
+     * not static (FlashInfer reads HND only with its TRT-LLM kernels on
+     * 10.x). Consulted when required_layout is ATTN_LAYOUT_DEFAULT. */
+    attn_kv_layout (*required_layout_fn)(const attn_platform *p);
 } attn_backend_desc;
 
 /* ---- kernels -------------------------------------------------------------- */

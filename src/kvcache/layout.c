@@ -23,14 +23,10 @@ attn_kv_layout attn_kv_layout_resolve(const attn_backend_desc *d, const attn_pla
                                       attn_kv_layout requested)
 {
     if (d && d->required_layout != ATTN_LAYOUT_DEFAULT) return d->required_layout;
-    /* FlashInfer switches to its TRTLLM kernels on Blackwell (cc 10.x), which
-     * read HND; the descriptor's static field cannot say "only on 10.x". */
-    int major = 0, minor = 0;
-    if (d && d->name && p &&
-        (!strcmp(d->name, "FLASHINFER") || !strcmp(d->name, "TRITON_FLASHINFER")) &&
-        attn_platform_get_kind(p) == ATTN_PLATFORM_CUDA &&
-        attn_platform_capability(p, &major, &minor) && major == 10)
-        return ATTN_LAYOUT_HND;
+    if (d && p && d->required_layout_fn) {
+        attn_kv_layout l = d->required_layout_fn(p);
+        if (l != ATTN_LAYOUT_DEFAULT) return l;
+    }
     if (p && attn_platform_get_kind(p) == ATTN_PLATFORM_XPU) return ATTN_LAYOUT_NHD;
     if (requested == ATTN_LAYOUT_NHD || requested == ATTN_LAYOUT_HND) return requested;
     return ATTN_LAYOUT_NHD;

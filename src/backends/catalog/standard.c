@@ -122,6 +122,16 @@ static bool fi_sink(const attn_check_ctx *c)
            attn__has(c->platform, ATTN_COMPONENT_FLASHINFER_CUBIN);
 }
 
+/* The TRT-LLM decode kernels used on Blackwell read the cache as HND. */
+static attn_kv_layout fi_layout(const attn_platform *p)
+{
+    int major = 0, minor = 0;
+    return attn_platform_get_kind(p) == ATTN_PLATFORM_CUDA &&
+                   attn_platform_capability(p, &major, &minor) && major == 10
+               ? ATTN_LAYOUT_HND
+               : ATTN_LAYOUT_DEFAULT;
+}
+
 #define ATTN__FLASHINFER_RULES                                                                     \
     .abi_version = ATTN_BACKEND_ABI_VERSION, .struct_size = sizeof(attn_backend_desc),             \
     .platforms = "CUDA", .dtypes = DT(FP16) | DT(BF16),                                            \
@@ -132,7 +142,7 @@ static bool fi_sink(const attn_check_ctx *c)
     .cg_support = ATTN_CG_UNIFORM_SINGLE_TOKEN_DECODE, .can_return_lse_for_decode = true,          \
     .import_requires = 1u << ATTN_COMPONENT_FLASHINFER, .supports_sink_fn = fi_sink,               \
     .kv_cache_shape = attn__kv_shape_flashinfer, .kv_stride_order = attn__stride_order_flashinfer, \
-    .builder = &attn__builder_flashinfer
+    .builder = &attn__builder_flashinfer, .required_layout_fn = fi_layout
 
 const attn_backend_desc attn__desc_flashinfer = {
     ATTN__FLASHINFER_RULES,
