@@ -26,6 +26,7 @@ expect_out() { # expected-stdout expected-rc cmd...
 expect_out CPU_MLA 0 "$ATTN" select --use-mla --head-size 576 --dtype bf16
 expect_out CPU_MLA 0 "$ATTN" select --use-mla --head-size 576 --dtype fp32 --kv-cache-dtype fp8
 expect_out CPU_MLA 0 "$ATTN" select --use-mla --head-size 320 --dtype fp16 --num-heads 16
+expect_out CPU_MLA_SPARSE 0 "$ATTN" select --use-mla --use-sparse --head-size 576 --dtype bf16
 # FA3 + Hopper: FLASH_ATTN_MLA first; without FA3, FLASHMLA (reference §6a)
 expect_out FLASH_ATTN_MLA 0 "$ATTN" select --machine h100 --installed fa2,fa3,fa4,flashmla \
     --use-mla --head-size 576 --dtype bf16
