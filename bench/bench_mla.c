@@ -238,8 +238,8 @@ int main(int argc, char **argv)
                "cache %s, kernel %s (compute limit: %s)\n",
                attn_dtype_name(dt), attn_elem_name(kve), k->name,
                amx ? "AMX-BF16 peak" : "fp32 FMA peak");
-        printf("%5s %7s %9s %11s %9s %6s %9s %6s %8s %7s\n", "batch", "context", "ms",
-               "tokens/s", "GB/s", "%bw", "GFLOP/s", "%peak", "binds", "%limit");
+        printf("%5s %7s %9s %11s %9s %6s %9s %6s %8s %7s\n", "batch", "context", "ms", "tokens/s",
+               "GB/s", "%bw", "GFLOP/s", "%peak", "binds", "%limit");
     } else {
         printf("{\"machine\": {\"threads\": %d, \"read_gbps\": %.2f, \"peak_fma_gflops\": %.1f, "
                "\"peak_amx_bf16_gflops\": %.1f}, \"kernel\": \"%s\", \"dtype\": \"%s\", "
@@ -252,11 +252,11 @@ int main(int argc, char **argv)
     size_t esz = kve == ATTN_ELEM_F32 ? 4 : kve == ATTN_ELEM_FP8_E4M3 ? 1 : 2;
     size_t block_bytes = (size_t)BS * D * esz;
     int pool_blocks = (int)(((size_t)1 << 30) / block_bytes);
-    if (pool_blocks < 16 * (16384 / BS))
-        pool_blocks = 16 * (16384 / BS);
+    if (pool_blocks < 16 * (16384 / BS)) pool_blocks = 16 * (16384 / BS);
     /* the KV-pool page policy of the CPU benchmarks: transparent huge pages */
     size_t pool_bytes = (size_t)pool_blocks * block_bytes;
-    void *cache = mmap(NULL, pool_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    void *cache =
+        mmap(NULL, pool_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (cache == MAP_FAILED) {
         fprintf(stderr, "bench_mla: no memory for the block pool\n");
         return 1;
@@ -272,8 +272,7 @@ int main(int argc, char **argv)
     for (int bi = 0; bi < 2; bi++)
         for (int ci = 0; ci < 3; ci++) {
             int B = batches[bi], L = contexts[ci];
-            if (quick && B * L > 16 * 4096)
-                continue;
+            if (quick && B * L > 16 * 4096) continue;
             int bpr = (L + BS - 1) / BS;
             int nb = B * bpr;
             if (nb > pool_blocks) {
@@ -401,8 +400,7 @@ int main(int argc, char **argv)
             attn__builder_mla_cpu.destroy(bst);
             free(qsl), free(sl), free(bt), free(q), free(out), free(lse);
         }
-    if (json)
-        printf("]}\n");
+    if (json) printf("]}\n");
     munmap(cache, pool_bytes);
     return 0;
 }

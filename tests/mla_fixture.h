@@ -33,10 +33,10 @@ typedef struct mla_fx {
     attn_kv_view kv;
     attn_common_metadata cm;
     attn_layer_params lp;
-    void *q;      /* [T][H][N + P] */
-    void *q_abs;  /* [T][H][D] absorbed, filled by attn_mla_absorb_q */
-    void *w_uk;   /* [H][N][R] */
-    void *w_uv;   /* [H][R][V] */
+    void *q;     /* [T][H][N + P] */
+    void *q_abs; /* [T][H][D] absorbed, filled by attn_mla_absorb_q */
+    void *w_uk;  /* [H][N][R] */
+    void *w_uv;  /* [H][R][V] */
     uint64_t rng;
 } mla_fx;
 
@@ -207,8 +207,7 @@ static inline double fx_rel_err(const void *x, const void *y, attn_elem e, size_
         double a = attn__load_elem(x, e, i), b = attn__load_elem(y, e, i);
         mag = fabs(b) > mag ? fabs(b) : mag;
         double d = fabs(a - b);
-        if (d > err || isnan(d))
-            err = isnan(d) ? INFINITY : d;
+        if (d > err || isnan(d)) err = isnan(d) ? INFINITY : d;
     }
     return err / (mag > 1e-30 ? mag : 1.0);
 }
@@ -217,11 +216,9 @@ static inline double fx_lse_err(const float *x, const float *y, size_t n)
 {
     double err = 0;
     for (size_t i = 0; i < n; i++) {
-        if (isinf(x[i]) && isinf(y[i]) && (x[i] < 0) == (y[i] < 0))
-            continue;
+        if (isinf(x[i]) && isinf(y[i]) && (x[i] < 0) == (y[i] < 0)) continue;
         double d = fabs((double)x[i] - y[i]);
-        if (d > err || isnan(d))
-            err = isnan(d) ? INFINITY : d;
+        if (d > err || isnan(d)) err = isnan(d) ? INFINITY : d;
     }
     return err;
 }

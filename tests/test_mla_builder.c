@@ -62,13 +62,11 @@ static void check_partition(int H, int nthreads, int nreq, const int *q, const i
         for (int row = p->row_begin; row < p->row_end; row++) {
             int lim = s[p->req] - q[p->req] + row / H; /* last visible position */
             int hi = p->kv_end - 1 < lim ? p->kv_end - 1 : lim;
-            if (hi >= p->kv_begin)
-                covered += hi - p->kv_begin + 1;
+            if (hi >= p->kv_begin) covered += hi - p->kv_begin + 1;
         }
         if (p->nsplits > 1) {
             ok &= p->partial >= 0 && p->partial < nparts && !slot_used[p->partial];
-            if (p->partial >= 0 && p->partial < nparts)
-                slot_used[p->partial] = 1;
+            if (p->partial >= 0 && p->partial < nparts) slot_used[p->partial] = 1;
         } else {
             ok &= p->partial == -1;
         }
@@ -80,8 +78,8 @@ static void check_partition(int H, int nthreads, int nreq, const int *q, const i
         }
     }
     /* ranges of one group do not overlap: the coverage sum would exceed */
-    CHECK_MSG(ok && covered == want, "partition H=%d threads=%d: covered %lld of %lld keys",
-              H, nthreads, (long long)covered, (long long)want);
+    CHECK_MSG(ok && covered == want, "partition H=%d threads=%d: covered %lld of %lld keys", H,
+              nthreads, (long long)covered, (long long)want);
     free(slot_used);
     free(w);
 }
@@ -148,17 +146,17 @@ int main(void)
     CHECK_OK(attn__builder_mla_flashmla.create(&bi, &st2));
     int32_t other_bt[64] = {0};
     int64_t other_slots[512] = {0};
-    CHECK_OK(attn__builder_mla_flashmla.update_block_table(st2, md, other_bt, 16, other_slots,
-                                                          &md2p));
+    CHECK_OK(
+        attn__builder_mla_flashmla.update_block_table(st2, md, other_bt, 16, other_slots, &md2p));
     const attn_mla_metadata *md2 = md2p;
     CHECK(md2 != md && md2->common.block_table == other_bt &&
           md2->common.block_table_stride == 16 && md2->common.slot_mapping == other_slots);
     CHECK(md2->num_decodes == md->num_decodes && md2->num_prefill_tokens == 301);
     CHECK(md->common.block_table == f.bt); /* the source is not changed */
     attn_common_metadata junk = {0};
-    CHECK_STATUS(attn__builder_mla_flashmla.update_block_table(st2, &junk, other_bt, 16, NULL,
-                                                              &md2p),
-                 ATTN_BAD_METADATA);
+    CHECK_STATUS(
+        attn__builder_mla_flashmla.update_block_table(st2, &junk, other_bt, 16, NULL, &md2p),
+        ATTN_BAD_METADATA);
 
     /* rebuild with another batch: nothing stale */
     static const int q2[] = {1}, s2[] = {7};

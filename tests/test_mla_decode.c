@@ -36,8 +36,8 @@ static const char *variant_name(const attn__mla_kern *k)
 }
 
 /* Part 1: absorbed decode == naive decompressed attention. */
-static void check_absorbed_vs_naive(const attn__mla_kern *k, attn_dtype dt, const batch_t *b,
-                                    int H, int R, int P, int N, int V, int bs, uint64_t seed)
+static void check_absorbed_vs_naive(const attn__mla_kern *k, attn_dtype dt, const batch_t *b, int H,
+                                    int R, int P, int N, int V, int bs, uint64_t seed)
 {
     mla_fx f;
     mla_fx_init(&f, H, R, P, N, V, dt, attn__mla_dtype_elem(dt), bs, b->nreq, b->q, b->s, seed);
@@ -68,8 +68,8 @@ static const attn__mla_kern *vars[8];
 static int nv;
 static double worst[8];
 
-static void check_vs_reference(attn_dtype dt, attn_elem kve, const batch_t *b, int H, int R,
-                               int P, int bs, bool use_builder, uint64_t seed)
+static void check_vs_reference(attn_dtype dt, attn_elem kve, const batch_t *b, int H, int R, int P,
+                               int bs, bool use_builder, uint64_t seed)
 {
     mla_fx f;
     mla_fx_init(&f, H, R, P, 32, 32, dt, kve, bs, b->nreq, b->q, b->s, seed);
@@ -92,8 +92,7 @@ static void check_vs_reference(attn_dtype dt, attn_elem kve, const batch_t *b, i
         CHECK_OK(attn__builder_mla_cpu.build(state, 0, &f.cm, false, &md));
     }
     for (int vi = 0; vi < nv; vi++) {
-        if (!vars[vi]->decode_ok(f.qe, kve, R, R + P))
-            continue;
+        if (!vars[vi]->decode_ok(f.qe, kve, R, R + P)) continue;
         attn__mla_force_variant(vars[vi]);
         attn_mla_args c = mla_fx_args(&f, false, o2, l2);
         c.metadata = md;
@@ -106,12 +105,10 @@ static void check_vs_reference(attn_dtype dt, attn_elem kve, const batch_t *b, i
                   "builder=%d variant %s: error %.3g, lse %.3g",
                   b->name, attn_dtype_name(dt), attn_elem_name(kve), H, R, P, bs, use_builder,
                   vars[vi]->name, e, le);
-        if (e / tol > worst[vi])
-            worst[vi] = e / tol;
+        if (e / tol > worst[vi]) worst[vi] = e / tol;
     }
     attn__mla_force_variant(NULL);
-    if (state)
-        attn__builder_mla_cpu.destroy(state);
+    if (state) attn__builder_mla_cpu.destroy(state);
     free(o1), free(o2), free(l1), free(l2);
     mla_fx_free(&f);
 }
@@ -128,8 +125,7 @@ int main(void)
     static const attn_dtype dts[] = {ATTN_DTYPE_FP32, ATTN_DTYPE_BF16};
     for (int di = 0; di < 2; di++) {
         for (int bi = 0; bi < 3; bi++)
-            check_absorbed_vs_naive(NULL, dts[di], &batches[bi], 4, 512, 64, 128, 128, 16,
-                                    seed++);
+            check_absorbed_vs_naive(NULL, dts[di], &batches[bi], 4, 512, 64, 128, 128, 16, seed++);
         for (int bi = 0; bi < 4; bi++)
             check_absorbed_vs_naive(NULL, dts[di], &batches[bi], 6, 64, 32, 48, 40, 32, seed++);
     }
@@ -153,14 +149,13 @@ int main(void)
             if (!vars[vi]->decode_ok(attn__mla_dtype_elem(types[ti].dt), types[ti].kv, 512, 576))
                 printf("  variant %-9s dtype %s kv %s: unsupported by this variant (another "
                        "variant runs it)\n",
-                       vars[vi]->name, attn_dtype_name(types[ti].dt),
-                       attn_elem_name(types[ti].kv));
+                       vars[vi]->name, attn_dtype_name(types[ti].dt), attn_elem_name(types[ti].kv));
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++)
         for (int bi = 0; bi < 4; bi++) {
             check_vs_reference(types[ti].dt, types[ti].kv, &batches[bi], 8, 512, 64, 16,
                                bi % 2 == 0, seed++);
-            check_vs_reference(types[ti].dt, types[ti].kv, &batches[bi], 5, 96, 32, 48,
-                               bi % 2 == 1, seed++);
+            check_vs_reference(types[ti].dt, types[ti].kv, &batches[bi], 5, 96, 32, 48, bi % 2 == 1,
+                               seed++);
         }
     /* DeepSeek-V3 decode shape: 128 heads, long contexts -> split-KV + merge */
     static const batch_t ds[] = {

@@ -14,8 +14,7 @@ static bool untouched(const void *p, size_t n)
 {
     const unsigned char *c = p;
     for (size_t i = 0; i < n; i++)
-        if (c[i] != SENT)
-            return false;
+        if (c[i] != SENT) return false;
     return true;
 }
 
@@ -60,8 +59,7 @@ int main(void)
     fa.kv = &f->kv;
     fa.out = E.out;
     fa.lse = E.lse;
-    EXPECT_FAIL(&E, attn_backend_forward(&attn__backend_cpu_mla, NULL, &fa),
-                ATTN_WRONG_ENTRY_POINT,
+    EXPECT_FAIL(&E, attn_backend_forward(&attn__backend_cpu_mla, NULL, &fa), ATTN_WRONG_ENTRY_POINT,
                 "CPU_MLA is an MLA backend: call forward_mqa (decode) or forward_mha (prefill), "
                 "not forward");
     EXPECT_FAIL(&E, attn_backend_forward(&attn__backend_reference_mla, NULL, &fa),
@@ -69,16 +67,18 @@ int main(void)
 
     attn_mla_args ma = mla_fx_args(f, false, E.out, E.lse);
     EXPECT_FAIL(&E, attn_backend_forward_mqa(&attn__backend_cpu_attn, NULL, &ma),
-                ATTN_WRONG_ENTRY_POINT, "CPU_ATTN is not an MLA backend: call forward, not forward_mqa");
+                ATTN_WRONG_ENTRY_POINT,
+                "CPU_ATTN is not an MLA backend: call forward, not forward_mqa");
     EXPECT_FAIL(&E, attn_backend_forward_mha(&attn__backend_cpu_attn, NULL, &ma),
-                ATTN_WRONG_ENTRY_POINT, "CPU_ATTN is not an MLA backend: call forward, not forward_mha");
+                ATTN_WRONG_ENTRY_POINT,
+                "CPU_ATTN is not an MLA backend: call forward, not forward_mha");
     EXPECT_FAIL(&E, attn_mla_forward(&attn__backend_cpu_attn, NULL, &ma, NULL, 0),
                 ATTN_WRONG_ENTRY_POINT, "CPU_ATTN is not an MLA backend");
     EXPECT_FAIL(&E, attn_backend_forward_mha(&attn__backend_cpu_mla_sparse, NULL, &ma),
                 ATTN_WRONG_ENTRY_POINT,
                 "CPU_MLA_SPARSE is a sparse MLA backend: call forward_mqa for every token");
-    static const attn_backend desc_only = {ATTN_BACKEND_ABI_VERSION, sizeof(attn_backend),
-                                           NULL, NULL};
+    static const attn_backend desc_only = {ATTN_BACKEND_ABI_VERSION, sizeof(attn_backend), NULL,
+                                           NULL};
     EXPECT_FAIL(&E, attn_backend_forward_mqa(&desc_only, NULL, &ma), ATTN_UNSUPPORTED,
                 "no kernel code");
     EXPECT_FAIL(&E, attn_backend_forward_mqa(NULL, NULL, &ma), ATTN_NULL_ARGUMENT, "'b'");
@@ -167,8 +167,7 @@ int main(void)
         attn_layer_params lv = f->lp;
         lv.v_head_dim = 0;
         m.layer = &lv;
-        EXPECT_FAIL(&E, attn_backend_forward_mha(b, NULL, &m), ATTN_INVALID_ARGUMENT,
-                    "v_head_dim");
+        EXPECT_FAIL(&E, attn_backend_forward_mha(b, NULL, &m), ATTN_INVALID_ARGUMENT, "v_head_dim");
     }
 
     /* sparse: indices outside the sequence */
@@ -186,8 +185,7 @@ int main(void)
         EXPECT_FAIL(&E, attn_backend_forward_mqa(sp[bi], NULL, &a), ATTN_INVALID_ARGUMENT,
                     "topk_indices[0][2] = 20 is outside request 0's sequence");
         topk[2] = -2;
-        EXPECT_FAIL(&E, attn_backend_forward_mqa(sp[bi], NULL, &a), ATTN_INVALID_ARGUMENT,
-                    "= -2");
+        EXPECT_FAIL(&E, attn_backend_forward_mqa(sp[bi], NULL, &a), ATTN_INVALID_ARGUMENT, "= -2");
         topk[2] = 5;
         env_reset(&E);
         CHECK_OK(attn_backend_forward_mqa(sp[bi], NULL, &a));

@@ -40,8 +40,7 @@ static void check_mha(int vi, const char *vname, attn_dtype dt, attn_elem kve, c
               "forward_mha %s %s kv=%s H=%d R=%d P=%d N=%d V=%d bs=%d variant %s: error %.3g "
               "lse %.3g",
               b->name, attn_dtype_name(dt), attn_elem_name(kve), H, R, P, N, V, bs, vname, e, le);
-    if (e / tol > worst[vi])
-        worst[vi] = e / tol;
+    if (e / tol > worst[vi]) worst[vi] = e / tol;
     free(o1), free(o2), free(l1), free(l2);
     mla_fx_free(&f);
 }
@@ -118,8 +117,7 @@ static void check_layer(attn_dtype dt, uint64_t seed)
     CHECK_MSG(e <= tol_for(dt), "attn_mla_forward on REFERENCE_MLA %s: error %.3g",
               attn_dtype_name(dt), e);
 
-    free(scratch), free(ref), free(out), free(sent), free(lref), free(lout), free(lat),
-        free(lsent);
+    free(scratch), free(ref), free(out), free(sent), free(lref), free(lout), free(lat), free(lsent);
     attn__builder_mla_cpu.destroy(state);
     mla_fx_free(&f);
 }

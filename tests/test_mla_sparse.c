@@ -36,8 +36,7 @@ static void check_random(attn_dtype dt, int H, int R, int P, int topk, uint64_t 
     CHECK_OK(attn_backend_forward_mqa(&attn__backend_reference_mla_sparse, NULL, &a));
     for (int vi = 0; vi < nv; vi++) {
         const attn__mla_kern *k = vars[vi];
-        if (!k->decode_ok(f.qe, f.kve, R, R + P))
-            continue;
+        if (!k->decode_ok(f.qe, f.kve, R, R + P)) continue;
         attn__mla_force_variant(k);
         a.out = o2;
         a.lse = l2;

@@ -54,8 +54,8 @@ ATTN_API attn_status attn_backend_forward_mha(const attn_backend *b, void *impl,
  * checked before anything is written. */
 #define ATTN_MLA_DEFAULT_ROPE_DIM 64
 ATTN_API attn_status attn_mla_write_latent(const attn_kv_view *kv, const int64_t *slot_mapping,
-                                           int num_tokens, const void *latent,
-                                           const void *k_rope, attn_dtype dtype);
+                                           int num_tokens, const void *latent, const void *k_rope,
+                                           attn_dtype dtype);
 /* kv_lora_rank of an MLA view under the rule above. */
 ATTN_API int attn_mla_view_latent_dim(const attn_kv_view *kv);
 
@@ -108,16 +108,16 @@ typedef struct attn_mla_work {
     int32_t req;
     int32_t row_begin, row_end;
     int32_t kv_begin, kv_end;
-    int32_t split;    /* index among the pieces of the same rows; 0 = first */
-    int32_t nsplits;  /* pieces of the same rows */
-    int32_t partial;  /* slot in the partial-result area when nsplits > 1, else -1 */
+    int32_t split;   /* index among the pieces of the same rows; 0 = first */
+    int32_t nsplits; /* pieces of the same rows */
+    int32_t partial; /* slot in the partial-result area when nsplits > 1, else -1 */
 } attn_mla_work;
 
 #define ATTN_MLA_METADATA_MAGIC 0x4d4c4131u /* "MLA1" */
 
 typedef struct attn_mla_metadata {
-    uint32_t magic;        /* ATTN_MLA_METADATA_MAGIC */
-    uint32_t struct_size;  /* sizeof(attn_mla_metadata) */
+    uint32_t magic;              /* ATTN_MLA_METADATA_MAGIC */
+    uint32_t struct_size;        /* sizeof(attn_mla_metadata) */
     attn_common_metadata common; /* copy; pointers borrowed for this step */
     attn_mla_query_class query_class;
     int reorder_batch_threshold; /* effective (raised for speculative decoding) */
@@ -130,17 +130,16 @@ typedef struct attn_mla_metadata {
      * builder had no layer spec. */
     const attn_mla_work *decode_work;
     int num_decode_work;
-    int num_partials;  /* partial-result slots the pieces use */
-    int work_heads;    /* num_heads the partition was made for */
+    int num_partials; /* partial-result slots the pieces use */
+    int work_heads;   /* num_heads the partition was made for */
 } attn_mla_metadata;
 
 /* The decode/prefill split of vLLM's split_decodes_and_prefills for a
  * common metadata: exposed for engines and tests. require_uniform: the
  * UNIFORM class. Fills the four counts; never fails on consistent input. */
 ATTN_API void attn_mla_split_decodes(const attn_common_metadata *cm, int threshold,
-                                     bool require_uniform, int *num_decodes,
-                                     int *num_decode_tokens, int *num_prefills,
-                                     int *num_prefill_tokens);
+                                     bool require_uniform, int *num_decodes, int *num_decode_tokens,
+                                     int *num_prefills, int *num_prefill_tokens);
 
 ATTN_EXTERN_C_END
 

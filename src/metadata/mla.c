@@ -36,9 +36,12 @@
 const char *attn_mla_query_class_name(attn_mla_query_class c)
 {
     switch (c) {
-    case ATTN_MLA_QUERY_SINGLE: return "single";
-    case ATTN_MLA_QUERY_UNIFORM: return "uniform";
-    case ATTN_MLA_QUERY_VARLEN: return "varlen";
+    case ATTN_MLA_QUERY_SINGLE:
+        return "single";
+    case ATTN_MLA_QUERY_UNIFORM:
+        return "uniform";
+    case ATTN_MLA_QUERY_VARLEN:
+        return "varlen";
     }
     return "unknown";
 }
@@ -54,21 +57,16 @@ void attn_mla_split_decodes(const attn_common_metadata *cm, int threshold, bool 
         int first = qsl[1] - qsl[0];
         for (int r = 0; r < nr; r++) {
             int ql = qsl[r + 1] - qsl[r];
-            if (ql > threshold || (require_uniform && ql != first))
-                break;
+            if (ql > threshold || (require_uniform && ql != first)) break;
             nd++;
         }
         ndt = qsl[nd] - qsl[0];
         nt = qsl[nr] - qsl[0];
     }
-    if (num_decodes)
-        *num_decodes = nd;
-    if (num_decode_tokens)
-        *num_decode_tokens = ndt;
-    if (num_prefills)
-        *num_prefills = nr - nd;
-    if (num_prefill_tokens)
-        *num_prefill_tokens = nt - ndt;
+    if (num_decodes) *num_decodes = nd;
+    if (num_decode_tokens) *num_decode_tokens = ndt;
+    if (num_prefills) *num_prefills = nr - nd;
+    if (num_prefill_tokens) *num_prefill_tokens = nt - ndt;
 }
 
 /* ---- split-KV decode partition ------------------------------------------------ */
@@ -80,8 +78,7 @@ static int attn__rows_per_group(int H)
 
 int attn__mla_partition_bound(int num_reqs, int num_tokens, int H, int nthreads)
 {
-    if (H <= 0)
-        return 0;
+    if (H <= 0) return 0;
     int G = attn__rows_per_group(H);
     int64_t groups = (int64_t)num_reqs + ((int64_t)num_tokens * H + G - 1) / G;
     int64_t n = groups + 3ll * (nthreads > 0 ? nthreads : 1) + 8;
@@ -93,12 +90,9 @@ static int attn__work_cmp(const void *pa, const void *pb)
     const attn_mla_work *a = pa, *b = pb;
     int64_t wa = (int64_t)(a->row_end - a->row_begin) * (a->kv_end - a->kv_begin);
     int64_t wb = (int64_t)(b->row_end - b->row_begin) * (b->kv_end - b->kv_begin);
-    if (wa != wb)
-        return wa > wb ? -1 : 1;
-    if (a->req != b->req)
-        return a->req < b->req ? -1 : 1;
-    if (a->row_begin != b->row_begin)
-        return a->row_begin < b->row_begin ? -1 : 1;
+    if (wa != wb) return wa > wb ? -1 : 1;
+    if (a->req != b->req) return a->req < b->req ? -1 : 1;
+    if (a->row_begin != b->row_begin) return a->row_begin < b->row_begin ? -1 : 1;
     return a->split < b->split ? -1 : a->split > b->split;
 }
 
@@ -106,8 +100,7 @@ int attn__mla_partition(const attn_common_metadata *cm, int r0, int r1, int H, i
                         attn_mla_work *work, int max_work, int *num_partials)
 {
     int G = attn__rows_per_group(H);
-    if (nthreads < 1)
-        nthreads = 1;
+    if (nthreads < 1) nthreads = 1;
     double W = 0;
     for (int r = r0; r < r1; r++) {
         int n = cm->query_start_loc[r + 1] - cm->query_start_loc[r];
@@ -120,8 +113,7 @@ int attn__mla_partition(const attn_common_metadata *cm, int r0, int r1, int H, i
     /* About three pieces per thread, but at least 512 keys of a full group per
      * piece: each piece packs its queries once and split pieces pay a merge. */
     double T = W / (3.0 * nthreads);
-    if (T < 512.0 * ATTN__MLA_MAX_ROWS)
-        T = 512.0 * ATTN__MLA_MAX_ROWS;
+    if (T < 512.0 * ATTN__MLA_MAX_ROWS) T = 512.0 * ATTN__MLA_MAX_ROWS;
     int np = 0, nparts = 0;
     for (int r = r0; r < r1; r++) {
         int n = cm->query_start_loc[r + 1] - cm->query_start_loc[r];
@@ -130,14 +122,12 @@ int attn__mla_partition(const attn_common_metadata *cm, int r0, int r1, int H, i
             int re = rows - rb < G ? rows : rb + G;
             int keys = fp + (re - 1) / H + 1;
             int splits = (int)ceil((double)(re - rb) * keys / T);
-            if (splits < 1)
-                splits = 1;
+            if (splits < 1) splits = 1;
             int kps = (keys + splits - 1) / splits;
             kps = (kps + ATTN__MLA_KCHUNK - 1) / ATTN__MLA_KCHUNK * ATTN__MLA_KCHUNK;
             splits = (keys + kps - 1) / kps;
             for (int s = 0; s < splits; s++) {
-                if (np >= max_work)
-                    return -1;
+                if (np >= max_work) return -1;
                 attn_mla_work *w = &work[np++];
                 w->req = r;
                 w->row_begin = rb;
@@ -148,13 +138,11 @@ int attn__mla_partition(const attn_common_metadata *cm, int r0, int r1, int H, i
                 w->nsplits = splits;
                 w->partial = splits > 1 ? nparts + s : -1;
             }
-            if (splits > 1)
-                nparts += splits;
+            if (splits > 1) nparts += splits;
         }
     }
     qsort(work, (size_t)np, sizeof *work, attn__work_cmp);
-    if (num_partials)
-        *num_partials = nparts;
+    if (num_partials) *num_partials = nparts;
     return np;
 }
 
@@ -182,12 +170,10 @@ static attn_status attn__mla_create(const attn__mla_variant *v, const attn_build
     ATTN__CHECK_NULL(init);
     ATTN__CHECK_NULL(state);
     if (init->max_num_reqs < 0 || init->max_num_tokens < 0 || init->num_speculative_tokens < 0)
-        return attn__fail(ATTN_INVALID_ARGUMENT,
-                          "MLA builder: max_num_reqs, max_num_tokens and "
-                          "num_speculative_tokens must be >= 0");
+        return attn__fail(ATTN_INVALID_ARGUMENT, "MLA builder: max_num_reqs, max_num_tokens and "
+                                                 "num_speculative_tokens must be >= 0");
     attn__mla_builder *b = calloc(1, sizeof *b);
-    if (!b)
-        return attn__fail(ATTN_OUT_OF_MEMORY, "MLA builder: no memory");
+    if (!b) return attn__fail(ATTN_OUT_OF_MEMORY, "MLA builder: no memory");
     b->v = *v;
     b->threshold = v->threshold;
     if (v->cls != ATTN_MLA_QUERY_SINGLE && 1 + init->num_speculative_tokens > b->threshold)
@@ -211,8 +197,7 @@ static attn_status attn__mla_create(const attn__mla_variant *v, const attn_build
 static void attn__mla_destroy(void *state)
 {
     attn__mla_builder *b = state;
-    if (!b)
-        return;
+    if (!b) return;
     free(b->work);
     free(b);
 }
@@ -251,7 +236,8 @@ static attn_status attn__mla_build(void *state, int common_prefix_len,
     for (int r = 0; r < cm->num_reqs; r++) {
         int ql = cm->query_start_loc[r + 1] - cm->query_start_loc[r], sl = cm->seq_lens[r];
         if (r < md->num_decodes) {
-            md->max_decode_query_len = ql > md->max_decode_query_len ? ql : md->max_decode_query_len;
+            md->max_decode_query_len =
+                ql > md->max_decode_query_len ? ql : md->max_decode_query_len;
             md->max_decode_seq_len = sl > md->max_decode_seq_len ? sl : md->max_decode_seq_len;
         } else {
             md->max_prefill_query_len =
@@ -260,8 +246,8 @@ static attn_status attn__mla_build(void *state, int common_prefix_len,
         }
     }
     if (b->work && md->num_decodes > 0) {
-        int np = attn__mla_partition(cm, 0, md->num_decodes, b->num_heads, b->num_threads,
-                                     b->work, b->max_work, &md->num_partials);
+        int np = attn__mla_partition(cm, 0, md->num_decodes, b->num_heads, b->num_threads, b->work,
+                                     b->max_work, &md->num_partials);
         if (np >= 0) {
             md->decode_work = b->work;
             md->num_decode_work = np;
@@ -283,8 +269,7 @@ static attn_status attn__mla_build_capture(void *state, const attn_common_metada
 /* Within one step another group's metadata is reused with this group's
  * block table: the split and the partition depend only on lengths. */
 static attn_status attn__mla_update_block_table(void *state, const void *md_in,
-                                                const int32_t *block_table,
-                                                int block_table_stride,
+                                                const int32_t *block_table, int block_table_stride,
                                                 const int64_t *slot_mapping, const void **out)
 {
     attn__mla_builder *b = state;
@@ -298,8 +283,7 @@ static attn_status attn__mla_update_block_table(void *state, const void *md_in,
     if (block_table_stride < 0)
         return attn__fail(ATTN_INVALID_ARGUMENT, "MLA builder: block_table_stride %d < 0",
                           block_table_stride);
-    if (src != &b->md)
-        b->md = *src;
+    if (src != &b->md) b->md = *src;
     b->md.common.block_table = block_table;
     b->md.common.block_table_stride = block_table_stride;
     b->md.common.slot_mapping = slot_mapping;
@@ -345,8 +329,7 @@ static int attn__mla_describe(const void *md_in, char *buf, size_t size)
     int n = sb.oom ? 0 : (int)sb.len;
     if (buf && size > 0) {
         size_t c = (size_t)n < size - 1 ? (size_t)n : size - 1;
-        if (c)
-            memcpy(buf, sb.data, c);
+        if (c) memcpy(buf, sb.data, c);
         buf[c] = '\0';
     }
     attn__sb_free(&sb);

@@ -55,16 +55,14 @@ int attn__mla_variants(const attn__mla_kern **out, int max)
 {
     int n = 0;
     for (int i = 0; i < ATTN__MLA_NKERN; i++)
-        if (attn__mla_all[i]->usable() && n < max)
-            out[n++] = attn__mla_all[i];
+        if (attn__mla_all[i]->usable() && n < max) out[n++] = attn__mla_all[i];
     return n;
 }
 
 const attn__mla_kern *attn__mla_decode_kern(attn_elem q, attn_elem kv, int R, int D)
 {
     const attn__mla_kern *f = attn__mla_forced;
-    if (f)
-        return f->decode_ok(q, kv, R, D) ? f : &attn__mla_kern_portable;
+    if (f) return f->decode_ok(q, kv, R, D) ? f : &attn__mla_kern_portable;
     for (int i = 0; i < ATTN__MLA_NKERN; i++)
         if (attn__mla_all[i]->usable() && attn__mla_all[i]->decode_ok(q, kv, R, D))
             return attn__mla_all[i];
@@ -74,11 +72,9 @@ const attn__mla_kern *attn__mla_decode_kern(attn_elem q, attn_elem kv, int R, in
 const attn__mla_kern *attn__mla_prefill_kern(void)
 {
     const attn__mla_kern *f = attn__mla_forced;
-    if (f && f->prefill)
-        return f;
+    if (f && f->prefill) return f;
     for (int i = 0; i < ATTN__MLA_NKERN; i++)
-        if (attn__mla_all[i]->usable() && attn__mla_all[i]->prefill)
-            return attn__mla_all[i];
+        if (attn__mla_all[i]->usable() && attn__mla_all[i]->prefill) return attn__mla_all[i];
     return &attn__mla_kern_portable;
 }
 
@@ -194,8 +190,7 @@ static void attn__dec_pieces(void *ctx, int64_t begin, int64_t end, int tid)
             const int32_t *ix = a->topk_indices + (size_t)(q0 + t) * (size_t)a->topk;
             int np = 0;
             for (int k = 0; k < a->topk; k++)
-                if (ix[k] >= 0 && ix[k] <= tokpos)
-                    pos[np++] = ix[k];
+                if (ix[k] >= 0 && ix[k] <= tokpos) pos[np++] = ix[k];
             d.positions = pos;
             d.npositions = np;
         }
@@ -216,8 +211,7 @@ static void attn__dec_pieces(void *ctx, int64_t begin, int64_t end, int tid)
         } else {
             j->k->decode(&d);
         }
-        if (w->nsplits == 1)
-            attn__dec_store(c, j->k, r, w->row_begin, d.nrows, d.acc, d.m, d.l);
+        if (w->nsplits == 1) attn__dec_store(c, j->k, r, w->row_begin, d.nrows, d.acc, d.m, d.l);
     }
 }
 
@@ -240,8 +234,7 @@ static void attn__dec_merge(void *ctx, int64_t begin, int64_t end, int tid)
             for (int s = 0; s < w->nsplits; s++) {
                 const float *slot = j->partials + (size_t)(p0 + s) * sf;
                 const float *sm = slot + (size_t)ATTN__MLA_MAX_ROWS * R;
-                if (sm[ATTN__MLA_MAX_ROWS + i] > 0 && sm[i] > mx)
-                    mx = sm[i];
+                if (sm[ATTN__MLA_MAX_ROWS + i] > 0 && sm[i] > mx) mx = sm[i];
             }
             float *o = acc + (size_t)i * R;
             memset(o, 0, sizeof(float) * (size_t)R);
@@ -250,8 +243,7 @@ static void attn__dec_merge(void *ctx, int64_t begin, int64_t end, int tid)
                 const float *slot = j->partials + (size_t)(p0 + s) * sf;
                 const float *sm = slot + (size_t)ATTN__MLA_MAX_ROWS * R;
                 float ls = sm[ATTN__MLA_MAX_ROWS + i];
-                if (!(ls > 0))
-                    continue;
+                if (!(ls > 0)) continue;
                 float f = attn__mla_exp2(sm[i] - mx);
                 sum += ls * f;
                 const float *so = slot + (size_t)i * R;
@@ -269,16 +261,13 @@ static attn_status attn__cpu_mla_mqa(const attn_mla_args *a, bool sparse)
 {
     attn__mla_call c;
     const char *who = sparse ? "CPU_MLA_SPARSE" : "CPU_MLA";
-    attn_status st =
-        attn__mla_prepare(who, a, sparse ? ATTN__MLA_MQA_SPARSE : ATTN__MLA_MQA, &c);
-    if (st != ATTN_OK)
-        return st;
+    attn_status st = attn__mla_prepare(who, a, sparse ? ATTN__MLA_MQA_SPARSE : ATTN__MLA_MQA, &c);
+    if (st != ATTN_OK) return st;
     const attn_common_metadata *cm = c.cm;
     int ntok = 0;
     for (int r = c.req_begin; r < c.req_end; r++)
         ntok += cm->query_start_loc[r + 1] - cm->query_start_loc[r];
-    if (ntok == 0)
-        return ATTN_OK;
+    if (ntok == 0) return ATTN_OK;
 
     attn__pool *pool = attn__pool_global();
     int nthreads = attn__pool_threads(pool);
@@ -287,8 +276,8 @@ static attn_status attn__cpu_mla_mqa(const attn_mla_args *a, bool sparse)
     /* pieces: the builder's, or made here in the workspace */
     const attn_mla_work *work = NULL;
     int nwork = 0, nparts = 0, local_max = 0;
-    if (!sparse && c.md && c.md->decode_work && c.md->work_heads == c.H &&
-        c.req_begin == 0 && c.req_end == c.md->num_decodes) {
+    if (!sparse && c.md && c.md->decode_work && c.md->work_heads == c.H && c.req_begin == 0 &&
+        c.req_end == c.md->num_decodes) {
         work = c.md->decode_work;
         nwork = c.md->num_decode_work;
         nparts = c.md->num_partials;
@@ -308,8 +297,8 @@ static attn_status attn__cpu_mla_mqa(const attn_mla_args *a, bool sparse)
     void *mem = NULL;
     /* partial slots are only known after partitioning: reserve for the bound */
     size_t part_max = (size_t)(local_max > 0 ? local_max : nparts);
-    size_t need = work_bytes + groups_bytes + al64(sizeof(float) * part_max * attn__slot_floats(c.R)) +
-                  tws * (size_t)nthreads;
+    size_t need = work_bytes + groups_bytes +
+                  al64(sizeof(float) * part_max * attn__slot_floats(c.R)) + tws * (size_t)nthreads;
     st = attn__mla_ws_reserve(need, &mem);
     if (st != ATTN_OK) {
         pthread_mutex_unlock(&attn__mla_ws_mu);
@@ -332,8 +321,8 @@ static attn_status attn__cpu_mla_mqa(const attn_mla_args *a, bool sparse)
                     attn_mla_work *w = &lw[nwork++];
                     w->req = r;
                     w->row_begin = t * c.H + hb;
-                    w->row_end = t * c.H + (c.H - hb < ATTN__MLA_MAX_ROWS ? c.H
-                                                                          : hb + ATTN__MLA_MAX_ROWS);
+                    w->row_end =
+                        t * c.H + (c.H - hb < ATTN__MLA_MAX_ROWS ? c.H : hb + ATTN__MLA_MAX_ROWS);
                     w->kv_begin = w->kv_end = 0;
                     w->split = 0;
                     w->nsplits = 1;
@@ -342,8 +331,8 @@ static attn_status attn__cpu_mla_mqa(const attn_mla_args *a, bool sparse)
         }
         work = lw;
     } else if (!work) {
-        nwork = attn__mla_partition(cm, c.req_begin, c.req_end, c.H, nthreads, lw, local_max,
-                                    &nparts);
+        nwork =
+            attn__mla_partition(cm, c.req_begin, c.req_end, c.H, nthreads, lw, local_max, &nparts);
         if (nwork < 0) {
             pthread_mutex_unlock(&attn__mla_ws_mu);
             return attn__fail(ATTN_INTERNAL, "CPU_MLA: decode partition exceeded its bound");
@@ -352,8 +341,7 @@ static attn_status attn__cpu_mla_mqa(const attn_mla_args *a, bool sparse)
     }
     int ngroups = 0;
     for (int i = 0; i < nwork; i++)
-        if (work[i].nsplits > 1 && work[i].split == 0)
-            groups[ngroups++] = i;
+        if (work[i].nsplits > 1 && work[i].split == 0) groups[ngroups++] = i;
 
     attn__dec_job job = {
         .c = &c,
@@ -371,8 +359,7 @@ static attn_status attn__cpu_mla_mqa(const attn_mla_args *a, bool sparse)
         attn__dec_pieces(&job, 0, 1, 0);
     else
         attn__pool_for(pool, nwork, 1, attn__dec_pieces, &job);
-    if (ngroups > 0)
-        attn__pool_for(pool, ngroups, 1, attn__dec_merge, &job);
+    if (ngroups > 0) attn__pool_for(pool, ngroups, 1, attn__dec_merge, &job);
     pthread_mutex_unlock(&attn__mla_ws_mu);
     return ATTN_OK;
 }
@@ -432,18 +419,15 @@ static attn_status attn__cpu_mla_mha(const attn_mla_args *a)
 {
     attn__mla_call c;
     attn_status st = attn__mla_prepare("CPU_MLA", a, ATTN__MLA_MHA, &c);
-    if (st != ATTN_OK)
-        return st;
+    if (st != ATTN_OK) return st;
     const attn_common_metadata *cm = c.cm;
     int nreq = 0, maxq = 0;
     for (int r = c.req_begin; r < c.req_end; r++) {
         int n = cm->query_start_loc[r + 1] - cm->query_start_loc[r];
-        if (n > 0)
-            nreq++;
+        if (n > 0) nreq++;
         maxq = n > maxq ? n : maxq;
     }
-    if (nreq == 0)
-        return ATTN_OK;
+    if (nreq == 0) return ATTN_OK;
     attn__pool *pool = attn__pool_global();
     int nthreads = attn__pool_threads(pool);
     const attn__mla_kern *k = attn__mla_prefill_kern();
@@ -459,8 +443,7 @@ static attn_status attn__cpu_mla_mha(const attn_mla_args *a)
     int *reqs = mem;
     int n = 0;
     for (int r = c.req_begin; r < c.req_end; r++)
-        if (cm->query_start_loc[r + 1] > cm->query_start_loc[r])
-            reqs[n++] = r;
+        if (cm->query_start_loc[r + 1] > cm->query_start_loc[r]) reqs[n++] = r;
     attn__pre_job job = {&c, k, reqs, (char *)mem + reqs_bytes, tws};
     int64_t items = (int64_t)nreq * c.H;
     if (items == 1)
@@ -494,8 +477,8 @@ static void attn__proj_heads(void *ctx, int64_t begin, int64_t end, int tid)
         j->k->load_row ? j->k->load_row : attn__mla_load_row_f32;
     void (*store)(const float *, float, int, attn_elem, void *) =
         j->k->store_row ? j->k->store_row : attn__mla_store_row;
-    void (*gemm)(int, int, int, const float *, size_t, const float *, size_t, float *, size_t,
-                 bool, const float *) = j->k->gemm ? j->k->gemm : attn__mla_gemm;
+    void (*gemm)(int, int, int, const float *, size_t, const float *, size_t, float *, size_t, bool,
+                 const float *) = j->k->gemm ? j->k->gemm : attn__mla_gemm;
     float *wf = (float *)(j->thread_ws + (size_t)tid * j->thread_ws_size);
     float *af = wf + (size_t)j->Kin * j->Nout;
     float *cf = af + (size_t)ATTN__PROJ_TOK * j->Kin;
@@ -508,8 +491,8 @@ static void attn__proj_heads(void *ctx, int64_t begin, int64_t end, int tid)
                 load((const char *)j->in +
                          ((size_t)(t0 + t) * j->in_tok + (size_t)h * j->in_head) * j->esz,
                      j->e, j->Kin, af + (size_t)t * j->Kin);
-            gemm(nt, j->Nout, j->Kin, af, (size_t)j->Kin, wf, (size_t)j->Nout, cf,
-                 (size_t)j->Nout, false, NULL);
+            gemm(nt, j->Nout, j->Kin, af, (size_t)j->Kin, wf, (size_t)j->Nout, cf, (size_t)j->Nout,
+                 false, NULL);
             for (int t = 0; t < nt; t++)
                 store(cf + (size_t)t * j->Nout, 1.0f, j->Nout, j->e,
                       (char *)j->out +
@@ -522,8 +505,7 @@ attn_status attn__mla_project(int T, int H, int Kin, int Nout, const void *in, s
                               size_t in_head, const void *w, void *out, size_t out_tok,
                               size_t out_head, attn_elem e)
 {
-    if (T <= 0 || H <= 0)
-        return ATTN_OK;
+    if (T <= 0 || H <= 0) return ATTN_OK;
     attn__pool *pool = attn__pool_global();
     int nthreads = attn__pool_threads(pool);
     attn__proj_job j = {
@@ -542,7 +524,7 @@ attn_status attn__mla_project(int T, int H, int Kin, int Nout, const void *in, s
         .e = e,
     };
     j.thread_ws_size = al64(sizeof(float) * ((size_t)Kin * Nout + (size_t)ATTN__PROJ_TOK * Kin +
-                                              (size_t)ATTN__PROJ_TOK * Nout));
+                                             (size_t)ATTN__PROJ_TOK * Nout));
     pthread_mutex_lock(&attn__mla_ws_mu);
     void *mem = NULL;
     attn_status st = attn__mla_ws_reserve(j.thread_ws_size * (size_t)nthreads, &mem);
@@ -688,13 +670,11 @@ static attn_status attn__self_test_impl(bool sparse, char *detail, size_t size)
             a.out = o1;
             a.lse = l1;
             st = mha ? attn__ref_mla_mha(&a) : attn__ref_mla_mqa(&a, sparse);
-            if (st != ATTN_OK)
-                goto done;
+            if (st != ATTN_OK) goto done;
             a.out = o2;
             a.lse = l2;
             st = mha ? attn__cpu_mla_mha(&a) : attn__cpu_mla_mqa(&a, sparse);
-            if (st != ATTN_OK)
-                goto done;
+            if (st != ATTN_OK) goto done;
             double mag = 0, err = 0, lerr = 0;
             for (size_t i = 0; i < (size_t)T * H * od; i++) {
                 double x = attn__load_elem(o1, qe, i), y = attn__load_elem(o2, qe, i);
@@ -702,8 +682,7 @@ static attn_status attn__self_test_impl(bool sparse, char *detail, size_t size)
                 err = fabs(x - y) > err ? fabs(x - y) : err;
             }
             for (int i = 0; i < T * H; i++) {
-                if (isinf(l1[i]) && isinf(l2[i]))
-                    continue;
+                if (isinf(l1[i]) && isinf(l2[i])) continue;
                 double e = fabs((double)l1[i] - l2[i]);
                 lerr = e > lerr || isnan(e) ? e : lerr;
             }
@@ -725,8 +704,8 @@ static attn_status attn__self_test_impl(bool sparse, char *detail, size_t size)
         }
     }
 done:
-    free(cache), free(qa), free(qm), free(wuk), free(wuv), free(in), free(in2), free(w1),
-        free(w2), free(o1), free(o2), free(l1), free(l2), free(topk);
+    free(cache), free(qa), free(qm), free(wuk), free(wuv), free(in), free(in2), free(w1), free(w2),
+        free(o1), free(o2), free(l1), free(l2), free(topk);
     return st;
 }
 
@@ -798,11 +777,11 @@ static const int attn__cpu_mla_heads[] = {320, 576};
 #define ATTN__CPU_MLA_DESC                                                                         \
     .abi_version = ATTN_BACKEND_ABI_VERSION, .struct_size = sizeof(attn_backend_desc),             \
     .platforms = "CPU",                                                                            \
-    .dtypes = ATTN_DTYPE_BIT(ATTN_DTYPE_FP16) | ATTN_DTYPE_BIT(ATTN_DTYPE_BF16) |                 \
+    .dtypes = ATTN_DTYPE_BIT(ATTN_DTYPE_FP16) | ATTN_DTYPE_BIT(ATTN_DTYPE_BF16) |                  \
               ATTN_DTYPE_BIT(ATTN_DTYPE_FP32),                                                     \
-    .kv_dtypes = KV(AUTO) | KV(FLOAT16) | KV(BFLOAT16) | KV(FP8) | KV(FP8_E4M3) | KV(FP8_E5M2),  \
-    .heads = {.sizes = attn__cpu_mla_heads, .n_sizes = 2}, .is_mla = true,                        \
-    .attn_types = ATTN_TYPE_BIT(ATTN_TYPE_DECODER), .cg_support = ATTN_CG_NEVER,                  \
+    .kv_dtypes = KV(AUTO) | KV(FLOAT16) | KV(BFLOAT16) | KV(FP8) | KV(FP8_E4M3) | KV(FP8_E5M2),    \
+    .heads = {.sizes = attn__cpu_mla_heads, .n_sizes = 2}, .is_mla = true,                         \
+    .attn_types = ATTN_TYPE_BIT(ATTN_TYPE_DECODER), .cg_support = ATTN_CG_NEVER,                   \
     .can_return_lse_for_decode = true, .kv_cache_shape = attn__mla_kv_shape,                       \
     .kv_stride_order = attn__mla_stride_order
 

@@ -25,8 +25,7 @@ static const char *attn__bname(const attn_backend *b)
 
 static bool attn__is_mla(const attn_backend *b)
 {
-    if (b->desc)
-        return b->desc->is_mla;
+    if (b->desc) return b->desc->is_mla;
     return ATTN__HAS_SLOT(b->kernel, forward_mqa);
 }
 
@@ -47,8 +46,7 @@ static attn_status attn__dispatch_check(const attn_backend *b)
 attn_status attn_backend_forward(const attn_backend *b, void *impl, const attn_forward_args *a)
 {
     attn_status st = attn__dispatch_check(b);
-    if (st != ATTN_OK)
-        return st;
+    if (st != ATTN_OK) return st;
     ATTN__CHECK_NULL(a);
     if (!ATTN__HAS_SLOT(b->kernel, forward)) {
         if (attn__is_mla(b))
@@ -56,8 +54,7 @@ attn_status attn_backend_forward(const attn_backend *b, void *impl, const attn_f
                               "%s is an MLA backend: call forward_mqa (decode) or forward_mha "
                               "(prefill), not forward",
                               attn__bname(b));
-        return attn__fail(ATTN_WRONG_ENTRY_POINT, "%s has no forward entry point",
-                          attn__bname(b));
+        return attn__fail(ATTN_WRONG_ENTRY_POINT, "%s has no forward entry point", attn__bname(b));
     }
     return b->kernel->forward(impl, a);
 }
@@ -65,8 +62,7 @@ attn_status attn_backend_forward(const attn_backend *b, void *impl, const attn_f
 attn_status attn_backend_forward_mqa(const attn_backend *b, void *impl, const attn_mla_args *a)
 {
     attn_status st = attn__dispatch_check(b);
-    if (st != ATTN_OK)
-        return st;
+    if (st != ATTN_OK) return st;
     ATTN__CHECK_NULL(a);
     if (!ATTN__HAS_SLOT(b->kernel, forward_mqa)) {
         if (!attn__is_mla(b))
@@ -82,8 +78,7 @@ attn_status attn_backend_forward_mqa(const attn_backend *b, void *impl, const at
 attn_status attn_backend_forward_mha(const attn_backend *b, void *impl, const attn_mla_args *a)
 {
     attn_status st = attn__dispatch_check(b);
-    if (st != ATTN_OK)
-        return st;
+    if (st != ATTN_OK) return st;
     ATTN__CHECK_NULL(a);
     if (!ATTN__HAS_SLOT(b->kernel, forward_mha)) {
         if (!attn__is_mla(b))
@@ -106,19 +101,25 @@ attn_status attn_backend_forward_mha(const attn_backend *b, void *impl, const at
 attn_elem attn__mla_dtype_elem(attn_dtype d)
 {
     switch (d) {
-    case ATTN_DTYPE_FP16: return ATTN_ELEM_F16;
-    case ATTN_DTYPE_BF16: return ATTN_ELEM_BF16;
-    default: return ATTN_ELEM_F32;
+    case ATTN_DTYPE_FP16:
+        return ATTN_ELEM_F16;
+    case ATTN_DTYPE_BF16:
+        return ATTN_ELEM_BF16;
+    default:
+        return ATTN_ELEM_F32;
     }
 }
 
 static size_t attn__esz(attn_elem e)
 {
     switch (e) {
-    case ATTN_ELEM_F32: return 4;
+    case ATTN_ELEM_F32:
+        return 4;
     case ATTN_ELEM_F16:
-    case ATTN_ELEM_BF16: return 2;
-    default: return 1;
+    case ATTN_ELEM_BF16:
+        return 2;
+    default:
+        return 1;
     }
 }
 
@@ -135,25 +136,21 @@ static bool attn__is_fp8(attn_elem e)
 
 size_t attn_mla_row_bytes(int head_size, attn_elem elem)
 {
-    if (head_size <= 0 || (unsigned)elem >= ATTN_ELEM_COUNT)
-        return 0;
+    if (head_size <= 0 || (unsigned)elem >= ATTN_ELEM_COUNT) return 0;
     return (size_t)head_size * attn__esz(elem);
 }
 
 int attn_mla_view_latent_dim(const attn_kv_view *kv)
 {
-    if (!kv || kv->head_size <= 0)
-        return 0;
-    if (kv->head_size_v > 0 && kv->head_size_v < kv->head_size)
-        return kv->head_size_v;
+    if (!kv || kv->head_size <= 0) return 0;
+    if (kv->head_size_v > 0 && kv->head_size_v < kv->head_size) return kv->head_size_v;
     return kv->head_size > ATTN_MLA_DEFAULT_ROPE_DIM ? kv->head_size - ATTN_MLA_DEFAULT_ROPE_DIM
                                                      : kv->head_size;
 }
 
 float attn__mla_softmax_scale(const attn_layer_params *layer)
 {
-    if (layer->scale != 0.0f)
-        return layer->scale;
+    if (layer->scale != 0.0f) return layer->scale;
     int d = layer->qk_nope_head_dim > 0 ? layer->qk_nope_head_dim + layer->qk_rope_head_dim
                                         : layer->head_size;
     return d > 0 ? (float)(1.0 / sqrt((double)d)) : 1.0f;
@@ -199,10 +196,8 @@ attn_status attn_mla_write_latent(const attn_kv_view *kv, const int64_t *slot_ma
         return attn__fail(ATTN_INVALID_ARGUMENT, "attn_mla_write_latent: unknown dtype %d",
                           (int)dtype);
     attn_status st = attn__check_view("attn_mla_write_latent", kv);
-    if (st != ATTN_OK)
-        return st;
-    if (num_tokens == 0)
-        return ATTN_OK;
+    if (st != ATTN_OK) return st;
+    if (num_tokens == 0) return ATTN_OK;
     ATTN__CHECK_NULL(slot_mapping);
     ATTN__CHECK_NULL(latent);
     int R = attn_mla_view_latent_dim(kv);
@@ -213,8 +208,7 @@ attn_status attn_mla_write_latent(const attn_kv_view *kv, const int64_t *slot_ma
     int64_t nslots = (int64_t)kv->num_blocks * kv->block_size;
     for (int t = 0; t < num_tokens; t++) {
         int64_t s = slot_mapping[t];
-        if (s == -1)
-            continue;
+        if (s == -1) continue;
         if (s < 0 || s >= nslots)
             return attn__fail(ATTN_OUT_OF_RANGE,
                               "attn_mla_write_latent: slot_mapping[%d] = %lld is outside the "
@@ -226,8 +220,7 @@ attn_status attn_mla_write_latent(const attn_kv_view *kv, const int64_t *slot_ma
     float inv = attn__is_fp8(kv->elem) ? 1.0f / kv->k_scale : 1.0f;
     for (int t = 0; t < num_tokens; t++) {
         int64_t s = slot_mapping[t];
-        if (s == -1)
-            continue;
+        if (s == -1) continue;
         int64_t blk = s / kv->block_size, off = s % kv->block_size;
         char *row = (char *)kv->data +
                     (size_t)(kv->k_offset + blk * kv->stride_block + off * kv->stride_token) * dsz;
@@ -235,8 +228,7 @@ attn_status attn_mla_write_latent(const attn_kv_view *kv, const int64_t *slot_ma
         const char *rope = P > 0 ? (const char *)k_rope + (size_t)t * P * ssz : NULL;
         if (src == kv->elem) {
             memcpy(row, lat, (size_t)R * ssz);
-            if (P > 0)
-                memcpy(row + (size_t)R * dsz, rope, (size_t)P * ssz);
+            if (P > 0) memcpy(row + (size_t)R * dsz, rope, (size_t)P * ssz);
             continue;
         }
         for (int i = 0; i < R; i++)
@@ -253,8 +245,7 @@ attn_status attn_mla_write_latent(const attn_kv_view *kv, const int64_t *slot_ma
 static attn_status attn__check_proj(const char *who, const attn_layer_params *layer, int n,
                                     bool absorb)
 {
-    if (n < 0)
-        return attn__fail(ATTN_INVALID_ARGUMENT, "%s: num_tokens %d < 0", who, n);
+    if (n < 0) return attn__fail(ATTN_INVALID_ARGUMENT, "%s: num_tokens %d < 0", who, n);
     if ((unsigned)layer->dtype >= ATTN_DTYPE_COUNT)
         return attn__fail(ATTN_INVALID_ARGUMENT, "%s: unknown dtype %d", who, (int)layer->dtype);
     if (layer->num_heads <= 0 || layer->kv_lora_rank <= 0 || layer->qk_rope_head_dim < 0)
@@ -274,8 +265,7 @@ attn_status attn_mla_absorb_q(const attn_layer_params *layer, int num_tokens, co
 {
     ATTN__CHECK_NULL(layer);
     attn_status st = attn__check_proj("attn_mla_absorb_q", layer, num_tokens, true);
-    if (st != ATTN_OK || num_tokens == 0)
-        return st;
+    if (st != ATTN_OK || num_tokens == 0) return st;
     ATTN__CHECK_NULL(q);
     ATTN__CHECK_NULL(w_uk);
     ATTN__CHECK_NULL(q_absorbed);
@@ -284,13 +274,12 @@ attn_status attn_mla_absorb_q(const attn_layer_params *layer, int num_tokens, co
     int N = layer->qk_nope_head_dim, D = R + P;
     st = attn__mla_project(num_tokens, H, N, R, q, (size_t)H * (N + P), (size_t)(N + P), w_uk,
                            q_absorbed, (size_t)H * D, (size_t)D, e);
-    if (st != ATTN_OK)
-        return st;
+    if (st != ATTN_OK) return st;
     /* the rope part is shared as it is */
     size_t esz = attn__esz(e);
     for (size_t row = 0; row < (size_t)num_tokens * H; row++)
-        memcpy((char *)q_absorbed + (row * D + R) * esz, (const char *)q + (row * (N + P) + N) * esz,
-               (size_t)P * esz);
+        memcpy((char *)q_absorbed + (row * D + R) * esz,
+               (const char *)q + (row * (N + P) + N) * esz, (size_t)P * esz);
     return ATTN_OK;
 }
 
@@ -299,8 +288,7 @@ attn_status attn_mla_up_project(const attn_layer_params *layer, int num_tokens,
 {
     ATTN__CHECK_NULL(layer);
     attn_status st = attn__check_proj("attn_mla_up_project", layer, num_tokens, false);
-    if (st != ATTN_OK || num_tokens == 0)
-        return st;
+    if (st != ATTN_OK || num_tokens == 0) return st;
     ATTN__CHECK_NULL(o_latent);
     ATTN__CHECK_NULL(w_uv);
     ATTN__CHECK_NULL(out);
@@ -323,9 +311,8 @@ size_t attn_mla_forward_scratch_size(const attn_layer_params *layer, int max_tok
         return 0;
     size_t e = attn__esz(attn__mla_dtype_elem(layer->dtype));
     size_t rows = (size_t)max_tokens * (size_t)layer->num_heads;
-    size_t D = (size_t)layer->kv_lora_rank + (size_t)(layer->qk_rope_head_dim > 0
-                                                          ? layer->qk_rope_head_dim
-                                                          : 0);
+    size_t D = (size_t)layer->kv_lora_rank +
+               (size_t)(layer->qk_rope_head_dim > 0 ? layer->qk_rope_head_dim : 0);
     return attn__align64(rows * D * e) + attn__align64(rows * (size_t)layer->kv_lora_rank * e);
 }
 
@@ -333,8 +320,7 @@ attn_status attn_mla_forward(const attn_backend *b, void *impl, const attn_mla_a
                              void *scratch, size_t scratch_size)
 {
     attn_status st = attn__dispatch_check(b);
-    if (st != ATTN_OK)
-        return st;
+    if (st != ATTN_OK) return st;
     ATTN__CHECK_NULL(a);
     ATTN__CHECK_NULL(a->layer);
     const char *who = attn__bname(b);
@@ -346,12 +332,10 @@ attn_status attn_mla_forward(const attn_backend *b, void *impl, const attn_mla_a
     /* Validate both halves before anything runs, so a bad call writes nothing. */
     attn__mla_call cq, ch;
     st = attn__mla_prepare(who, a, sparse ? ATTN__MLA_MQA_SPARSE : ATTN__MLA_MQA, &cq);
-    if (st != ATTN_OK)
-        return st;
+    if (st != ATTN_OK) return st;
     if (!sparse) {
         st = attn__mla_prepare(who, a, ATTN__MLA_MHA, &ch);
-        if (st != ATTN_OK)
-            return st;
+        if (st != ATTN_OK) return st;
     }
     const attn_common_metadata *cm = cq.cm;
     int ndt = 0;
@@ -374,20 +358,16 @@ attn_status attn_mla_forward(const attn_backend *b, void *impl, const attn_mla_a
         char *q_abs = scratch;
         char *o_lat = (char *)scratch + attn__align64(rows * (size_t)cq.D * e);
         st = attn_mla_absorb_q(a->layer, ndt, a->q, a->w_uk, q_abs);
-        if (st != ATTN_OK)
-            return st;
+        if (st != ATTN_OK) return st;
         attn_mla_args d = *a;
         d.q = q_abs;
         d.out = o_lat;
         st = b->kernel->forward_mqa(impl, &d);
-        if (st != ATTN_OK)
-            return st;
+        if (st != ATTN_OK) return st;
         st = attn_mla_up_project(a->layer, ndt, o_lat, a->w_uv, a->out);
-        if (st != ATTN_OK)
-            return st;
+        if (st != ATTN_OK) return st;
     }
-    if (!sparse && ch.req_end > ch.req_begin)
-        return b->kernel->forward_mha(impl, a);
+    if (!sparse && ch.req_end > ch.req_begin) return b->kernel->forward_mha(impl, a);
     return ATTN_OK;
 }
 
@@ -399,8 +379,7 @@ static attn_status attn__check_common(const char *who, const attn_common_metadat
     if (cm->num_reqs < 0 || cm->num_actual_tokens < 0)
         return attn__fail(ATTN_BAD_METADATA, "%s: num_reqs %d / num_actual_tokens %d < 0", who,
                           cm->num_reqs, cm->num_actual_tokens);
-    if (cm->num_reqs == 0)
-        return ATTN_OK;
+    if (cm->num_reqs == 0) return ATTN_OK;
     if (!cm->query_start_loc || !cm->seq_lens || !cm->block_table)
         return attn__fail(ATTN_BAD_METADATA,
                           "%s: query_start_loc, seq_lens and block_table are required", who);
@@ -425,8 +404,8 @@ static attn_status attn__check_common(const char *who, const attn_common_metadat
                               who, r, q0, q1);
         if (L < q1 - q0)
             return attn__fail(ATTN_BAD_METADATA,
-                              "%s: request %d has %d query tokens but seq_len %d", who, r,
-                              q1 - q0, L);
+                              "%s: request %d has %d query tokens but seq_len %d", who, r, q1 - q0,
+                              L);
         int64_t nb = ((int64_t)L + bs - 1) / bs;
         if (nb > cm->block_table_stride)
             return attn__fail(ATTN_BAD_METADATA,
@@ -453,8 +432,7 @@ attn_status attn__mla_prepare(const char *who, const attn_mla_args *a, attn__mla
     c->a = a;
     const attn_layer_params *L = a->layer;
     if (!L)
-        return attn__fail(ATTN_NULL_ARGUMENT, "%s %s: args->layer is NULL", who,
-                          entry_name[entry]);
+        return attn__fail(ATTN_NULL_ARGUMENT, "%s %s: args->layer is NULL", who, entry_name[entry]);
     if (!a->kv)
         return attn__fail(ATTN_NULL_ARGUMENT, "%s %s: args->kv is NULL", who, entry_name[entry]);
     if (!a->q || !a->out)
@@ -491,8 +469,7 @@ attn_status attn__mla_prepare(const char *who, const attn_mla_args *a, attn__mla
     }
     const attn_kv_view *kv = a->kv;
     attn_status st = attn__check_view(who, kv);
-    if (st != ATTN_OK)
-        return st;
+    if (st != ATTN_OK) return st;
     if (kv->head_size != c->D)
         return attn__fail(ATTN_INVALID_ARGUMENT,
                           "%s: the latent cache rows have %d elements, the layer needs %d "
@@ -541,8 +518,7 @@ attn_status attn__mla_prepare(const char *who, const attn_mla_args *a, attn__mla
         c->req_end = cm->num_reqs;
     }
     st = attn__check_common(who, cm, kv, c->req_begin, c->req_end);
-    if (st != ATTN_OK)
-        return st;
+    if (st != ATTN_OK) return st;
     if (c->sparse) {
         if (!a->topk_indices || a->topk <= 0)
             return attn__fail(ATTN_INVALID_ARGUMENT,

@@ -16,7 +16,7 @@
 #include "attn/mla.h"
 
 #define ATTN__LOG2E 1.4426950408889634
-#define ATTN__LN2 0.6931471805599453
+#define ATTN__LN2   0.6931471805599453
 
 /* One validated MLA call. */
 typedef struct attn__mla_call {
@@ -37,9 +37,9 @@ typedef struct attn__mla_call {
 
 /* Entry kinds for attn__mla_prepare. */
 typedef enum attn__mla_entry {
-    ATTN__MLA_MQA = 0,        /* dense absorbed decode */
-    ATTN__MLA_MHA = 1,        /* decompressed prefill */
-    ATTN__MLA_MQA_SPARSE = 2  /* absorbed, top-k indices, every request */
+    ATTN__MLA_MQA = 0,       /* dense absorbed decode */
+    ATTN__MLA_MHA = 1,       /* decompressed prefill */
+    ATTN__MLA_MQA_SPARSE = 2 /* absorbed, top-k indices, every request */
 } attn__mla_entry;
 
 /* Checks a whole call (pointers, dimensions, dtypes, metadata, block table,
@@ -59,8 +59,7 @@ attn_elem attn__mla_dtype_elem(attn_dtype d);
  * head_size) and the identity stride order without a cross-layer layout. */
 attn_status attn__mla_kv_shape(int nb, int bs, int kvh, int hs, attn_kv_dtype kv,
                                attn_kv_shape *out);
-attn_status attn__mla_stride_order(attn_kv_layout layout, bool include_layers, int *order,
-                                   int *n);
+attn_status attn__mla_stride_order(attn_kv_layout layout, bool include_layers, int *order, int *n);
 extern const attn_builder_ops attn__builder_mla;
 extern const attn_builder_ops attn__builder_mla_cpu;
 extern const attn_builder_ops attn__builder_mla_sparse;
@@ -124,7 +123,7 @@ typedef struct attn__mla_dec {
     int kv_begin, kv_end;     /* dense key range */
     const int32_t *positions; /* sparse key list (NULL = dense) */
     int npositions;
-    float score_mul;          /* scale * kv_scale * log2(e) */
+    float score_mul; /* scale * kv_scale * log2(e) */
     /* results in stored units: acc [nrows][R] (unnormalised, times
      * 1/kv_scale), m (base-2 running max), l (sum) per row */
     float *acc, *m, *l;
@@ -136,20 +135,20 @@ typedef struct attn__mla_dec {
 typedef struct attn__mla_pre {
     int R, P, nope, V, H, head;
     int nq, first_pos, seq_len;
-    const void *q;     /* token 0 of the request, head `head`: stride H*(nope+P) */
-    size_t q_stride;   /* elements between tokens */
+    const void *q;   /* token 0 of the request, head `head`: stride H*(nope+P) */
+    size_t q_stride; /* elements between tokens */
     attn_elem q_elem;
-    const void *w_uk;  /* [nope][R] of this head */
-    const void *w_uv;  /* [R][V] of this head */
+    const void *w_uk; /* [nope][R] of this head */
+    const void *w_uv; /* [R][V] of this head */
     const attn_kv_view *kv;
     attn_elem kv_elem;
     size_t kv_esz;
     float kv_scale;
     const int32_t *bt;
-    float score_mul;   /* softmax scale * log2(e) */
-    void *out;         /* token 0, head `head`: stride out_stride */
+    float score_mul; /* softmax scale * log2(e) */
+    void *out;       /* token 0, head `head`: stride out_stride */
     size_t out_stride;
-    float *lse;        /* token 0, head `head`: stride H, or NULL */
+    float *lse; /* token 0, head `head`: stride H, or NULL */
     void *ws;
 } attn__mla_pre;
 

@@ -31,17 +31,17 @@
 #include "backends/mla/mla_vec_avx512.h"
 #include "util/numeric.h"
 
-#define AMX_KB 256 /* keys per block */
-#define AMX_NSUB (AMX_KB / 32)
-#define AMX_TAU 8.0f
+#define AMX_KB     256 /* keys per block */
+#define AMX_NSUB   (AMX_KB / 32)
+#define AMX_TAU    8.0f
 #define TILE_BYTES 1024
 
 #define T_LOAD(t, base, stride)                                                                    \
     __asm__ volatile("tileloadd (%0,%1,1), %%tmm" #t ::"r"(base), "r"((long)(stride)) : "memory")
 #define T_STORE(t, base, stride)                                                                   \
-    __asm__ volatile("tilestored %%tmm" #t ", (%0,%1,1)" ::"r"(base), "r"((long)(stride))         \
+    __asm__ volatile("tilestored %%tmm" #t ", (%0,%1,1)" ::"r"(base), "r"((long)(stride))          \
                      : "memory")
-#define T_ZERO(t) __asm__ volatile("tilezero %%tmm" #t ::: "memory")
+#define T_ZERO(t)     __asm__ volatile("tilezero %%tmm" #t ::: "memory")
 #define T_DP(c, a, b) __asm__ volatile("tdpbf16ps %%tmm" #b ", %%tmm" #a ", %%tmm" #c ::: "memory")
 
 typedef struct {
@@ -90,16 +90,16 @@ static size_t al64(size_t n)
 }
 
 typedef struct {
-    uint8_t *qb;       /* [Mt][D/32] tiles: queries as VNNI pairs */
-    uint16_t *ks;      /* [AMX_KB][D] staged latent rows (bf16) */
-    uint8_t *vb;       /* [2][AMX_NSUB] tiles: V of one 32-column group as key pairs */
-    float *st;         /* [AMX_KB][Mp] scores, then probabilities */
-    uint8_t *pa;       /* [Mt][AMX_NSUB] tiles: P rows x 32 keys */
+    uint8_t *qb;  /* [Mt][D/32] tiles: queries as VNNI pairs */
+    uint16_t *ks; /* [AMX_KB][D] staged latent rows (bf16) */
+    uint8_t *vb;  /* [2][AMX_NSUB] tiles: V of one 32-column group as key pairs */
+    float *st;    /* [AMX_KB][Mp] scores, then probabilities */
+    uint8_t *pa;  /* [Mt][AMX_NSUB] tiles: P rows x 32 keys */
     float *m, *l, *alpha;
     int32_t *lim;
-    int32_t *pos;      /* [AMX_KB] */
-    const uint16_t **row; /* [AMX_KB] row pointers (cache or staging) */
-    const char **next;    /* [AMX_KB] the next block's rows, to prefetch */
+    int32_t *pos;           /* [AMX_KB] */
+    const uint16_t **row;   /* [AMX_KB] row pointers (cache or staging) */
+    const char **next;      /* [AMX_KB] the next block's rows, to prefetch */
     const uint16_t **tbase; /* [AMX_KB / 16] tile sources */
     long *tstride;
 } amx_ws;
@@ -111,8 +111,7 @@ static size_t amx_layout(int R, int D, int rows, void *mem, amx_ws *w)
     char *base = mem;
 #define TAKE(field, bytes)                                                                         \
     do {                                                                                           \
-        if (w)                                                                                     \
-            w->field = (void *)(base + off);                                                       \
+        if (w) w->field = (void *)(base + off);                                                    \
         off += al64(bytes);                                                                        \
     } while (0)
     TAKE(qb, (size_t)Mt * (D / 32) * TILE_BYTES);
@@ -206,11 +205,9 @@ static inline __m512 amx_exp2_p(__m512 x)
 static inline __m512 amx_prob(const float *src, int k, int nk, bool masked, const int32_t *pos,
                               __m512i lim, __m512 vmul, __m512 mn)
 {
-    if (k >= nk)
-        return _mm512_setzero_ps();
+    if (k >= nk) return _mm512_setzero_ps();
     __m512 p = amx_exp2_p(_mm512_fmsub_ps(_mm512_loadu_ps(src), vmul, mn));
-    if (masked)
-        p = _mm512_maskz_mov_ps(_mm512_cmple_epi32_mask(_mm512_set1_epi32(pos[k]), lim), p);
+    if (masked) p = _mm512_maskz_mov_ps(_mm512_cmple_epi32_mask(_mm512_set1_epi32(pos[k]), lim), p);
     return p;
 }
 
@@ -306,8 +303,7 @@ static void amx_decode(const attn__mla_dec *d)
         w.l[i] = 0.0f;
         w.lim[i] = (d->positions || i >= n) ? INT_MAX : d->first_pos + (d->row0 + i) / H;
     }
-    if (total == 0)
-        memset(d->acc, 0, sizeof(float) * (size_t)Mp * R);
+    if (total == 0) memset(d->acc, 0, sizeof(float) * (size_t)Mp * R);
     const int min_lim = w.lim[0];
     const __m512 vmul = _mm512_set1_ps(d->score_mul), ninf = _mm512_set1_ps(-INFINITY);
     /* lo/hi unpack order back to natural order within each 32-wide group */
@@ -316,8 +312,8 @@ static void amx_decode(const attn__mla_dec *d)
     const __m512i unperm1 =
         _mm512_setr_epi32(8, 9, 10, 11, 24, 25, 26, 27, 12, 13, 14, 15, 28, 29, 30, 31);
     const __m512i pair_idx =
-        _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22,
-                         6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+        _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6,
+                         21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
 
     amx_config();
     for (int b0 = 0; b0 < total; b0 += AMX_KB) {
@@ -335,7 +331,8 @@ static void amx_decode(const attn__mla_dec *d)
         const int pf_total = nnext * row_lines, qk_steps = nsub * ((Mt + 1) / 2) * DC;
         const int pf_per = (pf_total / 2 + qk_steps - 1) / qk_steps;
         const int pf_sm = (pf_total / 6 + Mt * nsub - 1) / (Mt * nsub);
-        const int pf_pv = (pf_total / 3 + (RT / 2) * ((Mt + 1) / 2) - 1) / ((RT / 2) * ((Mt + 1) / 2));
+        const int pf_pv =
+            (pf_total / 3 + (RT / 2) * ((Mt + 1) / 2) - 1) / ((RT / 2) * ((Mt + 1) / 2));
         pf_cur = 0;
         for (int t = 0; t < 2 * nsub; t++) {
             int k0 = 16 * t;
@@ -355,8 +352,7 @@ static void amx_decode(const attn__mla_dec *d)
                     amx_stage_row(w.row[k], d->kv_elem, D, stg + (size_t)(k - k0) * D);
                 else
                     memset(stg + (size_t)(k - k0) * D, 0, (size_t)D * 2);
-                if (k < nk)
-                    w.row[k] = stg + (size_t)(k - k0) * D;
+                if (k < nk) w.row[k] = stg + (size_t)(k - k0) * D;
             }
             w.tbase[t] = stg;
             w.tstride[t] = (long)D * 2;
@@ -438,18 +434,18 @@ static void amx_decode(const attn__mla_dec *d)
             }
             /* raw scores so far; the scale is applied once here (mul > 0) */
             __m512 mx = _mm512_mul_ps(_mm512_max_ps(mx0, mx1), vmul);
-            __mmask16 upd = _mm512_cmp_ps_mask(mx, _mm512_add_ps(mo, _mm512_set1_ps(AMX_TAU)),
-                                               _CMP_GT_OQ);
+            __mmask16 upd =
+                _mm512_cmp_ps_mask(mx, _mm512_add_ps(mo, _mm512_set1_ps(AMX_TAU)), _CMP_GT_OQ);
             __m512 mn = _mm512_mask_mov_ps(mo, upd, mx);
-            __m512 alpha = _mm512_mask_mov_ps(_mm512_set1_ps(1.0f), upd,
-                                              v512_exp2(_mm512_sub_ps(mo, mn)));
+            __m512 alpha =
+                _mm512_mask_mov_ps(_mm512_set1_ps(1.0f), upd, v512_exp2(_mm512_sub_ps(mo, mn)));
             __m512 sum0 = _mm512_setzero_ps(), sum1 = _mm512_setzero_ps();
             for (int s = 0; s < nsub; s++) {
                 __m512 wv[16];
                 for (int j = 0; j < 16; j++) {
                     int k0 = 32 * s + 2 * j;
-                    __m512 p0 = amx_prob(col + (size_t)k0 * Mp, k0, nk, masked, w.pos, lim,
-                                         vmul, mn);
+                    __m512 p0 =
+                        amx_prob(col + (size_t)k0 * Mp, k0, nk, masked, w.pos, lim, vmul, mn);
                     __m512 p1 = amx_prob(col + (size_t)(k0 + 1) * Mp, k0 + 1, nk, masked, w.pos,
                                          lim, vmul, mn);
                     sum0 = _mm512_add_ps(sum0, p0);

@@ -28,7 +28,9 @@ static void k_load_row(const void *src, attn_elem e, int n, float *dst)
 {
     int i = 0;
     switch (e) {
-    case ATTN_ELEM_F32: memcpy(dst, src, sizeof(float) * (size_t)n); return;
+    case ATTN_ELEM_F32:
+        memcpy(dst, src, sizeof(float) * (size_t)n);
+        return;
     case ATTN_ELEM_BF16: {
         const uint16_t *s = src;
         for (; i + 8 <= n; i += 8) {
@@ -54,7 +56,8 @@ static void k_load_row(const void *src, attn_elem e, int n, float *dst)
         }
         break;
     }
-    default: break;
+    default:
+        break;
     }
     if (i < n) {
         size_t esz = e == ATTN_ELEM_F32 ? 4 : (e == ATTN_ELEM_F16 || e == ATTN_ELEM_BF16) ? 2 : 1;
@@ -82,8 +85,7 @@ static inline void v256_tr8(const float *s, size_t lds, float *d, size_t ldd)
     /* r[4g + j], lane L: column 4L + j of rows 4g .. 4g + 3 */
     for (int j = 0; j < 4; j++) {
         _mm256_storeu_ps(d + (size_t)j * ldd, _mm256_permute2f128_ps(r[j], r[4 + j], 0x20));
-        _mm256_storeu_ps(d + (size_t)(4 + j) * ldd,
-                         _mm256_permute2f128_ps(r[j], r[4 + j], 0x31));
+        _mm256_storeu_ps(d + (size_t)(4 + j) * ldd, _mm256_permute2f128_ps(r[j], r[4 + j], 0x31));
     }
 }
 
@@ -140,25 +142,25 @@ typedef void (*v256_mk_fn)(int K, const float *A, size_t lda, const float *B, si
                     _mm256_fmadd_ps(a, b[j], c[i][j]);                                             \
             }                                                                                      \
         }                                                                                          \
-        _Pragma("GCC unroll 8") for (int i = 0; i < MR; i++)                                       \
-            _Pragma("GCC unroll 4") for (int j = 0; j < NV; j++)                                   \
-                _mm256_maskstore_ps(C + (size_t)i * ldc + 8 * j, j == NV - 1 ? tm : full,          \
-                                    c[i][j]);                                                      \
+        _Pragma("GCC unroll 8") for (int i = 0; i < MR;                                            \
+                                     i++) _Pragma("GCC unroll 4") for (int j = 0; j < NV; j++)     \
+            _mm256_maskstore_ps(C + (size_t)i * ldc + 8 * j, j == NV - 1 ? tm : full, c[i][j]);    \
     }
 
 /* narrow panels (N <= 16): 6 rows x 2 vectors; wide: 4 rows x 3 vectors */
 #define V256_NARROW(MR) V256_MK(MR, 1) V256_MK(MR, 2)
-V256_NARROW(1) V256_NARROW(2) V256_NARROW(3) V256_NARROW(4) V256_NARROW(5) V256_NARROW(6)
-V256_MK(1, 3) V256_MK(2, 3) V256_MK(3, 3) V256_MK(4, 3)
+V256_NARROW(1)
+V256_NARROW(2) V256_NARROW(3) V256_NARROW(4) V256_NARROW(5) V256_NARROW(6) V256_MK(1, 3)
+    V256_MK(2, 3) V256_MK(3, 3) V256_MK(4, 3)
 
-static const v256_mk_fn v256_narrow[7][3] = {
-    {NULL, NULL, NULL},
-    {NULL, v256_mk_1_1, v256_mk_1_2},
-    {NULL, v256_mk_2_1, v256_mk_2_2},
-    {NULL, v256_mk_3_1, v256_mk_3_2},
-    {NULL, v256_mk_4_1, v256_mk_4_2},
-    {NULL, v256_mk_5_1, v256_mk_5_2},
-    {NULL, v256_mk_6_1, v256_mk_6_2},
+        static const v256_mk_fn v256_narrow[7][3] = {
+            {NULL, NULL, NULL},
+            {NULL, v256_mk_1_1, v256_mk_1_2},
+            {NULL, v256_mk_2_1, v256_mk_2_2},
+            {NULL, v256_mk_3_1, v256_mk_3_2},
+            {NULL, v256_mk_4_1, v256_mk_4_2},
+            {NULL, v256_mk_5_1, v256_mk_5_2},
+            {NULL, v256_mk_6_1, v256_mk_6_2},
 };
 static const v256_mk_fn v256_wide[5][4] = {
     {NULL, NULL, NULL, NULL},
@@ -171,8 +173,7 @@ static const v256_mk_fn v256_wide[5][4] = {
 static void k_gemm(int M, int N, int K, const float *A, size_t lda, const float *B, size_t ldb,
                    float *C, size_t ldc, bool acc, const float *rs)
 {
-    if (M <= 0 || N <= 0)
-        return;
+    if (M <= 0 || N <= 0) return;
     if (N <= 16) {
         int nv = (N + 7) / 8;
         __m256i tm = v256_tailmask(N - 8 * (nv - 1));
@@ -189,8 +190,8 @@ static void k_gemm(int M, int N, int K, const float *A, size_t lda, const float 
         __m256i tm = v256_tailmask(nn - 8 * (nv - 1));
         for (int i0 = 0; i0 < M; i0 += 4) {
             int mr = M - i0 < 4 ? M - i0 : 4;
-            v256_wide[mr][nv](K, A + (size_t)i0 * lda, lda, B + j0, ldb,
-                              C + (size_t)i0 * ldc + j0, ldc, acc, rs ? rs + i0 : NULL, tm);
+            v256_wide[mr][nv](K, A + (size_t)i0 * lda, lda, B + j0, ldb, C + (size_t)i0 * ldc + j0,
+                              ldc, acc, rs ? rs + i0 : NULL, tm);
         }
     }
 }
@@ -209,8 +210,8 @@ static inline __m256 v256_exp2(__m256 x)
     p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(2.402264791363012e-1f));
     p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(6.931472028550421e-1f));
     p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.0f));
-    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(fl), _mm256_set1_epi32(127)),
-                                  23);
+    __m256i e =
+        _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(fl), _mm256_set1_epi32(127)), 23);
     return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
 }
 
@@ -271,8 +272,7 @@ static void k_softmax(float *S, size_t lds, int M, int nk, const int *vis, float
 
 static bool avx2_usable(void)
 {
-    return attn_cpu_has(ATTN_CPU_AVX2) && attn_cpu_has(ATTN_CPU_FMA) &&
-           attn_cpu_has(ATTN_CPU_F16C);
+    return attn_cpu_has(ATTN_CPU_AVX2) && attn_cpu_has(ATTN_CPU_FMA) && attn_cpu_has(ATTN_CPU_F16C);
 }
 
 static bool avx2_decode_ok(attn_elem q, attn_elem kv, int R, int D)

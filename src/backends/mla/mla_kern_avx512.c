@@ -20,8 +20,7 @@ static bool avx512_usable(void)
 {
     return attn_cpu_has(ATTN_CPU_AVX512F) && attn_cpu_has(ATTN_CPU_AVX512BW) &&
            attn_cpu_has(ATTN_CPU_AVX512VL) && attn_cpu_has(ATTN_CPU_AVX512DQ) &&
-           attn_cpu_has(ATTN_CPU_FMA) && attn_cpu_has(ATTN_CPU_F16C) &&
-           attn_cpu_has(ATTN_CPU_AVX2);
+           attn_cpu_has(ATTN_CPU_FMA) && attn_cpu_has(ATTN_CPU_F16C) && attn_cpu_has(ATTN_CPU_AVX2);
 }
 
 static bool avx512_decode_ok(attn_elem q, attn_elem kv, int R, int D)

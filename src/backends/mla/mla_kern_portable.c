@@ -14,7 +14,9 @@
 void attn__mla_load_row_f32(const void *src, attn_elem e, int n, float *dst)
 {
     switch (e) {
-    case ATTN_ELEM_F32: memcpy(dst, src, sizeof(float) * (size_t)n); break;
+    case ATTN_ELEM_F32:
+        memcpy(dst, src, sizeof(float) * (size_t)n);
+        break;
     case ATTN_ELEM_BF16: {
         const uint16_t *s = src;
         for (int i = 0; i < n; i++)
@@ -121,8 +123,8 @@ static void port_decode(const attn__mla_dec *d)
 
     size_t qesz = d->q_elem == ATTN_ELEM_F32 ? 4 : 2;
     for (int i = 0; i < n; i++)
-        attn__mla_load_row_f32((const char *)d->q + (size_t)(d->row0 + i) * D * qesz, d->q_elem,
-                               D, qf + (size_t)i * D);
+        attn__mla_load_row_f32((const char *)d->q + (size_t)(d->row0 + i) * D * qesz, d->q_elem, D,
+                               qf + (size_t)i * D);
     for (int i = 0; i < n; i++) {
         d->m[i] = -INFINITY;
         d->l[i] = 0.0f;
@@ -160,8 +162,7 @@ static void port_decode(const attn__mla_dec *d)
                 s[k] = (a0 + a1 + a2 + a3) * d->score_mul;
                 mx = s[k] > mx ? s[k] : mx;
             }
-            if (mx == -INFINITY)
-                continue;
+            if (mx == -INFINITY) continue;
             float mn = d->m[i] > mx ? d->m[i] : mx;
             float alpha = attn__mla_exp2(d->m[i] - mn);
             float *o = d->acc + (size_t)i * R;
@@ -170,8 +171,7 @@ static void port_decode(const attn__mla_dec *d)
                 for (int r = 0; r < R; r++)
                     o[r] *= alpha;
             for (int k = 0; k < nk; k++) {
-                if (s[k] == -INFINITY)
-                    continue;
+                if (s[k] == -INFINITY) continue;
                 float p = attn__mla_exp2(s[k] - mn);
                 sum += p;
                 const float *kr = kb + (size_t)k * D;
@@ -263,8 +263,7 @@ static void port_prefill(const attn__mla_pre *p)
             }
         }
         int t0 = c0 - p->first_pos; /* earlier queries do not see this chunk */
-        if (t0 < 0)
-            t0 = 0;
+        if (t0 < 0) t0 = 0;
         for (int t = t0; t < nq; t++) {
             int pos = p->first_pos + t;
             int kmax = pos - c0 + 1 < nk ? pos - c0 + 1 : nk;
@@ -302,8 +301,7 @@ static void port_prefill(const attn__mla_pre *p)
         size_t ob = (size_t)t * p->out_stride;
         for (int v = 0; v < V; v++)
             attn__store_elem(p->out, p->q_elem, ob + (size_t)v, o[v] * inv);
-        if (p->lse)
-            p->lse[(size_t)t * p->H] = (float)((m[t] + log2((double)l[t])) * ATTN__LN2);
+        if (p->lse) p->lse[(size_t)t * p->H] = (float)((m[t] + log2((double)l[t])) * ATTN__LN2);
     }
 }
 

@@ -151,13 +151,11 @@ static void KN(prefill)(const attn__mla_pre *p)
         /* keys^T: W_UK . latent^T for the nope rows, the rope rows as they are */
         k_transpose(lf, (size_t)D, nk, R, lt, (size_t)KC);
         k_gemm(N, nk, R, wk, (size_t)R, lt, (size_t)KC, kt, (size_t)KC, false, NULL);
-        if (P > 0)
-            k_transpose(lf + R, (size_t)D, nk, P, kt + (size_t)N * KC, (size_t)KC);
+        if (P > 0) k_transpose(lf + R, (size_t)D, nk, P, kt + (size_t)N * KC, (size_t)KC);
         /* values: latent . W_UV */
         k_gemm(nk, V, R, lf, (size_t)D, wv, (size_t)V, vd, (size_t)V, false, NULL);
         int t0 = c0 - p->first_pos;
-        if (t0 < 0)
-            t0 = 0;
+        if (t0 < 0) t0 = 0;
         int M = nq - t0;
         bool masked = false;
         for (int t = t0; t < nq; t++) {
@@ -191,7 +189,6 @@ static void KN(prefill)(const attn__mla_pre *p)
                 ((uint16_t *)p->out)[ob + v] = attn__f32_to_f16(o[v] * inv);
             break;
         }
-        if (p->lse)
-            p->lse[(size_t)t * p->H] = (float)((m[t] + log2((double)l[t])) * ATTN__LN2);
+        if (p->lse) p->lse[(size_t)t * p->H] = (float)((m[t] + log2((double)l[t])) * ATTN__LN2);
     }
 }

@@ -35,7 +35,9 @@ static inline void k_load_row(const void *src, attn_elem e, int n, float *dst)
 {
     int i = 0;
     switch (e) {
-    case ATTN_ELEM_F32: memcpy(dst, src, sizeof(float) * (size_t)n); return;
+    case ATTN_ELEM_F32:
+        memcpy(dst, src, sizeof(float) * (size_t)n);
+        return;
     case ATTN_ELEM_BF16: {
         const uint16_t *s = src;
         for (; i < n; i += 16) {
@@ -68,7 +70,9 @@ static inline void k_load_row(const void *src, attn_elem e, int n, float *dst)
         }
         return;
     }
-    default: attn__mla_load_row_f32(src, e, n, dst); return;
+    default:
+        attn__mla_load_row_f32(src, e, n, dst);
+        return;
     }
 }
 
@@ -79,13 +83,16 @@ static inline void k_store_row(const float *src, float mul, int n, attn_elem e, 
         __mmask16 mk = v512_tail(n - i);
         __m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(mk, src + i), vm);
         switch (e) {
-        case ATTN_ELEM_F32: _mm512_mask_storeu_ps((float *)dst + i, mk, v); break;
+        case ATTN_ELEM_F32:
+            _mm512_mask_storeu_ps((float *)dst + i, mk, v);
+            break;
         case ATTN_ELEM_BF16: {
             /* round to nearest even on the bits (NaN stays NaN, quieted) */
             __m512i u = _mm512_castps_si512(v);
             __m512i r = _mm512_add_epi32(
-                u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff),
-                                    _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1))));
+                u,
+                _mm512_add_epi32(_mm512_set1_epi32(0x7fff),
+                                 _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1))));
             __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
             r = _mm512_mask_mov_epi32(r, nan, _mm512_or_si512(u, _mm512_set1_epi32(0x400000)));
             _mm256_mask_storeu_epi16((uint16_t *)dst + i, mk,
@@ -93,8 +100,9 @@ static inline void k_store_row(const float *src, float mul, int n, attn_elem e, 
             break;
         }
         default:
-            _mm256_mask_storeu_epi16((uint16_t *)dst + i, mk,
-                                     _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+            _mm256_mask_storeu_epi16(
+                (uint16_t *)dst + i, mk,
+                _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
             break;
         }
     }
@@ -154,8 +162,7 @@ typedef void (*v512_mk_fn)(int K, const float *A, size_t lda, const float *B, si
 
 #define V512_MK(MR, NV)                                                                            \
     static void v512_mk_##MR##_##NV(int K, const float *A, size_t lda, const float *B, size_t ldb, \
-                                    float *C, size_t ldc, bool acc, const float *rs,               \
-                                    __mmask16 tm)                                                  \
+                                    float *C, size_t ldc, bool acc, const float *rs, __mmask16 tm) \
     {                                                                                              \
         __m512 c[MR][NV];                                                                          \
         _Pragma("GCC unroll 16") for (int i = 0; i < MR; i++)                                      \
@@ -164,8 +171,8 @@ typedef void (*v512_mk_fn)(int K, const float *A, size_t lda, const float *B, si
             _Pragma("GCC unroll 4") for (int j = 0; j < NV; j++)                                   \
             {                                                                                      \
                 __mmask16 mk = j == NV - 1 ? tm : (__mmask16)0xffff;                               \
-                c[i][j] = acc ? _mm512_mul_ps(sc, _mm512_maskz_loadu_ps(                           \
-                                                      mk, C + (size_t)i * ldc + 16 * j))           \
+                c[i][j] = acc ? _mm512_mul_ps(                                                     \
+                                    sc, _mm512_maskz_loadu_ps(mk, C + (size_t)i * ldc + 16 * j))   \
                               : _mm512_setzero_ps();                                               \
             }                                                                                      \
         }                                                                                          \
@@ -187,27 +194,39 @@ typedef void (*v512_mk_fn)(int K, const float *A, size_t lda, const float *B, si
 
 /* narrow panels (N <= 32): 12 rows x 2 vectors; wide: 6 rows x 4 vectors */
 #define V512_NARROW(MR) V512_MK(MR, 1) V512_MK(MR, 2)
-V512_NARROW(1) V512_NARROW(2) V512_NARROW(3) V512_NARROW(4) V512_NARROW(5) V512_NARROW(6)
-V512_NARROW(7) V512_NARROW(8) V512_NARROW(9) V512_NARROW(10) V512_NARROW(11) V512_NARROW(12)
+V512_NARROW(1)
+V512_NARROW(2) V512_NARROW(3) V512_NARROW(4) V512_NARROW(5) V512_NARROW(6) V512_NARROW(7)
+    V512_NARROW(8) V512_NARROW(9) V512_NARROW(10) V512_NARROW(11) V512_NARROW(12)
 #define V512_WIDE(MR) V512_MK(MR, 3) V512_MK(MR, 4)
-V512_WIDE(1) V512_WIDE(2) V512_WIDE(3) V512_WIDE(4) V512_WIDE(5) V512_WIDE(6)
+        V512_WIDE(1) V512_WIDE(2) V512_WIDE(3) V512_WIDE(4) V512_WIDE(5) V512_WIDE(6)
 
-#define V512_N2(MR) {NULL, v512_mk_##MR##_1, v512_mk_##MR##_2}
-static const v512_mk_fn v512_narrow[13][3] = {
-    {NULL, NULL, NULL}, V512_N2(1), V512_N2(2), V512_N2(3), V512_N2(4),  V512_N2(5),  V512_N2(6),
-    V512_N2(7),         V512_N2(8), V512_N2(9), V512_N2(10), V512_N2(11), V512_N2(12),
+#define V512_N2(MR)                                                                                \
+    {                                                                                              \
+        NULL, v512_mk_##MR##_1, v512_mk_##MR##_2                                                   \
+    }
+            static const v512_mk_fn v512_narrow[13][3] = {
+                {NULL, NULL, NULL}, V512_N2(1),  V512_N2(2),  V512_N2(3), V512_N2(4),
+                V512_N2(5),         V512_N2(6),  V512_N2(7),  V512_N2(8), V512_N2(9),
+                V512_N2(10),        V512_N2(11), V512_N2(12),
 };
-#define V512_N4(MR) {NULL, v512_mk_##MR##_1, v512_mk_##MR##_2, v512_mk_##MR##_3, v512_mk_##MR##_4}
+#define V512_N4(MR)                                                                                \
+    {                                                                                              \
+        NULL, v512_mk_##MR##_1, v512_mk_##MR##_2, v512_mk_##MR##_3, v512_mk_##MR##_4               \
+    }
 static const v512_mk_fn v512_wide[7][5] = {
-    {NULL, NULL, NULL, NULL, NULL}, V512_N4(1), V512_N4(2), V512_N4(3), V512_N4(4), V512_N4(5),
+    {NULL, NULL, NULL, NULL, NULL},
+    V512_N4(1),
+    V512_N4(2),
+    V512_N4(3),
+    V512_N4(4),
+    V512_N4(5),
     V512_N4(6),
 };
 
 static inline void k_gemm(int M, int N, int K, const float *A, size_t lda, const float *B,
                           size_t ldb, float *C, size_t ldc, bool acc, const float *rs)
 {
-    if (M <= 0 || N <= 0)
-        return;
+    if (M <= 0 || N <= 0) return;
     if (N <= 32) {
         int nv = (N + 15) / 16;
         __mmask16 tm = v512_tail(N - 16 * (nv - 1));
@@ -224,8 +243,8 @@ static inline void k_gemm(int M, int N, int K, const float *A, size_t lda, const
         __mmask16 tm = v512_tail(nn - 16 * (nv - 1));
         for (int i0 = 0; i0 < M; i0 += 6) {
             int mr = M - i0 < 6 ? M - i0 : 6;
-            v512_wide[mr][nv](K, A + (size_t)i0 * lda, lda, B + j0, ldb,
-                              C + (size_t)i0 * ldc + j0, ldc, acc, rs ? rs + i0 : NULL, tm);
+            v512_wide[mr][nv](K, A + (size_t)i0 * lda, lda, B + j0, ldb, C + (size_t)i0 * ldc + j0,
+                              ldc, acc, rs ? rs + i0 : NULL, tm);
         }
     }
 }

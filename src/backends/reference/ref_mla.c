@@ -37,8 +37,7 @@ static int ref_keys(const attn__mla_call *c, int t, int pos, int32_t *keys)
     }
     const int32_t *ix = c->a->topk_indices + (size_t)t * (size_t)c->a->topk;
     for (int k = 0; k < c->a->topk; k++)
-        if (ix[k] >= 0 && ix[k] <= pos)
-            keys[n++] = ix[k];
+        if (ix[k] >= 0 && ix[k] <= pos) keys[n++] = ix[k];
     return n;
 }
 
@@ -47,14 +46,12 @@ attn_status attn__ref_mla_mqa(const attn_mla_args *a, bool sparse)
     attn__mla_call c;
     attn_status st = attn__mla_prepare(sparse ? "REFERENCE_MLA_SPARSE" : "REFERENCE_MLA", a,
                                        sparse ? ATTN__MLA_MQA_SPARSE : ATTN__MLA_MQA, &c);
-    if (st != ATTN_OK)
-        return st;
+    if (st != ATTN_OK) return st;
     const attn_common_metadata *cm = c.cm;
     int maxkeys = 1;
     for (int r = c.req_begin; r < c.req_end; r++)
         maxkeys = cm->seq_lens[r] > maxkeys ? cm->seq_lens[r] : maxkeys;
-    if (sparse && a->topk > maxkeys)
-        maxkeys = a->topk;
+    if (sparse && a->topk > maxkeys) maxkeys = a->topk;
     int H = c.H, R = c.R, D = c.D;
     double *rows = malloc(sizeof(double) * (size_t)maxkeys * (size_t)D);
     double *s = malloc(sizeof(double) * (size_t)maxkeys * (size_t)H);
@@ -101,8 +98,7 @@ attn_status attn__ref_mla_mqa(const attn_mla_args *a, bool sparse)
                 size_t ob = ((size_t)t * H + (size_t)h) * R;
                 for (int i = 0; i < R; i++)
                     attn__store_elem(a->out, c.q_elem, ob + i, nk ? (float)(o[i] / sum) : 0.0f);
-                if (a->lse)
-                    a->lse[(size_t)t * H + h] = nk ? (float)(mx + log(sum)) : -INFINITY;
+                if (a->lse) a->lse[(size_t)t * H + h] = nk ? (float)(mx + log(sum)) : -INFINITY;
             }
         }
     }
@@ -114,8 +110,7 @@ attn_status attn__ref_mla_mha(const attn_mla_args *a)
 {
     attn__mla_call c;
     attn_status st = attn__mla_prepare("REFERENCE_MLA", a, ATTN__MLA_MHA, &c);
-    if (st != ATTN_OK)
-        return st;
+    if (st != ATTN_OK) return st;
     const attn_common_metadata *cm = c.cm;
     int H = c.H, R = c.R, P = c.P, D = c.D, N = c.nope, V = c.V, QK = c.nope + c.P;
     int maxkeys = 1;
@@ -136,8 +131,7 @@ attn_status attn__ref_mla_mha(const attn_mla_args *a)
         const int32_t *bt = attn__mla_block_table(cm, r);
         int q0 = cm->query_start_loc[r], q1 = cm->query_start_loc[r + 1];
         int L = cm->seq_lens[r];
-        if (q1 == q0)
-            continue;
+        if (q1 == q0) continue;
         for (int j = 0; j < L; j++)
             ref_load_row(&c, bt, j, lat + (size_t)j * D);
         for (int h = 0; h < H; h++) {
@@ -193,8 +187,7 @@ attn_status attn__ref_mla_mha(const attn_mla_args *a)
                 size_t ob = ((size_t)t * H + (size_t)h) * V;
                 for (int v = 0; v < V; v++)
                     attn__store_elem(a->out, c.q_elem, ob + v, (float)(o[v] / sum));
-                if (a->lse)
-                    a->lse[(size_t)t * H + h] = (float)(mx + log(sum));
+                if (a->lse) a->lse[(size_t)t * H + h] = (float)(mx + log(sum));
             }
         }
     }
@@ -242,10 +235,10 @@ static const attn_kernel_ops ref_mla_sparse_ops = {
 #define ATTN__REF_MLA_DESC                                                                         \
     .abi_version = ATTN_BACKEND_ABI_VERSION, .struct_size = sizeof(attn_backend_desc),             \
     .platforms = "CPU",                                                                            \
-    .dtypes = ATTN_DTYPE_BIT(ATTN_DTYPE_FP16) | ATTN_DTYPE_BIT(ATTN_DTYPE_BF16) |                 \
+    .dtypes = ATTN_DTYPE_BIT(ATTN_DTYPE_FP16) | ATTN_DTYPE_BIT(ATTN_DTYPE_BF16) |                  \
               ATTN_DTYPE_BIT(ATTN_DTYPE_FP32),                                                     \
-    .kv_dtypes = KV(AUTO) | KV(FLOAT16) | KV(BFLOAT16) | KV(FP8) | KV(FP8_E4M3) | KV(FP8_E5M2),  \
-    .is_mla = true, .attn_types = ATTN_TYPE_BIT(ATTN_TYPE_DECODER), .cg_support = ATTN_CG_NEVER, \
+    .kv_dtypes = KV(AUTO) | KV(FLOAT16) | KV(BFLOAT16) | KV(FP8) | KV(FP8_E4M3) | KV(FP8_E5M2),    \
+    .is_mla = true, .attn_types = ATTN_TYPE_BIT(ATTN_TYPE_DECODER), .cg_support = ATTN_CG_NEVER,   \
     .can_return_lse_for_decode = true, .kv_cache_shape = attn__mla_kv_shape,                       \
     .kv_stride_order = attn__mla_stride_order
 
