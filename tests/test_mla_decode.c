@@ -168,6 +168,13 @@ int main(void)
         check_vs_reference(ATTN_DTYPE_FP32, ATTN_ELEM_F32, &ds[bi], 128, 512, 64, 64, false,
                            seed++);
     }
+    /* more heads than a row group holds (groups split a token's heads), and
+     * a block size that no 16-row tile fits (every tile staged) */
+    check_vs_reference(ATTN_DTYPE_BF16, ATTN_ELEM_BF16, &batches[2], 160, 64, 32, 16, true,
+                       seed++);
+    check_vs_reference(ATTN_DTYPE_FP32, ATTN_ELEM_F32, &batches[2], 160, 64, 32, 16, false,
+                       seed++);
+    check_vs_reference(ATTN_DTYPE_BF16, ATTN_ELEM_BF16, &batches[3], 8, 512, 64, 7, true, seed++);
     /* 16 heads x 8 tokens: full 128-row groups of several tokens */
     static const batch_t g[] = {{"8-token queries", 2, {8, 8}, {300, 90}}};
     check_vs_reference(ATTN_DTYPE_BF16, ATTN_ELEM_BF16, &g[0], 16, 512, 64, 16, true, seed++);
