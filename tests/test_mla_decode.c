@@ -113,6 +113,75 @@ static void check_vs_reference(attn_dtype dt, attn_elem kve, const batch_t *b, i
     mla_fx_free(&f);
 }
 
+/* Every finite fp8 code in the cache (subnormals, zeros, both signs): the
+ * variants' fp8 widening must match the reference's value for each. */
+static void check_fp8_codes(attn_elem kve, uint64_t seed)
+{
+    static const batch_t b = {"all fp8 codes", 2, {1, 1}, {300, 260}};
+    mla_fx f;
+    mla_fx_init(&f, 8, 64, 32, 32, 32, ATTN_DTYPE_BF16, kve, 16, b.nreq, b.q, b.s, seed);
+    size_t n = (size_t)f.nb * (size_t)f.kv.stride_block;
+    uint8_t *c = f.cache;
+    unsigned code = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint8_t v;
+        do {
+            v = (uint8_t)(code++ * 37u); /* all 256 codes, scrambled */
+        } while (kve == ATTN_ELEM_FP8_E4M3 ? (v & 0x7f) == 0x7f : (v & 0x7c) == 0x7c);
+        c[i] = v;
+    }
+    size_t nrow = (size_t)f.T * f.H;
+    void *o1 = malloc(nrow * f.R * 2), *o2 = malloc(nrow * f.R * 2);
+    float *l1 = malloc(nrow * 4), *l2 = malloc(nrow * 4);
+    attn_mla_args a = mla_fx_args(&f, false, o1, l1);
+    CHECK_OK(attn_backend_forward_mqa(&attn__backend_reference_mla, NULL, &a));
+    for (int vi = 0; vi < nv; vi++) {
+        if (!vars[vi]->decode_ok(ATTN_ELEM_BF16, kve, f.R, f.D)) continue;
+        attn__mla_force_variant(vars[vi]);
+        a.out = o2;
+        a.lse = l2;
+        CHECK_OK(attn_backend_forward_mqa(&attn__backend_cpu_mla, NULL, &a));
+        double e = fx_rel_err(o2, o1, ATTN_ELEM_BF16, nrow * f.R), le = fx_lse_err(l2, l1, nrow);
+        CHECK_MSG(e <= 2e-2 && le <= 2e-2, "every %s code, variant %s: error %.3g lse %.3g",
+                  attn_elem_name(kve), vars[vi]->name, e, le);
+        a.out = o1;
+        a.lse = l1;
+    }
+    attn__mla_force_variant(NULL);
+    free(o1), free(o2), free(l1), free(l2);
+    mla_fx_free(&f);
+}
+
+/* The AMX staging widens every fp8 code to the bf16 of its value, bit for bit. */
+static void check_fp8_widening(void)
+{
+#if defined(__x86_64__)
+    if (!attn__mla_kern_amx.usable()) {
+        printf("  fp8 widening: amx variant not usable here (skipped)\n");
+        return;
+    }
+    static const attn_elem es[] = {ATTN_ELEM_FP8_E4M3, ATTN_ELEM_FP8_E5M2};
+    for (int ei = 0; ei < 2; ei++) {
+        uint8_t codes[256];
+        uint16_t out[256];
+        for (int i = 0; i < 256; i++)
+            codes[i] = (uint8_t)i;
+        attn__mla_amx_widen_row(codes, es[ei], 256, out);
+        int bad = 0;
+        for (int i = 0; i < 256; i++) {
+            float v = es[ei] == ATTN_ELEM_FP8_E4M3 ? attn__e4m3_to_f32((uint8_t)i)
+                                                   : attn__e5m2_to_f32((uint8_t)i);
+            float got = attn__bf16_to_f32(out[i]);
+            bool ok = isnan(v) ? isnan(got) : (got == v && signbit(got) == signbit(v));
+            if (!ok && bad++ < 4)
+                fprintf(stderr, "  %s code 0x%02x: got %g, want %g\n", attn_elem_name(es[ei]), i,
+                        (double)got, (double)v);
+        }
+        CHECK_MSG(bad == 0, "%s widening: %d codes wrong", attn_elem_name(es[ei]), bad);
+    }
+#endif
+}
+
 int main(void)
 {
     nv = attn__mla_variants(vars, 8);
@@ -170,11 +239,12 @@ int main(void)
     }
     /* more heads than a row group holds (groups split a token's heads), and
      * a block size that no 16-row tile fits (every tile staged) */
-    check_vs_reference(ATTN_DTYPE_BF16, ATTN_ELEM_BF16, &batches[2], 160, 64, 32, 16, true,
-                       seed++);
-    check_vs_reference(ATTN_DTYPE_FP32, ATTN_ELEM_F32, &batches[2], 160, 64, 32, 16, false,
-                       seed++);
+    check_vs_reference(ATTN_DTYPE_BF16, ATTN_ELEM_BF16, &batches[2], 160, 64, 32, 16, true, seed++);
+    check_vs_reference(ATTN_DTYPE_FP32, ATTN_ELEM_F32, &batches[2], 160, 64, 32, 16, false, seed++);
     check_vs_reference(ATTN_DTYPE_BF16, ATTN_ELEM_BF16, &batches[3], 8, 512, 64, 7, true, seed++);
+    check_fp8_widening();
+    check_fp8_codes(ATTN_ELEM_FP8_E4M3, seed++);
+    check_fp8_codes(ATTN_ELEM_FP8_E5M2, seed++);
     /* 16 heads x 8 tokens: full 128-row groups of several tokens */
     static const batch_t g[] = {{"8-token queries", 2, {8, 8}, {300, 90}}};
     check_vs_reference(ATTN_DTYPE_BF16, ATTN_ELEM_BF16, &g[0], 16, 512, 64, 16, true, seed++);

@@ -179,6 +179,10 @@ extern const attn__mla_kern attn__mla_kern_portable;
 extern const attn__mla_kern attn__mla_kern_avx2;
 extern const attn__mla_kern attn__mla_kern_avx512;
 extern const attn__mla_kern attn__mla_kern_amx;
+/* The AMX kernel's row staging to bf16 (bf16 copy, exact fp8 widening); D a
+ * multiple of 32. Needs AVX-512BW/VL + F16C: call only when the amx variant
+ * is usable. Exposed for tests. */
+void attn__mla_amx_widen_row(const void *src, attn_elem e, int D, uint16_t *dst);
 #endif
 
 /* Portable building blocks shared by the variants (mla_kern_portable.c). */

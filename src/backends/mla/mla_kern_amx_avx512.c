@@ -166,22 +166,45 @@ static void amx_pack_q(const attn__mla_dec *d, int Mt, uint8_t *qb)
     }
 }
 
-/* fp8 or fp32 rows -> bf16 staging (exact for fp8). */
-static void amx_stage_row(const void *src, attn_elem e, int D, uint16_t *dst)
+/* A latent row -> bf16 staging; exact for fp8 (every e4m3 / e5m2 value is a
+ * bf16 value). e4m3 with integer ops, 32 at a time: normals rebias the
+ * exponent (+120) and widen the mantissa, subnormals (m * 2^-9) come from a
+ * small table, NaN stays NaN; e5m2 is the top byte of an fp16. */
+void attn__mla_amx_widen_row(const void *src, attn_elem e, int D, uint16_t *dst)
 {
     if (e == ATTN_ELEM_BF16) {
         memcpy(dst, src, (size_t)D * 2);
         return;
     }
-    pthread_once(&v512_lut_once, v512_lut_init);
-    const float *lut = e == ATTN_ELEM_FP8_E4M3 ? v512_lut_e4m3 : v512_lut_e5m2;
     const uint8_t *s = src;
-    for (int i = 0; i < D; i += 16) {
-        __m512i idx = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(s + i)));
-        __m512 f = _mm512_i32gather_ps(idx, lut, 4);
-        /* bf16 = the high half of the fp32 bits: exact for fp8 values */
-        __m256i h = _mm512_cvtepi32_epi16(_mm512_srli_epi32(_mm512_castps_si512(f), 16));
-        _mm256_storeu_si256((__m256i *)(dst + i), h);
+    if (e == ATTN_ELEM_FP8_E5M2) {
+        for (int i = 0; i < D; i += 16) {
+            __m256i h = _mm256_slli_epi16(
+                _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(s + i))), 8);
+            __m512i f = _mm512_castps_si512(_mm512_cvtph_ps(h));
+            _mm256_storeu_si256((__m256i *)(dst + i),
+                                _mm512_cvtepi32_epi16(_mm512_srli_epi32(f, 16)));
+        }
+        return;
+    }
+    /* bf16 of m * 2^-9 for m = 0..7 */
+    const __m512i sub_tab =
+        _mm512_set_epi16(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                         0x3C60, 0x3C40, 0x3C20, 0x3C00, 0x3BC0, 0x3B80, 0x3B00, 0);
+    const __m512i c7f = _mm512_set1_epi16(0x7f), c7 = _mm512_set1_epi16(7);
+    for (int i = 0; i < D; i += 32) {
+        __m512i x = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(s + i)));
+        __m512i sgn = _mm512_slli_epi16(_mm512_and_si512(x, _mm512_set1_epi16(0x80)), 8);
+        __m512i ex = _mm512_and_si512(_mm512_srli_epi16(x, 3), _mm512_set1_epi16(0xf));
+        __m512i m = _mm512_and_si512(x, c7);
+        __m512i r =
+            _mm512_or_si512(_mm512_slli_epi16(_mm512_add_epi16(ex, _mm512_set1_epi16(120)), 7),
+                            _mm512_slli_epi16(m, 4));
+        r = _mm512_mask_mov_epi16(r, _mm512_cmpeq_epi16_mask(ex, _mm512_setzero_si512()),
+                                  _mm512_permutexvar_epi16(m, sub_tab));
+        r = _mm512_mask_mov_epi16(r, _mm512_cmpeq_epi16_mask(_mm512_and_si512(x, c7f), c7f),
+                                  _mm512_set1_epi16(0x7fc0));
+        _mm512_storeu_si512(dst + i, _mm512_or_si512(r, sgn));
     }
 }
 
@@ -349,7 +372,7 @@ static void amx_decode(const attn__mla_dec *d)
             uint16_t *stg = w.ks + (size_t)k0 * D;
             for (int k = k0; k < k0 + 16; k++) {
                 if (k < nk)
-                    amx_stage_row(w.row[k], d->kv_elem, D, stg + (size_t)(k - k0) * D);
+                    attn__mla_amx_widen_row(w.row[k], d->kv_elem, D, stg + (size_t)(k - k0) * D);
                 else
                     memset(stg + (size_t)(k - k0) * D, 0, (size_t)D * 2);
                 if (k < nk) w.row[k] = stg + (size_t)(k - k0) * D;
