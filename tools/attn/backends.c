@@ -536,20 +536,8 @@ int attn_cmd_backends(int argc, char **argv)
     attn_plugins_load(); /* idempotent; concurrent callers wait for the one load */
     const attn_platform *p = NULL;
     attn_platform *owned = NULL;
-    attn_status st;
-    if (machine || installed || num_settings) {
-        const char *env = getenv("ATTN_PLATFORM");
-        if (machine)
-            st = attn_platform_open(machine, &owned);
-        else
-            st = env && *env ? attn_platform_open(env, &owned) : attn_platform_detect(&owned);
-        if (st == ATTN_OK && installed) st = attn_platform_set_installed(owned, installed);
-        for (int i = 0; st == ATTN_OK && i < num_settings; i++)
-            st = attn_platform_set_setting(owned, settings[i]);
-        p = owned;
-    } else {
-        st = attn_platform_current(&p);
-    }
+    attn_status st = (attn_status)attn_cli_machine(machine, installed, settings, num_settings, &p,
+                                                    &owned);
     if (st != ATTN_OK) {
         fprintf(stderr, "attn backends: %s\n", attn_last_error());
         attn_platform_free(owned);

@@ -31,4 +31,14 @@ bool attn_cli_is_help(const char *arg);
 bool attn_cli_int(const char *cmd, const char *opt, const char *s, long lo, long hi, long *out);
 int attn_cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+struct attn_platform;
+/* The machine a command runs against: --machine M, else ATTN_PLATFORM / this
+ * machine. --installed and --setting need a private, mutable copy (*owned,
+ * freed by the caller with attn_platform_free); otherwise *p is the shared
+ * process platform and *owned stays NULL. Returns ATTN_OK or the failure
+ * status with attn_last_error() set; nothing is left allocated on failure. */
+int attn_cli_machine(const char *machine, const char *installed, const char *const *settings,
+                     int num_settings, const struct attn_platform **p,
+                     struct attn_platform **owned);
+
 #endif

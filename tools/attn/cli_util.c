@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attn/platform.h"
 #include "cli.h"
 
 bool attn_cli_is_help(const char *arg)
@@ -61,4 +62,29 @@ int attn_cli_usage_error(const char *cmd, const char *fmt, ...)
     fprintf(stderr, "\nTry 'attn %s --help'.\n", cmd);
     va_end(ap);
     return ATTN_EXIT_USAGE;
+}
+
+int attn_cli_machine(const char *machine, const char *installed, const char *const *settings,
+                     int num_settings, const attn_platform **p, attn_platform **owned)
+{
+    attn_status st;
+    *owned = NULL;
+    if (!machine && !installed && num_settings == 0)
+        return attn_platform_current(p);
+    if (machine) {
+        st = attn_platform_open(machine, owned);
+    } else {
+        const char *env = getenv("ATTN_PLATFORM");
+        st = env && *env ? attn_platform_open(env, owned) : attn_platform_detect(owned);
+    }
+    if (st == ATTN_OK && installed) st = attn_platform_set_installed(*owned, installed);
+    for (int i = 0; st == ATTN_OK && i < num_settings; i++)
+        st = attn_platform_set_setting(*owned, settings[i]);
+    if (st != ATTN_OK) {
+        attn_platform_free(*owned);
+        *owned = NULL;
+        return st;
+    }
+    *p = *owned;
+    return ATTN_OK;
 }

@@ -149,36 +149,14 @@ static int attn__select_parse(int argc, char **argv, attn__select_opts *o)
     return -1;
 }
 
-/* The machine to select on: --machine, else ATTN_PLATFORM / this machine.
- * --installed and --setting need a private, mutable copy. */
 static int attn__select_platform(const attn__select_opts *o, const attn_platform **p,
                                  attn_platform **owned)
 {
-    attn_status st = ATTN_OK;
-    *owned = NULL;
-    if (o->machine) {
-        st = attn_platform_open(o->machine, owned);
-    } else if (o->installed || o->num_settings) {
-        const char *env = getenv("ATTN_PLATFORM");
-        st = env && *env ? attn_platform_open(env, owned) : attn_platform_detect(owned);
-    } else {
-        st = attn_platform_current(p);
-        if (st != ATTN_OK) {
-            fprintf(stderr, "attn select: %s\n", attn_last_error());
-            return ATTN_EXIT_USAGE;
-        }
-        return -1;
-    }
-    if (st == ATTN_OK && o->installed) st = attn_platform_set_installed(*owned, o->installed);
-    for (int i = 0; st == ATTN_OK && i < o->num_settings; i++)
-        st = attn_platform_set_setting(*owned, o->settings[i]);
-    if (st != ATTN_OK) {
+    if (attn_cli_machine(o->machine, o->installed, o->settings, o->num_settings, p, owned) !=
+        ATTN_OK) {
         fprintf(stderr, "attn select: %s\n", attn_last_error());
-        attn_platform_free(*owned);
-        *owned = NULL;
         return ATTN_EXIT_USAGE;
     }
-    *p = *owned;
     return -1;
 }
 

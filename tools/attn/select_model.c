@@ -103,24 +103,8 @@ static int parse_opts(int argc, char **argv, opts *o)
 
 static attn_status open_platform(const opts *o, const attn_platform **p, attn_platform **owned)
 {
-    *owned = NULL;
-    attn_status st;
-    if (o->machine)
-        st = attn_platform_open(o->machine, owned);
-    else if ((o->installed || o->num_settings) && getenv("ATTN_PLATFORM") &&
-             *getenv("ATTN_PLATFORM"))
-        st = attn_platform_open(getenv("ATTN_PLATFORM"), owned);
-    else if (o->installed || o->num_settings)
-        st = attn_platform_detect(owned);
-    else
-        return attn_platform_current(p);
-    if (st != ATTN_OK) return st;
-    if (o->installed && (st = attn_platform_set_installed(*owned, o->installed)) != ATTN_OK)
-        return st;
-    for (int i = 0; i < o->num_settings; i++)
-        if ((st = attn_platform_set_setting(*owned, o->settings[i])) != ATTN_OK) return st;
-    *p = *owned;
-    return ATTN_OK;
+    return (attn_status)attn_cli_machine(o->machine, o->installed, o->settings, o->num_settings,
+                                         p, owned);
 }
 
 int attn_cli_select_model(const char *model, int argc, char **argv)
