@@ -183,6 +183,13 @@ attn_status attn__capture_check(attn_cg_support cg, const char *type_name,
 attn_status attn__build_args(const char *type_name, const attn_common_metadata *cm, int max_reqs,
                              int max_tokens, int max_blocks_per_req);
 
+/* update_block_table's argument checks, shared by every builder that swaps
+ * block tables: capacity, a table when there are requests, slots when there
+ * are tokens. */
+attn_status attn__update_args(const char *type_name, int num_reqs, int max_reqs,
+                              int num_actual_tokens, const int32_t *block_table,
+                              int block_table_stride, const int64_t *slot_mapping);
+
 /* ---- describe() helpers (describe.c) ------------------------------------ */
 
 /* key: [a0, a1, ...]; arrays longer than 64 print their first 64 entries and

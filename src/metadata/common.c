@@ -250,3 +250,20 @@ attn_status attn__build_args(const char *type_name, const attn_common_metadata *
     }
     return ATTN_OK;
 }
+
+attn_status attn__update_args(const char *type_name, int num_reqs, int max_reqs,
+                              int num_actual_tokens, const int32_t *block_table,
+                              int block_table_stride, const int64_t *slot_mapping)
+{
+    if (num_reqs > max_reqs)
+        return attn__fail(ATTN_BAD_METADATA, "%s update_block_table: %d requests, created for %d",
+                          type_name, num_reqs, max_reqs);
+    if (num_reqs > 0 && (!block_table || block_table_stride < 1))
+        return attn__fail(ATTN_BAD_METADATA,
+                          "%s update_block_table: block table missing (stride %d)", type_name,
+                          block_table_stride);
+    if (num_actual_tokens > 0 && !slot_mapping)
+        return attn__fail(ATTN_BAD_METADATA, "%s update_block_table: slot_mapping is NULL",
+                          type_name);
+    return ATTN_OK;
+}

@@ -130,16 +130,10 @@ attn_status attn__fa_update_block_table(void *state, const void *md, const int32
     const attn_fa_metadata *src = md;
     if (!s || !src || !new_md)
         return attn__fail(ATTN_NULL_ARGUMENT, "FlashAttention update_block_table: NULL argument");
-    if (src->num_reqs > 0 && (!block_table || block_table_stride < 1))
-        return attn__fail(ATTN_BAD_METADATA,
-                          "%s update_block_table: block table missing (stride %d)", s->type_name,
-                          block_table_stride);
-    if (src->num_actual_tokens > 0 && !slot_mapping)
-        return attn__fail(ATTN_BAD_METADATA, "%s update_block_table: slot_mapping is NULL",
-                          s->type_name);
-    if (src->num_reqs > s->max_reqs)
-        return attn__fail(ATTN_BAD_METADATA, "%s update_block_table: %d requests, created for %d",
-                          s->type_name, src->num_reqs, s->max_reqs);
+    attn_status ust = attn__update_args(s->type_name, src->num_reqs, s->max_reqs,
+                                        src->num_actual_tokens, block_table, block_table_stride,
+                                        slot_mapping);
+    if (ust != ATTN_OK) return ust;
     if (src->use_cascade) {
         if (src->prefix_num_blocks > block_table_stride)
             return attn__fail(ATTN_BAD_METADATA,

@@ -130,16 +130,10 @@ static attn_status attn__triton_update_block_table(void *state, const void *md,
     const attn_triton_metadata *src = md;
     if (!s || !src || !new_md)
         return attn__fail(ATTN_NULL_ARGUMENT, TYPE_NAME " update_block_table: NULL argument");
-    if (src->num_reqs > s->max_reqs)
-        return attn__fail(ATTN_BAD_METADATA,
-                          TYPE_NAME " update_block_table: %d requests, created for %d",
-                          src->num_reqs, s->max_reqs);
-    if (src->num_reqs > 0 && (!block_table || block_table_stride < 1))
-        return attn__fail(ATTN_BAD_METADATA,
-                          TYPE_NAME " update_block_table: block table missing (stride %d)",
-                          block_table_stride);
-    if (src->num_actual_tokens > 0 && !slot_mapping)
-        return attn__fail(ATTN_BAD_METADATA, TYPE_NAME " update_block_table: slot_mapping is NULL");
+    attn_status ust = attn__update_args(TYPE_NAME, src->num_reqs, s->max_reqs,
+                                        src->num_actual_tokens, block_table, block_table_stride,
+                                        slot_mapping);
+    if (ust != ATTN_OK) return ust;
     s->md = *src;
     s->md.block_table = block_table;
     s->md.block_table_stride = block_table_stride;
