@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backends/catalog/catalog.h"
 #include "backends/reference/reference.h"
 #include "util/error.h"
 #include "util/numeric.h"
@@ -242,43 +243,9 @@ const attn_builder_ops attn__builder_reference = {
 
 /* ---- descriptor ----------------------------------------------------------- */
 
-/* (2, num_blocks, block_size, num_kv_heads, head_size); the kernel reads any
- * strides, so both layouts are fine (HND permutes block_size and heads). */
-static attn_status ref_kv_shape(int nb, int bs, int kvh, int hs, attn_kv_dtype kv,
-                                attn_kv_shape *out)
-{
-    (void)kv;
-    ATTN__CHECK_NULL(out);
-    if (nb <= 0 || bs <= 0 || kvh <= 0 || hs <= 0)
-        return attn__fail(ATTN_INVALID_ARGUMENT,
-                          "KV cache shape needs positive sizes (num_blocks=%d, block_size=%d, "
-                          "num_kv_heads=%d, head_size=%d)",
-                          nb, bs, kvh, hs);
-    static const char *const names[] = {"2", "num_blocks", "block_size", "num_kv_heads",
-                                        "head_size"};
-    memset(out, 0, sizeof *out);
-    out->ndim = 5;
-    int64_t dims[5] = {2, nb, bs, kvh, hs};
-    for (int i = 0; i < 5; i++) {
-        out->dims[i] = dims[i];
-        out->dim_names[i] = names[i];
-    }
-    return ATTN_OK;
-}
-
-static attn_status ref_stride_order(attn_kv_layout layout, bool include_layers, int *order,
-                                    int *n)
-{
-    ATTN__CHECK_NULL(order);
-    ATTN__CHECK_NULL(n);
-    static const int nhd[] = {0, 1, 2, 3, 4}, hnd[] = {0, 1, 3, 2, 4};
-    static const int nhd_l[] = {2, 0, 1, 3, 4, 5}, hnd_l[] = {2, 4, 0, 1, 3, 5};
-    const int *src = include_layers ? (layout == ATTN_LAYOUT_HND ? hnd_l : nhd_l)
-                                    : (layout == ATTN_LAYOUT_HND ? hnd : nhd);
-    *n = include_layers ? 6 : 5;
-    memcpy(order, src, sizeof(int) * (size_t)*n);
-    return ATTN_OK;
-}
+/* The KV cache is FlashAttention's (2, num_blocks, block_size, num_kv_heads,
+ * head_size) with its NHD/HND stride orders; the kernel reads any strides, so
+ * both layouts are fine. */
 
 const attn_backend_desc attn__desc_reference = {
     .abi_version = ATTN_BACKEND_ABI_VERSION,
@@ -303,8 +270,8 @@ const attn_backend_desc attn__desc_reference = {
     .cg_support = ATTN_CG_NEVER,
     .can_return_lse_for_decode = true,
     .required_layout = ATTN_LAYOUT_DEFAULT,
-    .kv_cache_shape = ref_kv_shape,
-    .kv_stride_order = ref_stride_order,
+    .kv_cache_shape = attn__kv_shape_split,
+    .kv_stride_order = attn__stride_order_flash,
     .builder = &attn__builder_reference,
 };
 
