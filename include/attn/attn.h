@@ -16,5 +16,9 @@
 #include "attn/registry.h"
 #include "attn/select.h"
 #include "attn/plugin.h"
+#include "attn/kvcache.h"
+#include "attn/model.h"
+#include "attn/engine.h"
+#include "attn/mla.h"
 
 #endif

@@ -173,6 +173,10 @@ static attn_status attn__layout(attn_engine *e, attn__eng_group *g, int num_bloc
     if (st != ATTN_OK)
         return attn__engine_fail(e, st, "KV cache layout of %s for KV group %d: %s", d->name,
                                  (int)(g - e->groups), attn_last_error());
+    /* An MLA row is [latent | rope]; the kernels learn where the latent ends
+     * from head_size_v rather than assuming DeepSeek's 64-wide rope. */
+    if (g->spec.use_mla && g->spec.kv_lora_rank > 0)
+        g->layout.view.head_size_v = g->spec.kv_lora_rank;
     return ATTN_OK;
 }
 
