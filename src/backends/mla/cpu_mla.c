@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backends/catalog/catalog.h"
 #include "attn/cpu.h"
 #include "backends/mla/mla_internal.h"
 #include "backends/reference/ref_mla.h"
@@ -782,8 +783,8 @@ static const int attn__cpu_mla_heads[] = {320, 576};
     .kv_dtypes = KV(AUTO) | KV(FLOAT16) | KV(BFLOAT16) | KV(FP8) | KV(FP8_E4M3) | KV(FP8_E5M2),    \
     .heads = {.sizes = attn__cpu_mla_heads, .n_sizes = 2}, .is_mla = true,                         \
     .attn_types = ATTN_TYPE_BIT(ATTN_TYPE_DECODER), .cg_support = ATTN_CG_NEVER,                   \
-    .can_return_lse_for_decode = true, .kv_cache_shape = attn__mla_kv_shape,                       \
-    .kv_stride_order = attn__mla_stride_order
+    .can_return_lse_for_decode = true, .kv_cache_shape = attn__kv_shape_mla,                       \
+    .kv_stride_order = attn__stride_order_mla
 
 static const attn_backend_desc cpu_mla_desc = {
     ATTN__CPU_MLA_DESC,

@@ -55,11 +55,6 @@ float attn__mla_softmax_scale(const attn_layer_params *layer);
 /* Element type of the model dtype. */
 attn_elem attn__mla_dtype_elem(attn_dtype d);
 
-/* Descriptor pieces of the CPU MLA backends: (num_blocks, block_size,
- * head_size) and the identity stride order without a cross-layer layout. */
-attn_status attn__mla_kv_shape(int nb, int bs, int kvh, int hs, attn_kv_dtype kv,
-                               attn_kv_shape *out);
-attn_status attn__mla_stride_order(attn_kv_layout layout, bool include_layers, int *order, int *n);
 extern const attn_builder_ops attn__builder_mla;
 extern const attn_builder_ops attn__builder_mla_cpu;
 extern const attn_builder_ops attn__builder_mla_sparse;

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backends/catalog/catalog.h"
 #include "backends/mla/mla_internal.h"
 #include "backends/reference/ref_mla.h"
 #include "util/error.h"
@@ -239,8 +240,8 @@ static const attn_kernel_ops ref_mla_sparse_ops = {
               ATTN_DTYPE_BIT(ATTN_DTYPE_FP32),                                                     \
     .kv_dtypes = KV(AUTO) | KV(FLOAT16) | KV(BFLOAT16) | KV(FP8) | KV(FP8_E4M3) | KV(FP8_E5M2),    \
     .is_mla = true, .attn_types = ATTN_TYPE_BIT(ATTN_TYPE_DECODER), .cg_support = ATTN_CG_NEVER,   \
-    .can_return_lse_for_decode = true, .kv_cache_shape = attn__mla_kv_shape,                       \
-    .kv_stride_order = attn__mla_stride_order
+    .can_return_lse_for_decode = true, .kv_cache_shape = attn__kv_shape_mla,                       \
+    .kv_stride_order = attn__stride_order_mla
 
 /* Any block size, any kv_lora_rank + rope split: the oracle is generic. */
 static const attn_backend_desc ref_mla_desc = {
