@@ -281,6 +281,18 @@ static attn_status attn__create_builders(attn_engine *e)
                                      gr->backend->desc->name, g, attn_last_error());
         int t = gr->builder.reorder_batch_threshold;
         if (t > 0 && (threshold == 0 || t < threshold)) threshold = t;
+        /* Within-step reuse pairs are fixed by the groups' builders and
+         * specs, so they are found once here, not searched every step. */
+        gr->share_with = -1;
+        for (int h = 0; h < g && gr->builder.update_block_table; h++) {
+            const attn__eng_group *hg = &e->groups[h];
+            if (hg->builder.supports_update_block_table &&
+                !strcmp(hg->builder.type_name, gr->builder.type_name) &&
+                attn__layer_spec_equal(&hg->spec, &gr->spec)) {
+                gr->share_with = h;
+                break;
+            }
+        }
     }
     e->reorder_threshold = threshold;
     return ATTN_OK;
@@ -454,8 +466,6 @@ static attn_status attn__alloc_buffers(attn_engine *e)
     e->positions = attn__eng_calloc((size_t)T, sizeof(int32_t), &oom);
     e->is_prefilling = attn__eng_calloc((size_t)S, sizeof(uint8_t), &oom);
     e->token_req_id = attn__eng_calloc((size_t)T, sizeof(uint64_t), &oom);
-    e->reuse_from =
-        attn__eng_calloc((size_t)(e->num_groups ? e->num_groups : 1), sizeof(int), &oom);
     for (int g = 0; g < e->num_groups && !oom; g++) {
         attn__eng_group *gr = &e->groups[g];
         gr->block_table =
@@ -605,7 +615,6 @@ void attn_engine_free(attn_engine *e)
     free(e->positions);
     free(e->is_prefilling);
     free(e->token_req_id);
-    free(e->reuse_from);
     free(e->q);
     free(e->k);
     free(e->v);

@@ -55,6 +55,10 @@ typedef struct attn__eng_group {
     attn_common_metadata cm;
     int common_prefix_len;
     const void *md;
+    /* Decided at startup: the earlier group with the same builder type and
+     * spec whose build this one reuses within a step (-1: none). */
+    int share_with;
+    bool built; /* built (not reused) in the current step */
     bool reused;
     bool have_step; /* cm/md describe the last step with a batch */
 } attn__eng_group;
@@ -135,8 +139,6 @@ struct attn_engine {
     void *mla_scratch;
     size_t mla_scratch_size;
     /* within-step reuse: (builder type, spec) -> group that built */
-    int *reuse_from; /* [num_groups] */
-    int num_reuse;
     bool have_step;
 };
 

@@ -419,15 +419,8 @@ static attn_status attn__build_metadata(attn_engine *e, attn_engine_step_stats *
             return s;
         gr->common_prefix_len = attn__common_prefix_len(&gr->cm);
         gr->reused = false;
-        int from = -1;
-        for (int k = 0; k < e->num_reuse && gr->builder.update_block_table; k++) {
-            const attn__eng_group *h = &e->groups[e->reuse_from[k]];
-            if (!strcmp(h->builder.type_name, gr->builder.type_name) &&
-                attn__layer_spec_equal(&h->spec, &gr->spec)) {
-                from = e->reuse_from[k];
-                break;
-            }
-        }
+        gr->built = false;
+        int from = gr->share_with >= 0 && e->groups[gr->share_with].built ? gr->share_with : -1;
         if (from >= 0) {
             s = gr->builder.update_block_table(gr->builder_state, e->groups[from].md,
                                                gr->block_table, e->max_blocks, gr->slot_mapping,
@@ -443,7 +436,7 @@ static attn_status attn__build_metadata(attn_engine *e, attn_engine_step_stats *
         s = gr->builder.build(gr->builder_state, gr->common_prefix_len, &gr->cm, false, &gr->md);
         if (s != ATTN_OK) return s;
         st->builds++;
-        if (gr->builder.supports_update_block_table) e->reuse_from[e->num_reuse++] = g;
+        gr->built = true;
     }
     return ATTN_OK;
 }
@@ -629,7 +622,6 @@ attn_status attn_engine_step(attn_engine *e, attn_engine_step_stats *out)
     memset(&st, 0, sizeof st);
     st.step = e->counts.steps;
     st.output_finite = true;
-    e->num_reuse = 0; /* within-step reuse only: nothing is carried over */
 
     attn__schedule(e, &st);
     attn_status s = ATTN_OK;
