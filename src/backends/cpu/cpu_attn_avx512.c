@@ -443,6 +443,46 @@ static void fp8_rows_to_bf16(uint16_t *dst, int dp, const uint8_t *src, int64_t 
     }
 }
 
+/* Decode on AMX with an fp8 cache and head sizes that are multiples of 64:
+ * the table bytes are woven into words by unpacklo/hi_epi8 instead of a
+ * cross-lane byte permute (cheaper on the shuffle port), which leaves the
+ * dims of every 64-dim piece in the order of dec_perm_dim. The dot products
+ * do not care as long as the queries are permuted alike; the output dims
+ * are put back in amx_dec_finish. */
+static inline int dec_perm_dim(int p)
+{
+    int b = p & ~63, q = p & 63;
+    return b + (q < 32 ? 16 * (q / 8) + q % 8 : 16 * ((q - 32) / 8) + 8 + (q - 32) % 8);
+}
+
+static bool dec_perm(const attn__cpu_job *j)
+{
+    if (j->kv_elem == ATTN_ELEM_BF16 || j->D % 64 != 0 || j->Dv % 64 != 0)
+        return false;
+    pthread_once(&g_vbmi_once, vbmi_init);
+    return g_vbmi;
+}
+
+__attribute__((target("avx512vbmi"))) static void
+fp8_rows_to_bf16_perm(uint16_t *dst, const uint8_t *src, int64_t stride, int n, int d, int e4m3)
+{
+    __m512i th0 = _mm512_loadu_si512(g_fp8_hi[e4m3]), th1 = _mm512_loadu_si512(g_fp8_hi[e4m3] + 64);
+    __m512i tl0 = _mm512_loadu_si512(g_fp8_lo[e4m3]), tl1 = _mm512_loadu_si512(g_fp8_lo[e4m3] + 64);
+    __m512i sign = _mm512_set1_epi8((char)0x80);
+    for (int t = 0; t < n; t++) {
+        const uint8_t *s = src + t * stride;
+        uint16_t *o = dst + (size_t)t * d;
+        for (int i = 0; i < d; i += 64) {
+            __m512i x = _mm512_loadu_si512(s + i);
+            __m512i hi = _mm512_permutex2var_epi8(th0, x, th1);
+            __m512i lo = _mm512_permutex2var_epi8(tl0, x, tl1);
+            hi = _mm512_ternarylogic_epi32(hi, x, sign, 0xF8);
+            _mm512_storeu_si512(o + i, _mm512_unpacklo_epi8(lo, hi));
+            _mm512_storeu_si512(o + i + 32, _mm512_unpackhi_epi8(lo, hi));
+        }
+    }
+}
+
 /* n rows of d bf16 (stride elements apart) -> padded rows of dp */
 static void bf16_rows_pad(uint16_t *dst, int dp, const uint16_t *src, int64_t stride, int n, int d)
 {
@@ -1045,6 +1085,13 @@ static void amx_prep_q(attn__cpu_job *j, const void *const *qrows)
                                                        _mm512_sub_ps(b, bh), _mm512_sub_ps(a, ah)));
             }
         }
+        if (dec && dec_perm(j)) /* queries in the dim order of the staged K */
+            for (int i = 0; i < j->R; i++) {
+                uint16_t tmp[ATTN_CPU_MAX_HEAD], *h = (uint16_t *)hr[i];
+                for (int p = 0; p < D; p++)
+                    tmp[p] = h[dec_perm_dim(p)];
+                memcpy(h, tmp, (size_t)D * 2);
+            }
         for (int ds = 0; ds < nds; ds++) {
             __m512i t[16];
             for (int i = 0; i < 16; i++)
@@ -1271,8 +1318,13 @@ static void amx_dec_chunk(attn__cpu_job *j, const void *k, const void *v, int64_
             bf16_rows_pad(vb, Dv, v, stride, n, Dv);
         } else {
             int e4m3 = j->kv_elem == ATTN_ELEM_FP8_E4M3;
-            fp8_rows_to_bf16(kb, D, k, stride, n, D, e4m3);
-            fp8_rows_to_bf16(vb, Dv, v, stride, n, Dv, e4m3);
+            if (dec_perm(j)) {
+                fp8_rows_to_bf16_perm(kb, k, stride, n, D, e4m3);
+                fp8_rows_to_bf16_perm(vb, v, stride, n, Dv, e4m3);
+            } else {
+                fp8_rows_to_bf16(kb, D, k, stride, n, D, e4m3);
+                fp8_rows_to_bf16(vb, Dv, v, stride, n, Dv, e4m3);
+            }
         }
         for (int t = n; t < nkp; t++) {
             memset(kb + (size_t)t * D, 0, (size_t)D * 2);
@@ -1381,14 +1433,21 @@ static void amx_dec_finish(attn__cpu_job *j)
     const __m512i ilo = _mm512_loadu_si512(lo_tab);
     const __m512i ihi = _mm512_add_epi32(ilo, _mm512_set1_epi32(8));
     const float *ot = (const float *)((const char *)j->scratch + AMX_DO);
-    for (int r = 0; r < j->R; r++)
+    bool perm = dec_perm(j);
+    float row[ATTN_CPU_MAX_HEAD];
+    for (int r = 0; r < j->R; r++) {
+        float *orow = j->o + (size_t)r * j->o_stride;
+        float *dst = perm ? row : orow;
         for (int g = 0; g < j->Dv / 32; g++) {
             __m512 ev = _mm512_load_ps(ot + g * 256 + r * 16);
             __m512 od = _mm512_load_ps(ot + g * 256 + (j->R + r) * 16);
-            float *o = j->o + (size_t)r * j->o_stride + g * 32;
-            _mm512_storeu_ps(o, _mm512_permutex2var_ps(ev, ilo, od));
-            _mm512_storeu_ps(o + 16, _mm512_permutex2var_ps(ev, ihi, od));
+            _mm512_storeu_ps(dst + g * 32, _mm512_permutex2var_ps(ev, ilo, od));
+            _mm512_storeu_ps(dst + g * 32 + 16, _mm512_permutex2var_ps(ev, ihi, od));
         }
+        if (perm)
+            for (int p = 0; p < j->Dv; p++)
+                orow[dec_perm_dim(p)] = row[p];
+    }
     amx_end();
 }
 
