@@ -67,4 +67,14 @@ out=$("$ATTN" serve --machine cpu --model bert-base --steps 2 --no-kernels 2>&1)
 check "bert-base serves (exit $?)" test $? -eq 0
 check "no KV groups" has "$out" "0 KV-cache groups"
 
+# ... but the step loop drives them: K/V passed directly, each prompt done in its step
+out=$("$ATTN" serve --model bert-base --steps 3 2>&1)
+rc=$?
+check "bert-base steps exit 0 (got $rc)" test $rc -eq 0
+check "encoder group driven" has "$out" "non-causal over each step's new prompt tokens"
+attn_ms=$(awk '$1 == "0" && NF >= 10 { print $10 }' <<<"$out")
+check "bert-base attention time > 0 (got '$attn_ms')" \
+    awk -v t="$attn_ms" 'BEGIN { exit !(t + 0 > 0) }'
+check "bert-base accounting" has "$out" "block accounting: ok"
+
 exit $fail

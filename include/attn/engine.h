@@ -21,7 +21,9 @@
  * are written and attention runs for the chosen layers on deterministic
  * synthetic inputs, with the backend's own kernel, or — on a simulated
  * machine whose backend has no code here — with libattn's CPU kernels
- * ("emulated"). A step allocates no heap memory. Nothing of one step is
+ * ("emulated"). Encoder-only and encoder groups (no paged cache) run too,
+ * over each step's new prompt tokens with K/V passed directly (see
+ * attn_engine_num_encoder_groups). A step allocates no heap memory. Nothing of one step is
  * used by the next.
  *
  * Threads: an engine is used by one thread at a time; any number of engines
@@ -137,18 +139,34 @@ ATTN_API attn_status attn_engine_group_info_get(const attn_engine *e, int group,
 ATTN_API const char *attn_engine_group_backend(const attn_engine *e, int group);
 ATTN_API const attn_selection *attn_engine_group_selection(const attn_engine *e, int group);
 
+/* Encoder groups: the model's encoder-only (BERT) and encoder (Whisper
+ * encoder) self-attention groups, one per model group, which keep no paged
+ * cache. Each step runs their kernel once over every scheduled request's
+ * new prompt tokens, non-causal, with K/V passed directly (no block table,
+ * no slot mapping, no backend metadata). An engine with encoder groups
+ * never chunks a prompt (a request waits until its whole prompt fits the
+ * step's budget) and refuses prompts longer than max_num_batched_tokens;
+ * without KV groups (an encoder-only model) a request is its prompt and
+ * finishes in the step that processes it. The info's cache fields
+ * (builder_type, layout, kv_shape, kv_elem, bytes_per_block, num_blocks)
+ * are zero/NULL. */
+ATTN_API int attn_engine_num_encoder_groups(const attn_engine *e);
+ATTN_API attn_status attn_engine_encoder_group_info_get(const attn_engine *e, int group,
+                                                        attn_engine_group_info *out);
+
 /* ---- requests ------------------------------------------------------------- */
 
 typedef struct attn_request_desc {
     int prompt_len; /* >= 1 */
-    int output_len; /* tokens to generate, >= 1 */
+    int output_len; /* tokens to generate, >= 1 (ignored by an encoder-only model) */
     int prefix_id;  /* > 0: the prompt starts with shared prefix number prefix_id */
     int prefix_len; /* tokens of that prefix (<= prompt_len) */
 } attn_request_desc;
 
 /* Queues a request. ATTN_BAD_STATE on a failed engine; ATTN_INVALID_ARGUMENT
  * for lengths out of range (longer than max_model_len, or more blocks than a
- * pool has); ATTN_OUT_OF_RANGE when the waiting queue is full. *id (optional)
+ * pool has, or — with encoder groups — a prompt longer than
+ * max_num_batched_tokens); ATTN_OUT_OF_RANGE when the waiting queue is full. *id (optional)
  * receives the request's id (0, 1, 2, ... in order of admission). */
 ATTN_API attn_status attn_engine_add_request(attn_engine *e, const attn_request_desc *r,
                                              uint64_t *id);
@@ -169,6 +187,11 @@ typedef struct attn_engine_step_stats {
     double output_checksum; /* sum of the outputs of the layers run */
     bool output_finite;
     double max_abs_diff; /* vs REFERENCE when verify is on (else 0) */
+    /* encoder groups (their time is also part of attention_ns; layers_run
+     * above counts KV groups only) */
+    int encoder_reqs, encoder_tokens; /* the encoder batch: new prompt tokens */
+    int encoder_layers_run;
+    double encoder_attention_ns;
 } attn_engine_step_stats;
 
 /* Runs one step. An empty schedule is a valid step (no batch, no metadata).

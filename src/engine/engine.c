@@ -158,6 +158,51 @@ static attn_status attn__make_groups(attn_engine *e)
     return ATTN_OK;
 }
 
+static bool attn__is_encoder_group(const attn_model *m, int mg)
+{
+    const attn_layer_spec *s = attn_model_group_spec(m, mg);
+    return s && !attn__is_kv_group(m, mg) &&
+           (s->attn_type == ATTN_TYPE_ENCODER_ONLY || s->attn_type == ATTN_TYPE_ENCODER);
+}
+
+/* One encoder group per model group: without a paged cache there is no
+ * block table to keep per group, so no hybrid split either. */
+static attn_status attn__make_enc_groups(attn_engine *e)
+{
+    const attn_model *m = e->model;
+    int n = 0;
+    for (int mg = 0; mg < e->num_model_groups; mg++)
+        n += attn__is_encoder_group(m, mg);
+    e->num_enc = n;
+    e->encoder_only = n > 0 && e->num_groups == 0;
+    if (n == 0) return ATTN_OK;
+    bool oom = false;
+    e->enc = attn__eng_calloc((size_t)n, sizeof *e->enc, &oom);
+    if (oom) return attn__engine_fail(e, ATTN_OUT_OF_MEMORY, "engine: out of memory");
+    int g = 0;
+    for (int mg = 0; mg < e->num_model_groups; mg++) {
+        if (!attn__is_encoder_group(m, mg)) continue;
+        attn__eng_group *gr = &e->enc[g++];
+        const int *layers;
+        gr->model_group = mg;
+        gr->num_layers = attn_model_group_layers(m, mg, &layers);
+        gr->layers =
+            attn__eng_calloc((size_t)(gr->num_layers ? gr->num_layers : 1), sizeof(int), &oom);
+        if (oom) return attn__engine_fail(e, ATTN_OUT_OF_MEMORY, "engine: out of memory");
+        memcpy(gr->layers, layers, sizeof(int) * (size_t)gr->num_layers);
+        gr->spec = *attn_model_group_spec(m, mg);
+        attn_model_selector_config(m, &gr->spec, e->cfg.kv_cache_dtype, e->cfg.block_size,
+                                   &gr->selcfg);
+        attn_model_layer_params(m, &gr->spec, e->cfg.kv_cache_dtype, &gr->params);
+        gr->kind = attn_kv_kind_of(&gr->selcfg);
+        gr->sel = e->selections[mg];
+        gr->requested = e->requested[mg][0] ? e->requested[mg] : NULL;
+        gr->backend = attn_selection_backend_object(gr->sel);
+        gr->share_with = -1;
+    }
+    return ATTN_OK;
+}
+
 static int attn__kv_heads(const attn__eng_group *g)
 {
     return g->spec.use_mla ? 1 : g->spec.num_kv_heads;
@@ -454,6 +499,59 @@ static attn_status attn__setup_kernels(attn_engine *e, attn__eng_group *g)
     return st;
 }
 
+/* An encoder group's kernel: the selected backend's own when it has code
+ * here, else CPU_ATTN (then REFERENCE) standing in; every call passes K/V
+ * directly and no backend metadata, so no builder is created. */
+static attn_status attn__setup_enc_kernels(attn_engine *e, attn__eng_group *g)
+{
+    if (!e->cfg.run_kernels) {
+        snprintf(g->kernel_note, sizeof g->kernel_note, "kernels disabled");
+        return ATTN_OK;
+    }
+    if (g->spec.use_mla) {
+        snprintf(g->kernel_note, sizeof g->kernel_note, "MLA encoder layers are not driven");
+        return ATTN_OK;
+    }
+    const attn_backend *b = g->backend;
+    bool native = attn__kernel_fits(b, false);
+    const attn_backend *use = b;
+    if (!native) {
+        use = attn__stand_in(e, g, "CPU_ATTN");
+        if (!use) use = attn__stand_in(e, g, "REFERENCE");
+        if (!use) return ATTN_OK; /* kernel_note says why */
+    }
+    int want = e->cfg.layers_to_run;
+    g->layers_run = want == 0 ? 1 : want < 0 || want > g->num_layers ? g->num_layers : want;
+    bool oom = false;
+    g->run_layers = attn__eng_calloc((size_t)g->layers_run, sizeof(int), &oom);
+    if (oom) return attn__engine_fail(e, ATTN_OUT_OF_MEMORY, "engine: out of memory");
+    memcpy(g->run_layers, g->layers, sizeof(int) * (size_t)g->layers_run);
+    const int H = g->spec.num_heads;
+    if (g->spec.has_sink) {
+        g->sinks = attn__eng_calloc((size_t)H, sizeof(float), &oom);
+        if (oom) return attn__engine_fail(e, ATTN_OUT_OF_MEMORY, "engine: out of memory");
+        for (int h = 0; h < H; h++)
+            g->sinks[h] = attn__synth(e->cfg.seed, 0x51, (uint64_t)h);
+        g->params.sinks = g->sinks;
+    }
+    g->mode = native ? ATTN_KERNEL_NATIVE : ATTN_KERNEL_EMULATED;
+    attn_status st = attn__kernel_init(e, g, &g->run, use, false);
+    if (st != ATTN_OK) return st;
+    g->kernel_name = g->run.backend->desc->name;
+    g->kernel_variant = g->run.ops.variant ? g->run.ops.variant() : NULL;
+    g->kernel_note[0] = '\0';
+    if (e->cfg.verify) {
+        const attn_backend *ref = NULL;
+        if (attn_backend_resolve(e->emu_platform, "REFERENCE", &ref) != ATTN_OK) {
+            ref = NULL;
+            attn_clear_error();
+        }
+        if (ref && attn__kernel_fits(ref, false) && ref != g->run.backend)
+            st = attn__kernel_init(e, g, &g->verify, ref, false);
+    }
+    return st;
+}
+
 static attn_status attn__alloc_buffers(attn_engine *e)
 {
     bool oom = false;
@@ -466,6 +564,12 @@ static attn_status attn__alloc_buffers(attn_engine *e)
     e->positions = attn__eng_calloc((size_t)T, sizeof(int32_t), &oom);
     e->is_prefilling = attn__eng_calloc((size_t)S, sizeof(uint8_t), &oom);
     e->token_req_id = attn__eng_calloc((size_t)T, sizeof(uint64_t), &oom);
+    if (e->num_enc > 0) {
+        e->enc_qsl = attn__eng_calloc((size_t)S + 1, sizeof(int32_t), &oom);
+        e->enc_seq_lens = attn__eng_calloc((size_t)S, sizeof(int32_t), &oom);
+        e->enc_positions = attn__eng_calloc((size_t)T, sizeof(int32_t), &oom);
+        e->enc_token_req_id = attn__eng_calloc((size_t)T, sizeof(uint64_t), &oom);
+    }
     for (int g = 0; g < e->num_groups && !oom; g++) {
         attn__eng_group *gr = &e->groups[g];
         gr->block_table =
@@ -496,6 +600,19 @@ static attn_status attn__alloc_buffers(attn_engine *e)
             e->mla_scratch_size = ss > e->mla_scratch_size ? ss : e->mla_scratch_size;
         }
     }
+    for (int g = 0; g < e->num_enc; g++) { /* direct K/V: [tokens][kv_heads][head_size(_v)] */
+        const attn__eng_group *gr = &e->enc[g];
+        if (gr->mode == ATTN_KERNEL_NONE) continue;
+        const attn_layer_spec *s = &gr->spec;
+        size_t hv = (size_t)(s->head_size_v ? s->head_size_v : s->head_size);
+        size_t hk = (size_t)s->head_size > hv ? (size_t)s->head_size : hv;
+        size_t qd = (size_t)s->num_heads * (size_t)s->head_size;
+        size_t od = (size_t)s->num_heads * hv;
+        size_t kd = (size_t)s->num_kv_heads * hk;
+        qn = qn > qd ? qn : qd;
+        on = on > od ? on : od;
+        kn = kn > kd ? kn : kd;
+    }
     if (qn) {
         e->q = attn__eng_calloc((size_t)T * qn, esz, &oom);
         e->k = attn__eng_calloc((size_t)T * kn, esz, &oom);
@@ -521,7 +638,7 @@ static attn_status attn__startup(attn_engine *e)
         if (st != ATTN_OK) return attn__engine_fail(e, st, "platform: %s", attn_last_error());
     }
     if ((st = attn__select_all(e)) != ATTN_OK || (st = attn__make_groups(e)) != ATTN_OK ||
-        (st = attn__size_pools(e)) != ATTN_OK)
+        (st = attn__make_enc_groups(e)) != ATTN_OK || (st = attn__size_pools(e)) != ATTN_OK)
         return st;
     st = attn_platform_open("cpu", &e->emu_platform);
     if (st != ATTN_OK)
@@ -529,6 +646,8 @@ static attn_status attn__startup(attn_engine *e)
     if ((st = attn__create_builders(e)) != ATTN_OK) return st;
     for (int g = 0; g < e->num_groups; g++)
         if ((st = attn__setup_kernels(e, &e->groups[g])) != ATTN_OK) return st;
+    for (int g = 0; g < e->num_enc; g++)
+        if ((st = attn__setup_enc_kernels(e, &e->enc[g])) != ATTN_OK) return st;
     if ((st = attn__alloc_buffers(e)) != ATTN_OK ||
         (st = attn__engine_alloc_requests(e)) != ATTN_OK)
         return st;
@@ -603,6 +722,19 @@ void attn_engine_free(attn_engine *e)
         free(gr->block_table);
         free(gr->slot_mapping);
     }
+    for (int g = 0; g < e->num_enc; g++) {
+        attn__eng_group *gr = &e->enc[g];
+        attn__kernel_free(gr, &gr->run);
+        attn__kernel_free(gr, &gr->verify);
+        free(gr->layers);
+        free(gr->run_layers);
+        free(gr->sinks);
+    }
+    free(e->enc);
+    free(e->enc_qsl);
+    free(e->enc_seq_lens);
+    free(e->enc_positions);
+    free(e->enc_token_req_id);
     attn__engine_free_requests(e);
     free(e->groups);
     free(e->selections);
@@ -718,6 +850,37 @@ attn_status attn_engine_group_info_get(const attn_engine *e, int group, attn_eng
     out->kv_elem = g->layout.elem;
     out->bytes_per_block = g->layout.bytes_per_block * (uint64_t)g->num_layers;
     out->num_blocks = e->num_blocks;
+    out->kernel_mode = g->mode;
+    out->kernel = g->kernel_name;
+    out->kernel_variant = g->kernel_variant;
+    out->kernel_note = g->kernel_note[0] ? g->kernel_note : NULL;
+    out->layers_run = g->mode == ATTN_KERNEL_NONE ? 0 : g->layers_run;
+    return ATTN_OK;
+}
+
+int attn_engine_num_encoder_groups(const attn_engine *e)
+{
+    return e && e->state == ATTN_ENGINE_READY ? e->num_enc : 0;
+}
+
+attn_status attn_engine_encoder_group_info_get(const attn_engine *e, int group,
+                                               attn_engine_group_info *out)
+{
+    ATTN__CHECK_NULL(e);
+    ATTN__CHECK_NULL(out);
+    if (e->state != ATTN_ENGINE_READY || group < 0 || group >= e->num_enc)
+        return attn__fail(ATTN_OUT_OF_RANGE, "engine: no encoder group %d (the engine has %d)",
+                          group, attn_engine_num_encoder_groups(e));
+    const attn__eng_group *g = &e->enc[group];
+    memset(out, 0, sizeof *out);
+    out->model_group = g->model_group;
+    out->num_layers = g->num_layers;
+    out->layers = g->layers;
+    out->kind = g->kind;
+    out->backend = g->backend->desc->name;
+    out->requested = g->requested;
+    out->selection = g->sel;
+    out->cg_support = g->backend->desc->cg_support;
     out->kernel_mode = g->mode;
     out->kernel = g->kernel_name;
     out->kernel_variant = g->kernel_variant;

@@ -63,6 +63,10 @@ typedef struct attn__eng_group {
     bool have_step; /* cm/md describe the last step with a batch */
 } attn__eng_group;
 
+/* Encoder-only (BERT) and encoder (Whisper encoder) layer groups reuse the
+ * group record without pool, cache, builder or block table: their kernels
+ * take the step's K/V directly and need no backend metadata. */
+
 enum { ATTN__REQ_FREE = 0, ATTN__REQ_WAITING, ATTN__REQ_RUNNING };
 
 typedef struct attn__eng_req {
@@ -107,6 +111,11 @@ struct attn_engine {
     int reorder_threshold; /* smallest positive builder threshold */
     int num_groups;
     attn__eng_group *groups;
+    /* encoder groups (no paged cache), driven over each step's new prompt
+     * tokens; a prompt is then never chunked */
+    int num_enc;
+    attn__eng_group *enc;
+    bool encoder_only;           /* encoder groups and no KV group: a request is its prompt */
     attn_platform *emu_platform; /* owned: the CPU machine stand-in kernels validate on */
     /* requests */
     attn__eng_req *reqs; /* [max_requests] */
@@ -133,6 +142,12 @@ struct attn_engine {
     int32_t *positions;     /* [max_tokens] */
     uint8_t *is_prefilling; /* [max_seqs] */
     uint64_t *token_req_id; /* [max_tokens] request id of each token */
+    /* the encoder batch: each scheduled request's new prompt tokens */
+    int32_t *enc_qsl;           /* [max_seqs + 1] */
+    int32_t *enc_seq_lens;      /* [max_seqs] */
+    int32_t *enc_positions;     /* [max_tokens] */
+    uint64_t *enc_token_req_id; /* [max_tokens] */
+    attn_common_metadata enc_cm;
     /* synthetic inputs and outputs of the layers run */
     void *q, *k, *v, *out, *out_ref;
     size_t out_bytes;

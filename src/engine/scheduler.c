@@ -11,8 +11,12 @@
  * block table and slot mapping; (4) each group's builder builds, or — when
  * an earlier group of this step has the same builder type and spec — only
  * swaps the block table into that group's metadata; (5) K/V are written and
- * attention runs for the layers chosen at startup; (6) requests advance,
- * finish and release their blocks. Nothing of a step is consulted by the
+ * attention runs for the layers chosen at startup; (5b) encoder groups
+ * (no paged cache) run once, non-causal, over the scheduled requests' new
+ * prompt tokens with K/V passed directly — with any such group a prompt is
+ * scheduled whole or waits, never chunked; (6) requests advance, finish
+ * (an encoder-only model's request once its prompt is processed) and
+ * release their blocks. Nothing of a step is consulted by the
  * next one except the requests' own progress. A step allocates nothing. */
 #include <math.h>
 #include <stdlib.h>
@@ -282,6 +286,9 @@ static void attn__schedule(attn_engine *e, attn_engine_step_stats *st)
             int remaining = attn__total(r) - r->num_computed;
             if (r->scheduled || remaining <= 0 || (pass == 0) != (remaining == 1)) continue;
             int n = remaining < budget ? remaining : budget;
+            if (e->num_enc > 0 && r->num_computed < r->prompt_len &&
+                n < r->prompt_len - r->num_computed)
+                continue; /* encoder attention sees the whole prompt or nothing */
             if (attn__secure(e, idx, r->num_computed + n, st) == ATTN__PREEMPTED_SELF) {
                 i = -1; /* running changed: rescan (scheduled ones are skipped) */
                 continue;
@@ -319,8 +326,12 @@ static void attn__schedule(attn_engine *e, attn_engine_step_stats *st)
         r->num_computed = shared * e->block_size;
         int remaining = attn__total(r) - r->num_computed;
         int n = remaining < budget ? remaining : budget;
-        bool got = attn__reserve(e, r, r->num_computed + n);
-        while (!got && attn__prefix_evict(e)) /* cached prefixes yield to requests */
+        /* Encoder attention cannot be chunked: a prompt that does not fit
+         * what is left of the budget waits, in order, for the next step. */
+        bool fits = !(e->num_enc > 0 && r->num_computed < r->prompt_len &&
+                      n < r->prompt_len - r->num_computed);
+        bool got = fits && attn__reserve(e, r, r->num_computed + n);
+        while (!got && fits && attn__prefix_evict(e)) /* cached prefixes yield to requests */
             got = attn__reserve(e, r, r->num_computed + n);
         if (!got) {
             /* No preemption for admissions: wait for blocks to come back. */
@@ -445,11 +456,11 @@ static attn_status attn__build_metadata(attn_engine *e, attn_engine_step_stats *
 
 /* Fills rows of `dim` values per (token, head) for a layer from the
  * tokens' (request, position), in the model's element type. */
-static void attn__fill(attn_engine *e, void *buf, attn_elem el, int ntok, int heads, int dim,
-                       uint64_t stream)
+static void attn__fill_rows(const attn_engine *e, const uint64_t *req_ids, const int32_t *positions,
+                            void *buf, attn_elem el, int ntok, int heads, int dim, uint64_t stream)
 {
     for (int t = 0; t < ntok; t++) {
-        uint64_t base = (e->token_req_id[t] << 24) ^ (uint64_t)e->positions[t];
+        uint64_t base = (req_ids[t] << 24) ^ (uint64_t)positions[t];
         for (int h = 0; h < heads; h++) {
             size_t row = ((size_t)t * (size_t)heads + (size_t)h) * (size_t)dim;
             uint64_t rs = stream ^ ((uint64_t)h << 56);
@@ -458,6 +469,12 @@ static void attn__fill(attn_engine *e, void *buf, attn_elem el, int ntok, int he
                                  attn__synth(e->cfg.seed, rs, base * 1024 + (uint64_t)d));
         }
     }
+}
+
+static void attn__fill(attn_engine *e, void *buf, attn_elem el, int ntok, int heads, int dim,
+                       uint64_t stream)
+{
+    attn__fill_rows(e, e->token_req_id, e->positions, buf, el, ntok, heads, dim, stream);
 }
 
 static attn_status attn__kernel_md(attn__eng_group *g, attn__eng_kernel *k)
@@ -551,6 +568,98 @@ static attn_status attn__run_attention(attn_engine *e, attn_engine_step_stats *s
     return ATTN_OK;
 }
 
+/* ---- encoder groups ------------------------------------------------------------ */
+
+/* The encoder batch: each scheduled request's new prompt tokens (its whole
+ * prompt, since prompts are never chunked here), each request one
+ * non-causal sequence of its own tokens. */
+static void attn__build_enc_batch(attn_engine *e, attn_engine_step_stats *st)
+{
+    int n = 0;
+    int32_t tok = 0, max_q = 0;
+    e->enc_qsl[0] = 0;
+    for (int i = 0; i < e->num_sched; i++) {
+        const attn__eng_req *r = &e->reqs[e->sched[i]];
+        int end = r->num_computed + r->scheduled;
+        end = end < r->prompt_len ? end : r->prompt_len;
+        int32_t q = end - r->num_computed;
+        if (q <= 0) continue;
+        for (int32_t j = 0; j < q; j++) {
+            e->enc_positions[tok + j] = r->num_computed + j;
+            e->enc_token_req_id[tok + j] = r->id;
+        }
+        tok += q;
+        e->enc_seq_lens[n] = q;
+        e->enc_qsl[++n] = tok;
+        max_q = q > max_q ? q : max_q;
+    }
+    attn_common_metadata cm = {
+        .query_start_loc = e->enc_qsl,
+        .seq_lens = e->enc_seq_lens,
+        .num_reqs = n,
+        .num_actual_tokens = tok,
+        .max_query_len = max_q,
+        .max_seq_len = max_q,
+        .causal = false,
+        .positions = e->enc_positions,
+    };
+    e->enc_cm = cm;
+    st->encoder_reqs = n;
+    st->encoder_tokens = tok;
+}
+
+static attn_status attn__run_encoder(attn_engine *e, attn_engine_step_stats *st)
+{
+    const attn_elem el = attn_dtype_elem(attn_model_dtype(e->model));
+    const int ntok = e->enc_cm.num_actual_tokens;
+    const uint64_t *ids = e->enc_token_req_id;
+    const int32_t *pos = e->enc_positions;
+    double sum = 0, maxdiff = 0;
+    bool finite = true;
+    for (int gi = 0; gi < e->num_enc; gi++) {
+        attn__eng_group *g = &e->enc[gi];
+        if (g->mode == ATTN_KERNEL_NONE) continue;
+        const attn_layer_spec *sp = &g->spec;
+        const int H = sp->num_heads, KVH = sp->num_kv_heads, D = sp->head_size;
+        const int Dv = sp->head_size_v ? sp->head_size_v : sp->head_size;
+        for (int l = 0; l < g->layers_run; l++) {
+            uint64_t layer = (uint64_t)g->run_layers[l] << 40;
+            attn__fill_rows(e, ids, pos, e->k, el, ntok, KVH, D, layer | 1);
+            attn__fill_rows(e, ids, pos, e->v, el, ntok, KVH, Dv, layer | 2);
+            attn__fill_rows(e, ids, pos, e->q, el, ntok, H, D, layer | 3);
+            attn_forward_args a = {.layer = &g->params,
+                                   .common = &e->enc_cm,
+                                   .q = e->q,
+                                   .out = e->out,
+                                   .k = e->k,
+                                   .v = e->v};
+            attn_status s = g->run.ops.forward(g->run.impl[l], &a);
+            if (s != ATTN_OK) return s;
+            size_t n = (size_t)ntok * (size_t)H * (size_t)Dv;
+            for (size_t i = 0; i < n; i++) {
+                float x = attn__load_elem(e->out, el, i);
+                finite = finite && isfinite(x);
+                sum += x;
+            }
+            if (g->verify.impl) {
+                a.out = e->out_ref;
+                if ((s = g->verify.ops.forward(g->verify.impl[l], &a)) != ATTN_OK) return s;
+                for (size_t i = 0; i < n; i++) {
+                    double d = fabs((double)attn__load_elem(e->out, el, i) -
+                                    (double)attn__load_elem(e->out_ref, el, i));
+                    maxdiff = d > maxdiff ? d : maxdiff;
+                }
+            }
+            st->encoder_layers_run++;
+        }
+        st->emulated = st->emulated || g->mode == ATTN_KERNEL_EMULATED;
+    }
+    st->output_checksum += sum;
+    st->output_finite = st->output_finite && finite;
+    st->max_abs_diff = maxdiff > st->max_abs_diff ? maxdiff : st->max_abs_diff;
+    return ATTN_OK;
+}
+
 /* ---- requests: public ---------------------------------------------------------- */
 
 attn_status attn_engine_add_request(attn_engine *e, const attn_request_desc *rd, uint64_t *id)
@@ -560,12 +669,20 @@ attn_status attn_engine_add_request(attn_engine *e, const attn_request_desc *rd,
     if (e->state != ATTN_ENGINE_READY)
         return attn__fail(ATTN_BAD_STATE, "engine failed at startup, no request admitted: %s",
                           e->error);
-    if (rd->prompt_len < 1 || rd->output_len < 1 ||
-        (int64_t)rd->prompt_len + rd->output_len - 1 > e->max_model_len)
+    /* an encoder-only model has no decode: a request is its prompt */
+    const int out_len = e->encoder_only ? 0 : rd->output_len;
+    if (rd->prompt_len < 1 || (!e->encoder_only && rd->output_len < 1) ||
+        (int64_t)rd->prompt_len + (out_len > 0 ? out_len - 1 : 0) > e->max_model_len)
         return attn__fail(ATTN_INVALID_ARGUMENT,
                           "request of %d prompt + %d output tokens: lengths must be >= 1 and fit "
                           "max_model_len %d",
-                          rd->prompt_len, rd->output_len, e->max_model_len);
+                          rd->prompt_len, out_len, e->max_model_len);
+    if (e->num_enc > 0 && rd->prompt_len > e->max_tokens)
+        return attn__fail(ATTN_INVALID_ARGUMENT,
+                          "request of %d prompt tokens: encoder attention needs the whole prompt "
+                          "in one step, but a step holds at most %d tokens "
+                          "(max_num_batched_tokens)",
+                          rd->prompt_len, e->max_tokens);
     if (rd->prefix_id < 0 || rd->prefix_len < 0 || rd->prefix_len > rd->prompt_len)
         return attn__fail(ATTN_INVALID_ARGUMENT,
                           "request prefix %d of %d tokens: must be >= 0 and within the prompt (%d)",
@@ -579,7 +696,7 @@ attn_status attn_engine_add_request(attn_engine *e, const attn_request_desc *rd,
     r->id = e->next_id++;
     r->state = ATTN__REQ_WAITING;
     r->prompt_len = rd->prompt_len;
-    r->output_len = rd->output_len;
+    r->output_len = out_len;
     r->prefix_id = rd->prefix_id;
     r->prefix_len = rd->prefix_id > 0 ? rd->prefix_len : 0;
     r->slot = -1;
@@ -652,6 +769,13 @@ attn_status attn_engine_step(attn_engine *e, attn_engine_step_stats *out)
         }
         st.common_prefix_len = e->groups[0].common_prefix_len;
     }
+    if (s == ATTN_OK && e->num_enc > 0 && e->num_sched > 0) {
+        double t0 = attn__now_ns();
+        attn__build_enc_batch(e, &st);
+        if (e->enc_cm.num_actual_tokens > 0) s = attn__run_encoder(e, &st);
+        st.encoder_attention_ns = attn__now_ns() - t0;
+        st.attention_ns += st.encoder_attention_ns;
+    }
     /* Advance every scheduled request, whatever the kernels said: the
      * scheduler's bookkeeping must stay consistent with the blocks. */
     for (int i = 0; i < e->num_sched; i++) {
@@ -659,7 +783,7 @@ attn_status attn_engine_step(attn_engine *e, attn_engine_step_stats *out)
         r->num_computed += r->scheduled;
         e->counts.tokens += r->scheduled;
         r->scheduled = 0;
-        if (r->num_computed == attn__total(r)) r->num_output++;
+        if (!e->encoder_only && r->num_computed == attn__total(r)) r->num_output++;
         attn__prefix_register(e, r);
     }
     for (int i = 0; i < e->num_sched; i++) {

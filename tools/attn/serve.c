@@ -325,7 +325,23 @@ static void attn__print_startup(const attn_engine *e, const attn_platform *p, co
             attn_engine_group_info_get(e, g, &gi);
             kv = kv || gi.model_group == mg;
         }
-        if (!kv) {
+        int enc = -1;
+        attn_engine_group_info ei;
+        for (int g = 0; !kv && enc < 0 && g < attn_engine_num_encoder_groups(e); g++)
+            if (attn_engine_encoder_group_info_get(e, g, &ei) == ATTN_OK && ei.model_group == mg)
+                enc = g;
+        if (!kv && enc >= 0) {
+            /* driven every step over the new prompt tokens, K/V passed directly */
+            char kern[600];
+            printf("  layer group %d (%s, no paged KV cache): %s (%s), non-causal over each "
+                   "step's new prompt tokens, K/V passed directly\n",
+                   mg, attn_attn_type_name(attn_model_group_spec(m, mg)->attn_type), ei.backend,
+                   ei.requested ? "requested" : "chosen by the platform's priority list");
+            printf("    attention: %s", attn__kernel_text(&ei, kern, sizeof kern));
+            if (ei.kernel_mode != ATTN_KERNEL_NONE)
+                printf(", %d of %d layers per step", ei.layers_run, ei.num_layers);
+            printf("\n");
+        } else if (!kv) {
             const attn_selection *sel = attn_engine_selection(e, mg);
             printf("  layer group %d (%s, no paged KV cache): %s (selected; not driven by the "
                    "decoder step loop)\n",
@@ -458,6 +474,8 @@ static void attn__json_step(attn__jw *w, const attn_engine_step_stats *s)
     I("builds", s->builds);
     I("block_table_updates", s->block_table_updates);
     I("layers_run", s->layers_run);
+    I("encoder_tokens", s->encoder_tokens);
+    I("encoder_layers_run", s->encoder_layers_run);
 #undef I
     attn__jw_key(w, "emulated");
     attn__jw_bool(w, s->emulated);
@@ -465,6 +483,8 @@ static void attn__json_step(attn__jw *w, const attn_engine_step_stats *s)
     attn__jw_num(w, s->metadata_ns / 1e3);
     attn__jw_key(w, "attention_ms");
     attn__jw_num(w, s->attention_ns / 1e6);
+    attn__jw_key(w, "encoder_attention_ms");
+    attn__jw_num(w, s->encoder_attention_ns / 1e6);
     attn__jw_key(w, "output_checksum");
     attn__jw_num(w, s->output_checksum);
     attn__jw_key(w, "output_finite");
