@@ -13,8 +13,7 @@
  *   O [rows][R] += P . V         A = P (bf16, 16 rows x 32 keys), B = the
  *                                latent part of the same rows interleaved in
  *                                key pairs; O tiles go through the fp32
- *                                accumulator (the kernel's own, rows padded
- *                                against L1 set conflicts) once per block.
+ *                                accumulator once per block.
  * V pairs are built with unpack lo/hi, which permutes the columns of each
  * 32-wide group; the accumulator is put back in order at the end.
  * Tile instructions are emitted through inline asm with memory clobbers (the
@@ -33,10 +32,10 @@
 #include "util/numeric.h"
 
 #define AMX_KB 256 /* keys per block */
-/* Row padding (floats) of the fp32 accumulator and of the score buffer: at
- * R * 4 = 2048 bytes a 16-row tile lands in 2 L1 sets, at Mp * 4 = 512 in 8,
- * so the tile loads and stores of the unpadded buffers miss on conflicts. */
-#define APAD       16
+/* Row padding (floats) of the score buffer: at Mp * 4 = 512 bytes a 16-row
+ * tile lands in 8 L1 sets (padded: 16), and QK stores and reloads its tiles
+ * once per slice. (Padding the accumulator, 2048-byte rows, through a copy
+ * in the scratch measured no different.) */
 #define SPAD       16
 #define QK_PARTS   3 /* slices of D in S^T = K . Q^T (see there) */
 #define AMX_NSUB   (AMX_KB / 32)
@@ -101,7 +100,6 @@ typedef struct {
     uint16_t *ks; /* [AMX_KB][D] staged latent rows (bf16) */
     uint8_t *vb;  /* [2][AMX_NSUB] tiles: V of one 32-column group as key pairs */
     float *st;    /* [AMX_KB][Mp + SPAD] scores, then probabilities */
-    float *acc;   /* [Mp][R + APAD] the latent accumulator, columns permuted */
     uint8_t *pa;  /* [Mt][AMX_NSUB] tiles: P rows x 32 keys */
     float *m, *l, *alpha;
     int32_t *lim;
@@ -126,7 +124,6 @@ static size_t amx_layout(int R, int D, int rows, void *mem, amx_ws *w)
     TAKE(ks, (size_t)AMX_KB * D * 2);
     TAKE(vb, (size_t)2 * AMX_NSUB * TILE_BYTES);
     TAKE(st, (size_t)AMX_KB * (Mp + SPAD) * 4);
-    TAKE(acc, (size_t)Mp * (R + APAD) * 4);
     TAKE(pa, (size_t)Mt * AMX_NSUB * TILE_BYTES);
     TAKE(m, (size_t)Mp * 4);
     TAKE(l, (size_t)Mp * 4);
@@ -314,7 +311,7 @@ static void amx_decode(const attn__mla_dec *d)
     const int D = d->D, R = d->R, H = d->H, n = d->nrows;
     const int DC = D / 32, RT = R / 16;
     const int Mt = (n + 15) / 16, Mp = Mt * 16;
-    const int lds = Mp + SPAD, ldo = R + APAD;
+    const int lds = Mp + SPAD;
     if (!(d->score_mul > 0.0f)) { /* the block max below assumes a positive scale */
         attn__mla_kern_portable.decode(d);
         return;
@@ -398,7 +395,7 @@ static void amx_decode(const attn__mla_dec *d)
          * from L2 instead of all of them (the whole-D step, 36 KB of keys
          * plus 36 KB of queries per row pair, overflows L1). The partial
          * sums go through st, exactly (fp32 store and reload). Measured
-         * 8-15 % faster per core than one slice; 2 and 6 slices in between. */
+         * 5-15 % faster per core than one slice; 2 and 6 slices in between. */
         for (int s = 0; s < nsub; s++) {
             const char *k0b = (const char *)w.tbase[2 * s], *k1b = (const char *)w.tbase[2 * s + 1];
             long k0s = w.tstride[2 * s], k1s = w.tstride[2 * s + 1];
@@ -521,7 +518,7 @@ static void amx_decode(const attn__mla_dec *d)
             while (rows) {
                 int i = __builtin_ctz(rows);
                 rows &= rows - 1;
-                float *o = w.acc + (size_t)(16 * g + i) * ldo;
+                float *o = d->acc + (size_t)(16 * g + i) * R;
                 __m512 vf = _mm512_set1_ps(w.alpha[16 * g + i]);
                 for (int r = 0; r < R; r += 16)
                     _mm512_storeu_ps(o + r, _mm512_mul_ps(_mm512_loadu_ps(o + r), vf));
@@ -538,10 +535,10 @@ static void amx_decode(const attn__mla_dec *d)
             const uint8_t *vb0 = w.vb;
             const uint8_t *vb1 = vb0 + (size_t)AMX_NSUB * TILE_BYTES;
             for (int mt = 0; mt < Mt; mt += 2) {
-                float *c00 = w.acc + (size_t)(16 * mt) * ldo + 16 * dt;
+                float *c00 = d->acc + (size_t)(16 * mt) * R + 16 * dt;
                 const uint8_t *pa0 = w.pa + (size_t)mt * AMX_NSUB * TILE_BYTES;
                 if (mt + 1 < Mt) {
-                    float *c10 = c00 + (size_t)16 * ldo;
+                    float *c10 = c00 + (size_t)16 * R;
                     const uint8_t *pa1 = pa0 + (size_t)AMX_NSUB * TILE_BYTES;
                     if (first) {
                         T_ZERO(0);
@@ -549,10 +546,10 @@ static void amx_decode(const attn__mla_dec *d)
                         T_ZERO(2);
                         T_ZERO(3);
                     } else {
-                        T_LOAD(0, c00, ldo * 4);
-                        T_LOAD(1, c00 + 16, ldo * 4);
-                        T_LOAD(2, c10, ldo * 4);
-                        T_LOAD(3, c10 + 16, ldo * 4);
+                        T_LOAD(0, c00, R * 4);
+                        T_LOAD(1, c00 + 16, R * 4);
+                        T_LOAD(2, c10, R * 4);
+                        T_LOAD(3, c10 + 16, R * 4);
                     }
                     for (int s = 0; s < nsub; s++) {
                         T_LOAD(4, pa0 + (size_t)s * TILE_BYTES, 64);
@@ -564,18 +561,18 @@ static void amx_decode(const attn__mla_dec *d)
                         T_DP(2, 5, 6);
                         T_DP(3, 5, 7);
                     }
-                    T_STORE(0, c00, ldo * 4);
-                    T_STORE(1, c00 + 16, ldo * 4);
-                    T_STORE(2, c10, ldo * 4);
-                    T_STORE(3, c10 + 16, ldo * 4);
+                    T_STORE(0, c00, R * 4);
+                    T_STORE(1, c00 + 16, R * 4);
+                    T_STORE(2, c10, R * 4);
+                    T_STORE(3, c10 + 16, R * 4);
                     amx_prefetch(w.next, row_lines, pf_total, &pf_cur, pf_pv);
                 } else {
                     if (first) {
                         T_ZERO(0);
                         T_ZERO(1);
                     } else {
-                        T_LOAD(0, c00, ldo * 4);
-                        T_LOAD(1, c00 + 16, ldo * 4);
+                        T_LOAD(0, c00, R * 4);
+                        T_LOAD(1, c00 + 16, R * 4);
                     }
                     for (int s = 0; s < nsub; s++) {
                         T_LOAD(4, pa0 + (size_t)s * TILE_BYTES, 64);
@@ -584,8 +581,8 @@ static void amx_decode(const attn__mla_dec *d)
                         T_DP(0, 4, 6);
                         T_DP(1, 4, 7);
                     }
-                    T_STORE(0, c00, ldo * 4);
-                    T_STORE(1, c00 + 16, ldo * 4);
+                    T_STORE(0, c00, R * 4);
+                    T_STORE(1, c00 + 16, R * 4);
                     amx_prefetch(w.next, row_lines, pf_total, &pf_cur, pf_pv);
                 }
             }
@@ -597,9 +594,8 @@ static void amx_decode(const attn__mla_dec *d)
     /* natural column order; running max and sum out */
     for (int i = 0; i < n; i++) {
         float *o = d->acc + (size_t)i * R;
-        const float *src = w.acc + (size_t)i * ldo;
-        for (int g = 0; g < R && total > 0; g += 32) {
-            __m512 lo = _mm512_loadu_ps(src + g), hi = _mm512_loadu_ps(src + g + 16);
+        for (int g = 0; g < R; g += 32) {
+            __m512 lo = _mm512_loadu_ps(o + g), hi = _mm512_loadu_ps(o + g + 16);
             _mm512_storeu_ps(o + g, _mm512_permutex2var_ps(lo, unperm0, hi));
             _mm512_storeu_ps(o + g + 16, _mm512_permutex2var_ps(lo, unperm1, hi));
         }
