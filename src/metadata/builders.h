@@ -174,9 +174,11 @@ attn_status attn__split_decodes_prefills(const attn_common_metadata *cm, int thr
                                          bool require_uniform, int *num_decodes,
                                          int *num_decode_tokens);
 
-/* build_for_capture's gate: whether a graph of this tier may capture cm. */
+/* build_for_capture's gate: the build's argument checks, then whether a
+ * graph of this tier may capture cm. */
 attn_status attn__capture_check(attn_cg_support cg, const char *type_name,
-                                const attn_common_metadata *cm);
+                                const attn_common_metadata *cm, int max_reqs, int max_tokens,
+                                int max_blocks_per_req);
 
 /* Cheap checks every build does (the full walk is attn_common_metadata_check):
  * capacities from create() and required pointers. */

@@ -203,8 +203,11 @@ attn_status attn__split_decodes_prefills(const attn_common_metadata *cm, int thr
 }
 
 attn_status attn__capture_check(attn_cg_support cg, const char *type_name,
-                                const attn_common_metadata *cm)
+                                const attn_common_metadata *cm, int max_reqs, int max_tokens,
+                                int max_blocks_per_req)
 {
+    attn_status st = attn__build_args(type_name, cm, max_reqs, max_tokens, max_blocks_per_req);
+    if (st != ATTN_OK) return st;
     if (cg == ATTN_CG_NEVER)
         return attn__fail(ATTN_UNSUPPORTED, "%s metadata cannot be captured in a graph (NEVER)",
                           type_name);

@@ -117,8 +117,8 @@ attn_status attn__fa_build_for_capture(void *state, const attn_common_metadata *
     attn__fa_state *s = state;
     if (!s || !cm || !md)
         return attn__fail(ATTN_NULL_ARGUMENT, "FlashAttention capture: NULL argument");
-    attn_status st = attn__build_args(s->type_name, cm, s->max_reqs, s->max_tokens, s->max_blocks);
-    if (st == ATTN_OK) st = attn__capture_check(s->cg, s->type_name, cm);
+    attn_status st = attn__capture_check(s->cg, s->type_name, cm, s->max_reqs, s->max_tokens,
+                                         s->max_blocks);
     return st == ATTN_OK ? attn__fa_build(state, 0, cm, false, md) : st;
 }
 

@@ -162,8 +162,8 @@ static attn_status attn__flex_build_for_capture(void *state, const attn_common_m
     attn__flex_state *s = state;
     if (!s || !cm || !md)
         return attn__fail(ATTN_NULL_ARGUMENT, TYPE_NAME " capture: NULL argument");
-    attn_status st = attn__build_args(TYPE_NAME, cm, s->max_reqs, s->max_tokens, s->max_blocks);
-    if (st == ATTN_OK) st = attn__capture_check(s->cg, TYPE_NAME, cm);
+    attn_status st = attn__capture_check(s->cg, TYPE_NAME, cm, s->max_reqs, s->max_tokens,
+                                         s->max_blocks);
     return st == ATTN_OK ? attn__flex_build(state, 0, cm, false, md) : st;
 }
 
