@@ -59,6 +59,9 @@ typedef struct attn__cpu_job {
     const void *pf_k, *pf_v;
     int pf_n;
     int64_t pf_stride;
+    /* the chunk after that (same stride; pf2_n 0 = none) */
+    const void *pf2_k, *pf2_v;
+    int pf2_n;
 } attn__cpu_job;
 
 /* bytes of variant scratch a job carries (K/V chunk conversions etc.) */
@@ -89,6 +92,21 @@ extern const attn__cpu_isa attn__cpu_isa_avx2;
 extern const attn__cpu_isa attn__cpu_isa_avx512;
 extern const attn__cpu_isa attn__cpu_isa_avx512_bf16;
 extern const attn__cpu_isa attn__cpu_isa_amx_bf16;
+#endif
+
+/* Streaming decode kernel shared by the AVX-512 variants
+ * (cpu_attn_decode_avx512.c): jobs of at most 8 rows over a bf16 or fp8
+ * cache. sd_job says whether a job takes it; prep/chunk/finish then stand
+ * in for the variant's own. */
+#if defined(__x86_64__)
+bool attn__cpu_sd_job(const attn__cpu_job *j);
+void attn__cpu_sd_prep(attn__cpu_job *j, const void *const *qrows);
+void attn__cpu_sd_chunk(attn__cpu_job *j, const void *k, const void *v, int64_t tok_stride, int n,
+                        int key0, bool masked);
+void attn__cpu_sd_finish(attn__cpu_job *j);
+/* bf16 high and low bytes of the 128 fp8 magnitudes (e4m3 or e5m2); true
+ * when the CPU has AVX512_VBMI to look them up with */
+bool attn__cpu_fp8_bf16_tables(int e4m3, const uint8_t **hi, const uint8_t **lo);
 #endif
 
 /* ---- variants ------------------------------------------------------------- */

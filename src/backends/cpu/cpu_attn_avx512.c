@@ -26,6 +26,7 @@
 
 #include "attn/cpu.h"
 #include "backends/cpu/cpu_attn.h"
+#include "backends/cpu/cpu_simd_avx512.h"
 #include "util/numeric.h"
 
 static bool avx512_usable(void)
@@ -41,15 +42,7 @@ static bool avx512_bf16_usable(void)
     return avx512_usable() && attn_cpu_has(ATTN_CPU_AVX512_BF16);
 }
 
-static inline int pad16(int d)
-{
-    return (d + 15) & ~15;
-}
 
-static inline int pad32(int d)
-{
-    return (d + 31) & ~31;
-}
 
 /* Prefetch key/value row t of the next chunk (see attn__cpu_job.pf_*). */
 static inline void prefetch_next(const attn__cpu_job *j, int t)
@@ -68,22 +61,6 @@ static inline void prefetch_next(const attn__cpu_job *j, int t)
 
 /* ---- shared math ---------------------------------------------------------------- */
 
-static inline __m512 exp512(__m512 x)
-{
-    x = _mm512_max_ps(x, _mm512_set1_ps(-87.3f));
-    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504f)),
-                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145752f), x);
-    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.42860677e-6f), r);
-    __m512 p = _mm512_set1_ps(1.0f / 720.0f);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-    return _mm512_scalef_ps(p, n);
-}
 
 /* Scores of row r (s[0..n), scratch row of ATTN_CPU_CHUNK) -> probabilities
  * against the updated running max. Returns the factor for the row's earlier
@@ -146,40 +123,7 @@ static float softmax_row(attn__cpu_job *j, int r, int n, int key0, bool masked)
 
 /* ---- fp32 FMA path ------------------------------------------------------------- */
 
-static inline __m512 load16_f32(const void *src, attn_elem e)
-{
-    switch (e) {
-    case ATTN_ELEM_F32: return _mm512_loadu_ps(src);
-    case ATTN_ELEM_BF16:
-        return _mm512_castsi512_ps(_mm512_slli_epi32(
-            _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)src)), 16));
-    case ATTN_ELEM_F16: return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)src));
-    case ATTN_ELEM_FP8_E5M2: {
-        __m128i b = _mm_loadu_si128((const __m128i *)src);
-        return _mm512_cvtph_ps(_mm256_slli_epi16(_mm256_cvtepu8_epi16(b), 8));
-    }
-    default: { /* e4m3: magnitude << 7 is an fp16 of value * 2^-8, subnormals included */
-        __m256i w = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)src));
-        __m256i h = _mm256_or_si256(
-            _mm256_slli_epi16(_mm256_and_si256(w, _mm256_set1_epi16(0x7f)), 7),
-            _mm256_slli_epi16(_mm256_and_si256(w, _mm256_set1_epi16(0x80)), 8));
-        return _mm512_mul_ps(_mm512_cvtph_ps(h), _mm512_set1_ps(256.0f));
-    }
-    }
-}
 
-static void row_to_f32(float *dst, const void *src, int d, attn_elem e)
-{
-    size_t es = attn_elem_size(e);
-    int i = 0;
-    for (; i + 16 <= d; i += 16)
-        _mm512_storeu_ps(dst + i, load16_f32((const char *)src + (size_t)i * es, e));
-    if (i < d) {
-        unsigned char tmp[64] = {0};
-        memcpy(tmp, (const char *)src + (size_t)i * es, (size_t)(d - i) * es);
-        _mm512_storeu_ps(dst + i, load16_f32(tmp, e));
-    }
-}
 
 static void f32_prep_q(attn__cpu_job *j, const void *const *qrows)
 {
@@ -384,6 +328,14 @@ static void vbmi_init(void)
         }
 }
 
+bool attn__cpu_fp8_bf16_tables(int e4m3, const uint8_t **hi, const uint8_t **lo)
+{
+    pthread_once(&g_vbmi_once, vbmi_init);
+    *hi = g_fp8_hi[e4m3 ? 1 : 0];
+    *lo = g_fp8_lo[e4m3 ? 1 : 0];
+    return g_vbmi;
+}
+
 __attribute__((target("avx512vbmi"))) static void
 fp8_rows_to_bf16_vbmi(uint16_t *dst, int dp, const uint8_t *src, int64_t stride, int n, int d,
                       int e4m3)
@@ -528,26 +480,6 @@ static void dp_prep_q(attn__cpu_job *j, const void *const *qrows)
     }
 }
 
-/* sum of each of 16 vectors, lane t = sum(v[t]) */
-static inline __m512 reduce16(const float *v)
-{
-    __m512 x[8], y[4];
-    for (int i = 0; i < 8; i++) {
-        __m512 a = _mm512_load_ps(v + (2 * i) * 16), b = _mm512_load_ps(v + (2 * i + 1) * 16);
-        x[i] = _mm512_add_ps(_mm512_unpacklo_ps(a, b), _mm512_unpackhi_ps(a, b));
-    }
-    for (int i = 0; i < 4; i++) {
-        __m512d a = _mm512_castps_pd(x[2 * i]), b = _mm512_castps_pd(x[2 * i + 1]);
-        y[i] = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(a, b)),
-                             _mm512_castpd_ps(_mm512_unpackhi_pd(a, b)));
-    }
-    __m512 u01 = _mm512_add_ps(_mm512_shuffle_f32x4(y[0], y[1], _MM_SHUFFLE(2, 0, 2, 0)),
-                               _mm512_shuffle_f32x4(y[0], y[1], _MM_SHUFFLE(3, 1, 3, 1)));
-    __m512 u23 = _mm512_add_ps(_mm512_shuffle_f32x4(y[2], y[3], _MM_SHUFFLE(2, 0, 2, 0)),
-                               _mm512_shuffle_f32x4(y[2], y[3], _MM_SHUFFLE(3, 1, 3, 1)));
-    return _mm512_add_ps(_mm512_shuffle_f32x4(u01, u23, _MM_SHUFFLE(2, 0, 2, 0)),
-                         _mm512_shuffle_f32x4(u01, u23, _MM_SHUFFLE(3, 1, 3, 1)));
-}
 
 /* QK for up to 4 rows (the common decode case). VDPBF16PS has a long
  * latency relative to its throughput, so three keys x four rows = twelve
@@ -983,6 +915,8 @@ const attn__cpu_isa attn__cpu_isa_avx512_bf16 = {
 #define AMX_MIN_ROWS 16 /* 9..16 rows: the dp path; <= 8 rows: amx_dec_chunk */
 #endif
 
+
+
 #define TLOAD(t, base, stride)                                                                     \
     __asm__ volatile("tileloadd (%0,%1,1), %%tmm" #t ::"r"(base), "r"((long)(stride)) : "memory")
 #define TSTORE(t, base, stride)                                                                    \
@@ -1031,7 +965,8 @@ static bool amx_job(const attn__cpu_job *j)
 /* AMX scratch, after the dp path's K/V staging rows */
 #define AMX_VT DP_KT                            /* [2 ksteps][32 dim tiles] x 1 KiB */
 #define AMX_PT (AMX_VT + 2 * 32 * 1024)         /* [4 row tiles][2 ksteps][hi, lo] x 1 KiB */
-#define AMX_END (AMX_PT + 4 * 2 * 2 * 1024)
+#define AMX_SINK (AMX_PT + 4 * 2 * 2 * 1024) /* 64 bytes the decode stream's loads land in */
+#define AMX_END (AMX_SINK + 64)
 _Static_assert(AMX_END <= ATTN_CPU_VSCRATCH, "amx scratch too small");
 
 /* qbuf: [plane][row tile][d step] x 1 KiB, plane 1 (lo) at +64 KiB */
@@ -1041,10 +976,69 @@ _Static_assert(AMX_END <= ATTN_CPU_VSCRATCH, "amx scratch too small");
 static const uint16_t pair_idx[32] = {0, 16, 1, 17, 2, 18, 3, 19, 4,  20, 5,  21, 6,  22, 7,  23,
                                       8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
 
+/* Memory for decode comes in as one even stream: while a chunk computes,
+ * the next chunk's K and V lines are read (into cache, values discarded) in
+ * small slices between its tile products, and the chunk after that is
+ * prefetched at the same pace. Demand reads spread evenly keep the hardware
+ * streamers running; one prefetch burst per chunk, or bursts of tile loads
+ * between long compute phases, leave them idle (a streaming model of this
+ * loop: 35 ns per 512 bytes spread, 41 ns in bursts, 34 ns for a plain
+ * sequential read on one core here). */
+static int g_xnotouch;
+typedef struct {
+    const char *k, *v, *k2, *v2;
+    int n, n2, c; /* lines per stream (next chunk, the one after), cursor */
+    int step;     /* next-chunk lines per slice */
+    __m512i sink;
+} dec_stream;
+
+static inline int dec_lines(const attn__cpu_job *j, int keys)
+{
+    if (keys == 0 || j->pf_stride != j->D || j->D != j->Dv)
+        return 0;
+    return (int)((size_t)keys * (size_t)j->D * attn_elem_size(j->kv_elem) / 64);
+}
+
+static inline void dec_stream_init(dec_stream *ds, const attn__cpu_job *j, int slices)
+{
+    ds->k = j->pf_k;
+    ds->v = j->pf_v;
+    ds->k2 = j->pf2_k;
+    ds->v2 = j->pf2_v;
+    ds->n = dec_lines(j, j->pf_n);
+    ds->n2 = j->pf_n ? dec_lines(j, j->pf2_n) : 0;
+    ds->c = 0;
+    ds->sink = _mm512_setzero_si512();
+    ds->step = (ds->n + slices - 1) / slices;
+}
+
+/* read the next cnt lines of the next chunk; prefetch the matching share of
+ * the chunk after it */
+static inline void dec_stream_step(dec_stream *ds, int cnt)
+{
+    int e = ds->c + cnt < ds->n ? ds->c + cnt : ds->n;
+    __m512i x = ds->sink;
+    for (int i = ds->c; i < e; i++) {
+        if (i < ds->n2) {
+            _mm_prefetch(ds->k2 + (size_t)i * 64, _MM_HINT_T1);
+            _mm_prefetch(ds->v2 + (size_t)i * 64, _MM_HINT_T1);
+        }
+        if (g_xnotouch) continue;
+        x = _mm512_xor_si512(x, _mm512_loadu_si512(ds->k + (size_t)i * 64));
+        x = _mm512_xor_si512(x, _mm512_loadu_si512(ds->v + (size_t)i * 64));
+    }
+    ds->sink = x;
+    ds->c = e;
+}
+
 static bool amx_dec_job(const attn__cpu_job *j);
 
 static void amx_prep_q(attn__cpu_job *j, const void *const *qrows)
 {
+    if (attn__cpu_sd_job(j)) {
+        attn__cpu_sd_prep(j, qrows);
+        return;
+    }
     bool dec = amx_dec_job(j);
     if (!amx_job(j) && !dec) {
         dp_prep(j, qrows);
@@ -1118,7 +1112,7 @@ static void amx_prep_q(attn__cpu_job *j, const void *const *qrows)
  * key tiles accumulate side by side, so the tile products of a d-step are
  * independent and the query tile is loaded once per d-step. More row tiles
  * (prefill): one key tile at a time, one accumulator per row tile. */
-static void amx_qk(attn__cpu_job *j, const uint16_t *kb, int64_t ks, int nkt)
+static void amx_qk(attn__cpu_job *j, const uint16_t *kb, int64_t ks, int nkt, dec_stream *ps)
 {
     int nds = pad32(j->D) / 32, nrt = (j->R + 15) / 16;
     int planes = j->prec == ATTN_CPU_PREC_SPLIT ? 2 : 1;
@@ -1135,17 +1129,25 @@ static void amx_qk(attn__cpu_job *j, const uint16_t *kb, int64_t ks, int nkt)
                 TLOAD(5, AMX_QT(j, plane, 0, ds), 64);
                 TLOAD(4, a, kstride);
                 TDP(0, 4, 5);
+                if (ps)
+                    dec_stream_step(ps, ps->step);
                 if (nkt > 1) {
                     TLOAD(6, a + ktile, kstride);
                     TDP(1, 6, 5);
+                    if (ps)
+                        dec_stream_step(ps, ps->step);
                 }
                 if (nkt > 2) {
                     TLOAD(7, a + 2 * ktile, kstride);
                     TDP(2, 7, 5);
+                    if (ps)
+                        dec_stream_step(ps, ps->step);
                 }
                 if (nkt > 3) {
                     TLOAD(4, a + 3 * ktile, kstride);
                     TDP(3, 4, 5);
+                    if (ps)
+                        dec_stream_step(ps, ps->step);
                 }
             }
         TSTORE(0, j->s, 256);
@@ -1277,33 +1279,20 @@ static bool amx_dec_job(const attn__cpu_job *j)
             j->kv_elem == ATTN_ELEM_FP8_E5M2);
 }
 
-/* The next chunk's lines are prefetched (to L2) in DEC_PF_STEPS slices
- * between the phases of a chunk: one burst of 512 prefetches at the start
- * stalls on fill buffers and serialises memory and compute (single thread,
- * cache-cold, 46 vs 50 ns/key with one burst and 56 without prefetch). */
-#define DEC_PF_STEPS 16
-/* prefetch the next cnt lines of the next chunk's K and V (cursor *c of n) */
-static inline void dec_pf(const attn__cpu_job *j, int *c, int n, int cnt)
-{
-    const char *k = j->pf_k, *v = j->pf_v;
-    int e = *c + cnt < n ? *c + cnt : n;
-    for (int i = *c; i < e; i++) {
-        _mm_prefetch(k + (size_t)i * 64, _MM_HINT_T2);
-        _mm_prefetch(v + (size_t)i * 64, _MM_HINT_T2);
-    }
-    *c = e;
-}
-
 static void amx_dec_chunk(attn__cpu_job *j, const void *k, const void *v, int64_t stride, int n,
                           int key0, bool masked)
 {
     int D = j->D, Dv = j->Dv, R = j->R;
     int nkp = pad16(n), nkt = nkp / 16, ndg = Dv / 32;
-    int pfc = 0; /* prefetch cursor over the next chunk's lines, spread over the work */
-    int pfl = 0;
-    if (j->pf_n && j->pf_stride == D && j->D == j->Dv)
-        pfl = (int)((size_t)j->pf_n * (size_t)D * attn_elem_size(j->kv_elem) / 64);
-    int pfs = (pfl + DEC_PF_STEPS - 1) / DEC_PF_STEPS;
+    /* slices: one per QK tile product, key tile transposed, row softmax
+     * and PV tile product */
+    dec_stream ps;
+    dec_stream_init(&ps, j, pad32(D) / 32 * nkt + nkt + R + (ndg + 1) / 2 * nkt);
+    static int xmode = -1; static const void *hk, *hv;
+    if (xmode < 0) { const char *e = getenv("XMODE"); xmode = e ? atoi(e) : 0; g_xnotouch = getenv("XNOTOUCH") != NULL; }
+    if (xmode == 1) { dec_stream_step(&ps, ps.n); _mm512_store_si512((char *)j->scratch + AMX_SINK, ps.sink); return; }
+    if (xmode >= 2) { if (!hk) { hk = k; hv = v; } k = hk; v = hv; }
+    if (xmode == 3) { ps.n = 0; ps.n2 = 0; }
     const uint16_t *kr, *vr;
     int64_t ks, vs;
     if (j->kv_elem == ATTN_ELEM_BF16 && n == nkp) {
@@ -1335,9 +1324,7 @@ static void amx_dec_chunk(attn__cpu_job *j, const void *k, const void *v, int64_
         ks = D;
         vs = Dv;
     }
-    dec_pf(j, &pfc, pfl, pfs);
-    amx_qk(j, kr, ks, nkt);
-    dec_pf(j, &pfc, pfl, pfs);
+    amx_qk(j, kr, ks, nkt, &ps);
     /* St [key][64] -> s [row][64]: group 0 is read whole before any row is
      * written, later groups only land in lanes >= 16 that St leaves unused */
     for (int kt = 0; kt < nkt; kt++) {
@@ -1347,12 +1334,13 @@ static void amx_dec_chunk(attn__cpu_job *j, const void *k, const void *v, int64_
         transpose16(t);
         for (int r = 0; r < R; r++)
             _mm512_store_si512(j->s + (size_t)r * 64 + kt * 16, t[r]);
+        dec_stream_step(&ps, ps.step);
     }
-    dec_pf(j, &pfc, pfl, pfs);
     float alpha[8];
-    for (int r = 0; r < R; r++)
+    for (int r = 0; r < R; r++) {
         alpha[r] = softmax_row(j, r, n, key0, masked);
-    dec_pf(j, &pfc, pfl, pfs);
+        dec_stream_step(&ps, ps.step);
+    }
     /* P as A tiles: [kt][16 rows][16 pairs]; rows >= 2R stay zero from prep */
     uint32_t *pt = (uint32_t *)((char *)j->scratch + AMX_PT);
     for (int kt = 0; kt < nkt; kt++)
@@ -1417,13 +1405,15 @@ static void amx_dec_chunk(attn__cpu_job *j, const void *k, const void *v, int64_
                     TDP(3, 7, 2);
                 break;
             }
+            dec_stream_step(&ps, ps.step);
         }
         TSTORE(0, o, 64);
         if (two)
             TSTORE(3, o + 256, 64);
-        dec_pf(j, &pfc, pfl, pfs);
     }
-    dec_pf(j, &pfc, pfl, pfl);
+    dec_stream_step(&ps, ps.n);
+    /* keeps the stream's loads: the compiler may not drop them */
+    _mm512_store_si512((char *)j->scratch + AMX_SINK, ps.sink);
 }
 
 /* O accumulator -> j->o rows, then the tile unit is released */
@@ -1454,6 +1444,10 @@ static void amx_dec_finish(attn__cpu_job *j)
 static void amx_chunk(attn__cpu_job *j, const void *k, const void *v, int64_t stride, int n,
                       int key0, bool masked)
 {
+    if (attn__cpu_sd_job(j)) {
+        attn__cpu_sd_chunk(j, k, v, stride, n, key0, masked);
+        return;
+    }
     if (amx_dec_job(j)) {
         amx_dec_chunk(j, k, v, stride, n, key0, masked);
         return;
@@ -1492,7 +1486,7 @@ static void amx_chunk(attn__cpu_job *j, const void *k, const void *v, int64_t st
         ks = Dp;
         vs = Dvp;
     }
-    amx_qk(j, kr, ks, nkt);
+    amx_qk(j, kr, ks, nkt, NULL);
     float alpha[ATTN_CPU_MAX_ROWS];
     amx_softmax(j, n, key0, alpha);
     /* rescale O rows whose anchor moved */
@@ -1613,6 +1607,10 @@ static void amx_chunk(attn__cpu_job *j, const void *k, const void *v, int64_t st
 
 static void amx_finish(attn__cpu_job *j)
 {
+    if (attn__cpu_sd_job(j)) {
+        attn__cpu_sd_finish(j);
+        return;
+    }
     if (amx_dec_job(j))
         amx_dec_finish(j);
     else if (amx_job(j))
