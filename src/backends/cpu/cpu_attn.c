@@ -355,32 +355,24 @@ static void run_rows(fwd_ctx *c, const attn__cpu_tile *t, int kvh, int hgi, thre
         c->isa->prep_q(&job, sc->qrows);
         int kreq = t->req;
         const int32_t *bt = a->k ? NULL : cm->block_table + (int64_t)kreq * cm->block_table_stride;
-        chunk_ref cur, nxt = {0}, nxt2 = {0};
+        chunk_ref cur, nxt = {0};
         chunk_at(c, qsl[kreq], bt, kvh, kmin, kmax, &cur);
-        if (kmin + cur.n <= kmax)
-            chunk_at(c, qsl[kreq], bt, kvh, kmin + cur.n, kmax, &nxt);
         for (int j = kmin; j <= kmax;) {
             int n = cur.n;
-            /* the next two chunks' rows are fetched while this one computes */
-            job.pf_n = 0;
-            job.pf2_n = 0;
+            /* the next chunk's rows are prefetched while this one computes */
             if (j + n <= kmax) {
+                chunk_at(c, qsl[kreq], bt, kvh, j + n, kmax, &nxt);
                 job.pf_k = nxt.k;
                 job.pf_v = nxt.v;
                 job.pf_n = nxt.n;
                 job.pf_stride = nxt.stride;
-                if (j + n + nxt.n <= kmax) {
-                    chunk_at(c, qsl[kreq], bt, kvh, j + n + nxt.n, kmax, &nxt2);
-                    job.pf2_k = nxt2.k;
-                    job.pf2_v = nxt2.v;
-                    job.pf2_n = nxt2.n;
-                }
+            } else {
+                job.pf_n = 0;
             }
             bool masked = !(j >= lo_max && j + n - 1 <= hi_min);
             c->isa->chunk(&job, cur.k, cur.v, cur.stride, n, j, masked);
             j += n;
             cur = nxt;
-            nxt = nxt2;
         }
         if (c->isa->finish)
             c->isa->finish(&job);

@@ -59,9 +59,6 @@ typedef struct attn__cpu_job {
     const void *pf_k, *pf_v;
     int pf_n;
     int64_t pf_stride;
-    /* the chunk after that (same stride; pf2_n 0 = none) */
-    const void *pf2_k, *pf2_v;
-    int pf2_n;
 } attn__cpu_job;
 
 /* bytes of variant scratch a job carries (K/V chunk conversions etc.) */

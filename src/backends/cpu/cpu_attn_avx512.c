@@ -18,7 +18,10 @@
  *    stay in registers.
  * fp16/fp32 caches (and every cache in the plain "avx512" variant, which
  * needs no BF16) use the fp32 FMA path: rows widened to fp32 in scratch,
- * 4 rows x 2 keys for QK and 4 rows x 32 lanes for PV. */
+ * 4 rows x 2 keys for QK and 4 rows x 32 lanes for PV.
+ * Decode jobs (at most 8 rows) over bf16/fp8 caches go, in every AVX-512
+ * variant, to the streaming kernel of cpu_attn_decode_avx512.c; the paths
+ * here take the rest (prefill, many rows, fp16/fp32 caches, heads > 256). */
 #include <immintrin.h>
 #include <math.h>
 #include <pthread.h>
@@ -877,18 +880,62 @@ static void dp_prep(attn__cpu_job *j, const void *const *qrows)
         dp_prep_q(j, qrows);
 }
 
+/* decode jobs (few rows, bf16/fp8 cache) go to the streaming kernel in
+ * every AVX-512 variant */
+static void f32_sd_prep(attn__cpu_job *j, const void *const *qrows)
+{
+    if (attn__cpu_sd_job(j))
+        attn__cpu_sd_prep(j, qrows);
+    else
+        f32_prep_q(j, qrows);
+}
+
+static void f32_sd_chunk(attn__cpu_job *j, const void *k, const void *v, int64_t stride, int n,
+                         int key0, bool masked)
+{
+    if (attn__cpu_sd_job(j))
+        attn__cpu_sd_chunk(j, k, v, stride, n, key0, masked);
+    else
+        f32_chunk(j, k, v, stride, n, key0, masked);
+}
+
+static void dp_sd_prep(attn__cpu_job *j, const void *const *qrows)
+{
+    if (attn__cpu_sd_job(j))
+        attn__cpu_sd_prep(j, qrows);
+    else
+        dp_prep(j, qrows);
+}
+
+static void dp_sd_chunk(attn__cpu_job *j, const void *k, const void *v, int64_t stride, int n,
+                        int key0, bool masked)
+{
+    if (attn__cpu_sd_job(j))
+        attn__cpu_sd_chunk(j, k, v, stride, n, key0, masked);
+    else
+        dp_chunk(j, k, v, stride, n, key0, masked);
+}
+
+static void sd_finish_if(attn__cpu_job *j)
+{
+    if (attn__cpu_sd_job(j))
+        attn__cpu_sd_finish(j);
+}
+
 const attn__cpu_isa attn__cpu_isa_avx512 = {
     .name = "avx512",
     .usable = avx512_usable,
-    .prep_q = f32_prep_q,
-    .chunk = f32_chunk,
+    .prep_q = f32_sd_prep,
+    .chunk = f32_sd_chunk,
+    .finish = sd_finish_if,
 };
 
 const attn__cpu_isa attn__cpu_isa_avx512_bf16 = {
     .name = "avx512-bf16",
     .usable = avx512_bf16_usable,
-    .prep_q = dp_prep,
-    .chunk = dp_chunk,
+    .prep_q = dp_sd_prep,
+    .chunk = dp_sd_chunk,
+    .finish = sd_finish_if,
 };
 
 /* ---- AMX-BF16 variant ------------------------------------------------------------- */
@@ -914,8 +961,6 @@ const attn__cpu_isa attn__cpu_isa_avx512_bf16 = {
 #ifndef AMX_MIN_ROWS
 #define AMX_MIN_ROWS 16 /* 9..16 rows: the dp path; <= 8 rows: amx_dec_chunk */
 #endif
-
-
 
 #define TLOAD(t, base, stride)                                                                     \
     __asm__ volatile("tileloadd (%0,%1,1), %%tmm" #t ::"r"(base), "r"((long)(stride)) : "memory")
@@ -965,8 +1010,7 @@ static bool amx_job(const attn__cpu_job *j)
 /* AMX scratch, after the dp path's K/V staging rows */
 #define AMX_VT DP_KT                            /* [2 ksteps][32 dim tiles] x 1 KiB */
 #define AMX_PT (AMX_VT + 2 * 32 * 1024)         /* [4 row tiles][2 ksteps][hi, lo] x 1 KiB */
-#define AMX_SINK (AMX_PT + 4 * 2 * 2 * 1024) /* 64 bytes the decode stream's loads land in */
-#define AMX_END (AMX_SINK + 64)
+#define AMX_END (AMX_PT + 4 * 2 * 2 * 1024)
 _Static_assert(AMX_END <= ATTN_CPU_VSCRATCH, "amx scratch too small");
 
 /* qbuf: [plane][row tile][d step] x 1 KiB, plane 1 (lo) at +64 KiB */
@@ -975,61 +1019,6 @@ _Static_assert(AMX_END <= ATTN_CPU_VSCRATCH, "amx scratch too small");
 
 static const uint16_t pair_idx[32] = {0, 16, 1, 17, 2, 18, 3, 19, 4,  20, 5,  21, 6,  22, 7,  23,
                                       8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
-
-/* Memory for decode comes in as one even stream: while a chunk computes,
- * the next chunk's K and V lines are read (into cache, values discarded) in
- * small slices between its tile products, and the chunk after that is
- * prefetched at the same pace. Demand reads spread evenly keep the hardware
- * streamers running; one prefetch burst per chunk, or bursts of tile loads
- * between long compute phases, leave them idle (a streaming model of this
- * loop: 35 ns per 512 bytes spread, 41 ns in bursts, 34 ns for a plain
- * sequential read on one core here). */
-static int g_xnotouch;
-typedef struct {
-    const char *k, *v, *k2, *v2;
-    int n, n2, c; /* lines per stream (next chunk, the one after), cursor */
-    int step;     /* next-chunk lines per slice */
-    __m512i sink;
-} dec_stream;
-
-static inline int dec_lines(const attn__cpu_job *j, int keys)
-{
-    if (keys == 0 || j->pf_stride != j->D || j->D != j->Dv)
-        return 0;
-    return (int)((size_t)keys * (size_t)j->D * attn_elem_size(j->kv_elem) / 64);
-}
-
-static inline void dec_stream_init(dec_stream *ds, const attn__cpu_job *j, int slices)
-{
-    ds->k = j->pf_k;
-    ds->v = j->pf_v;
-    ds->k2 = j->pf2_k;
-    ds->v2 = j->pf2_v;
-    ds->n = dec_lines(j, j->pf_n);
-    ds->n2 = j->pf_n ? dec_lines(j, j->pf2_n) : 0;
-    ds->c = 0;
-    ds->sink = _mm512_setzero_si512();
-    ds->step = (ds->n + slices - 1) / slices;
-}
-
-/* read the next cnt lines of the next chunk; prefetch the matching share of
- * the chunk after it */
-static inline void dec_stream_step(dec_stream *ds, int cnt)
-{
-    int e = ds->c + cnt < ds->n ? ds->c + cnt : ds->n;
-    __m512i x = ds->sink;
-    for (int i = ds->c; i < e; i++) {
-        if (i < ds->n2) {
-            _mm_prefetch(ds->k2 + (size_t)i * 64, _MM_HINT_T1);
-            _mm_prefetch(ds->v2 + (size_t)i * 64, _MM_HINT_T1);
-        }
-        if (g_xnotouch) continue;
-        x = _mm512_xor_si512(x, _mm512_loadu_si512(ds->k + (size_t)i * 64));
-        x = _mm512_xor_si512(x, _mm512_loadu_si512(ds->v + (size_t)i * 64));
-    }
-    ds->sink = x;
-    ds->c = e;
-}
 
 static bool amx_dec_job(const attn__cpu_job *j);
 
@@ -1112,7 +1101,7 @@ static void amx_prep_q(attn__cpu_job *j, const void *const *qrows)
  * key tiles accumulate side by side, so the tile products of a d-step are
  * independent and the query tile is loaded once per d-step. More row tiles
  * (prefill): one key tile at a time, one accumulator per row tile. */
-static void amx_qk(attn__cpu_job *j, const uint16_t *kb, int64_t ks, int nkt, dec_stream *ps)
+static void amx_qk(attn__cpu_job *j, const uint16_t *kb, int64_t ks, int nkt)
 {
     int nds = pad32(j->D) / 32, nrt = (j->R + 15) / 16;
     int planes = j->prec == ATTN_CPU_PREC_SPLIT ? 2 : 1;
@@ -1129,25 +1118,17 @@ static void amx_qk(attn__cpu_job *j, const uint16_t *kb, int64_t ks, int nkt, de
                 TLOAD(5, AMX_QT(j, plane, 0, ds), 64);
                 TLOAD(4, a, kstride);
                 TDP(0, 4, 5);
-                if (ps)
-                    dec_stream_step(ps, ps->step);
                 if (nkt > 1) {
                     TLOAD(6, a + ktile, kstride);
                     TDP(1, 6, 5);
-                    if (ps)
-                        dec_stream_step(ps, ps->step);
                 }
                 if (nkt > 2) {
                     TLOAD(7, a + 2 * ktile, kstride);
                     TDP(2, 7, 5);
-                    if (ps)
-                        dec_stream_step(ps, ps->step);
                 }
                 if (nkt > 3) {
                     TLOAD(4, a + 3 * ktile, kstride);
                     TDP(3, 4, 5);
-                    if (ps)
-                        dec_stream_step(ps, ps->step);
                 }
             }
         TSTORE(0, j->s, 256);
@@ -1279,20 +1260,33 @@ static bool amx_dec_job(const attn__cpu_job *j)
             j->kv_elem == ATTN_ELEM_FP8_E5M2);
 }
 
+/* The next chunk's lines are prefetched (to L2) in DEC_PF_STEPS slices
+ * between the phases of a chunk: one burst of 512 prefetches at the start
+ * stalls on fill buffers and serialises memory and compute (single thread,
+ * cache-cold, 46 vs 50 ns/key with one burst and 56 without prefetch). */
+#define DEC_PF_STEPS 16
+/* prefetch the next cnt lines of the next chunk's K and V (cursor *c of n) */
+static inline void dec_pf(const attn__cpu_job *j, int *c, int n, int cnt)
+{
+    const char *k = j->pf_k, *v = j->pf_v;
+    int e = *c + cnt < n ? *c + cnt : n;
+    for (int i = *c; i < e; i++) {
+        _mm_prefetch(k + (size_t)i * 64, _MM_HINT_T2);
+        _mm_prefetch(v + (size_t)i * 64, _MM_HINT_T2);
+    }
+    *c = e;
+}
+
 static void amx_dec_chunk(attn__cpu_job *j, const void *k, const void *v, int64_t stride, int n,
                           int key0, bool masked)
 {
     int D = j->D, Dv = j->Dv, R = j->R;
     int nkp = pad16(n), nkt = nkp / 16, ndg = Dv / 32;
-    /* slices: one per QK tile product, key tile transposed, row softmax
-     * and PV tile product */
-    dec_stream ps;
-    dec_stream_init(&ps, j, pad32(D) / 32 * nkt + nkt + R + (ndg + 1) / 2 * nkt);
-    static int xmode = -1; static const void *hk, *hv;
-    if (xmode < 0) { const char *e = getenv("XMODE"); xmode = e ? atoi(e) : 0; g_xnotouch = getenv("XNOTOUCH") != NULL; }
-    if (xmode == 1) { dec_stream_step(&ps, ps.n); _mm512_store_si512((char *)j->scratch + AMX_SINK, ps.sink); return; }
-    if (xmode >= 2) { if (!hk) { hk = k; hv = v; } k = hk; v = hv; }
-    if (xmode == 3) { ps.n = 0; ps.n2 = 0; }
+    int pfc = 0; /* prefetch cursor over the next chunk's lines, spread over the work */
+    int pfl = 0;
+    if (j->pf_n && j->pf_stride == D && j->D == j->Dv)
+        pfl = (int)((size_t)j->pf_n * (size_t)D * attn_elem_size(j->kv_elem) / 64);
+    int pfs = (pfl + DEC_PF_STEPS - 1) / DEC_PF_STEPS;
     const uint16_t *kr, *vr;
     int64_t ks, vs;
     if (j->kv_elem == ATTN_ELEM_BF16 && n == nkp) {
@@ -1324,7 +1318,9 @@ static void amx_dec_chunk(attn__cpu_job *j, const void *k, const void *v, int64_
         ks = D;
         vs = Dv;
     }
-    amx_qk(j, kr, ks, nkt, &ps);
+    dec_pf(j, &pfc, pfl, pfs);
+    amx_qk(j, kr, ks, nkt);
+    dec_pf(j, &pfc, pfl, pfs);
     /* St [key][64] -> s [row][64]: group 0 is read whole before any row is
      * written, later groups only land in lanes >= 16 that St leaves unused */
     for (int kt = 0; kt < nkt; kt++) {
@@ -1334,13 +1330,12 @@ static void amx_dec_chunk(attn__cpu_job *j, const void *k, const void *v, int64_
         transpose16(t);
         for (int r = 0; r < R; r++)
             _mm512_store_si512(j->s + (size_t)r * 64 + kt * 16, t[r]);
-        dec_stream_step(&ps, ps.step);
     }
+    dec_pf(j, &pfc, pfl, pfs);
     float alpha[8];
-    for (int r = 0; r < R; r++) {
+    for (int r = 0; r < R; r++)
         alpha[r] = softmax_row(j, r, n, key0, masked);
-        dec_stream_step(&ps, ps.step);
-    }
+    dec_pf(j, &pfc, pfl, pfs);
     /* P as A tiles: [kt][16 rows][16 pairs]; rows >= 2R stay zero from prep */
     uint32_t *pt = (uint32_t *)((char *)j->scratch + AMX_PT);
     for (int kt = 0; kt < nkt; kt++)
@@ -1405,15 +1400,13 @@ static void amx_dec_chunk(attn__cpu_job *j, const void *k, const void *v, int64_
                     TDP(3, 7, 2);
                 break;
             }
-            dec_stream_step(&ps, ps.step);
         }
         TSTORE(0, o, 64);
         if (two)
             TSTORE(3, o + 256, 64);
+        dec_pf(j, &pfc, pfl, pfs);
     }
-    dec_stream_step(&ps, ps.n);
-    /* keeps the stream's loads: the compiler may not drop them */
-    _mm512_store_si512((char *)j->scratch + AMX_SINK, ps.sink);
+    dec_pf(j, &pfc, pfl, pfl);
 }
 
 /* O accumulator -> j->o rows, then the tile unit is released */
@@ -1486,7 +1479,7 @@ static void amx_chunk(attn__cpu_job *j, const void *k, const void *v, int64_t st
         ks = Dp;
         vs = Dvp;
     }
-    amx_qk(j, kr, ks, nkt, NULL);
+    amx_qk(j, kr, ks, nkt);
     float alpha[ATTN_CPU_MAX_ROWS];
     amx_softmax(j, n, key0, alpha);
     /* rescale O rows whose anchor moved */

@@ -28,7 +28,6 @@
 #include <immintrin.h>
 #include <math.h>
 #include <string.h>
-#include <stdlib.h>
 
 #include "backends/cpu/cpu_attn.h"
 #include "backends/cpu/cpu_simd_avx512.h"
@@ -71,7 +70,7 @@ static inline int sd_mode(const attn__cpu_job *j)
     if (j->kv_elem == ATTN_ELEM_BF16)
         return j->D % 32 == 0 && j->Dv % 32 == 0 ? SD_PAIR : SD_NAT;
     const uint8_t *hi, *lo;
-    if (!getenv("XNOVBMI") && j->R <= 4 && j->D % 64 == 0 && j->Dv % 64 == 0 &&
+    if (j->R <= 4 && j->D % 64 == 0 && j->Dv % 64 == 0 &&
         attn__cpu_fp8_bf16_tables(j->kv_elem == ATTN_ELEM_FP8_E4M3, &hi, &lo))
         return SD_VBMI;
     return SD_NAT;
@@ -393,16 +392,6 @@ static inline __attribute__((always_inline)) void sd_rows(attn__cpu_job *j, cons
     float *pb = (float *)((char *)j->scratch + SD_P);
     int nblk = (n + SD_BLK - 1) / SD_BLK;
 #define SD_NB(b) (n - (b) * SD_BLK < SD_BLK ? n - (b) * SD_BLK : SD_BLK)
-    static int xnp = -1;
-    if (xnp < 0) xnp = getenv("XNOPIPE") != NULL;
-    if (xnp) {
-        for (int b = 0; b < nblk; b++) {
-            sd_qk_block(j, k, v, sb, b * SD_BLK, SD_NB(b), n, R, MODE, e, &tb);
-            if (sd_softmax(j, pb, SD_NB(b), key0 + b * SD_BLK, masked, vscale))
-                sd_pv_block(j, pb, v, sb, b * SD_BLK, SD_NB(b), R, G, MODE, e, &tb);
-        }
-        return;
-    }
     sd_qk_block(j, k, v, sb, 0, SD_NB(0), n, R, MODE, e, &tb);
     bool live = sd_softmax(j, pb, SD_NB(0), key0, masked, vscale);
     for (int b = 0; b < nblk; b++) {
