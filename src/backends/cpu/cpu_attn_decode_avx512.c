@@ -9,7 +9,7 @@
  * on one core here: 14 ms of compute on cached rows + 15 ms of reading ->
  * 28 ms). This kernel walks the keys in blocks of 16 straight from the
  * cache rows, each row widened to fp32 in registers and used for every
- * query row at once, with the K and V rows SD_PFD keys ahead prefetched
+ * query row at once, with the K and V rows about 1.5 KiB ahead prefetched
  * from the QK loop: reads are spread evenly through the work, so memory
  * keeps streaming while the math runs. VDPBF16PS retires at a quarter of
  * the fp32 FMA rate on these cores, so the math is plain fp32 FMA, and
@@ -35,12 +35,14 @@
 #define SD_BLK 16
 #define SD_TAU 8.0f
 #define SD_QS 256 /* query row stride in qbuf (floats): fixed, so addresses fold */
-/* Prefetch distance in keys: the work between two keys' loads is longer
- * than the scheduler window, so without it a row is requested only just
- * before its use (b16 4k, one core: 27.4 ms without, 23.2-24.2 ms at 4-8
- * keys, 26.5 ms at 16 keys, which runs past the 4 KiB the hardware
- * streamers follow). */
-#define SD_PFD 6
+/* Prefetch distance in bytes of K rows: the work between two keys' loads
+ * is longer than the scheduler window, so without it a row is requested
+ * only just before its use (bf16, D 128, b16 4k, one core: 27.4 ms
+ * without, 23.2-24.2 ms at 1-2 KiB, 26.5 ms at 4 KiB, which runs past
+ * the 4 KiB the hardware streamers follow). */
+#ifndef SD_PFB
+#define SD_PFB 1536
+#endif
 #define SD_ACC 0                            /* [8 rows][16 keys][16] f32 partials */
 #define SD_P (SD_ACC + 8 * SD_BLK * 16 * 4) /* [2 blocks][8 rows][16 keys] probabilities */
 #define SD_L (SD_P + 2 * 8 * SD_BLK * 4)    /* [8 rows][16] row sums */
@@ -214,9 +216,10 @@ sd_qk_part(const attn__cpu_job *j, const char *kc, const char *vc, int64_t sb, i
     const float *q = (const float *)j->qbuf + d0;
     size_t esz = e == ATTN_ELEM_BF16 ? 2 : 1;
     int kbytes = j->D * (int)esz, vbytes = j->Dv * (int)esz;
+    int ahead = SD_PFB / kbytes > 2 ? SD_PFB / kbytes : 2;
     for (int t = 0; t < nb; t++) {
         if (d0 == 0)
-            sd_prefetch(j, kc, vc, sb, t0 + t + SD_PFD, n, kbytes, vbytes);
+            sd_prefetch(j, kc, vc, sb, t0 + t + ahead, n, kbytes, vbytes);
         __m512 kv[8];
         sd_row(kv, kc + (t0 + t) * sb + (size_t)d0 * esz, NV, MODE, e, tb);
         /* one accumulator chain per row, two when there are few rows */
