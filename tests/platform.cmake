@@ -10,3 +10,10 @@ if(TARGET test_platform_probe)
     ATTN_FAKE_CUDA="$<TARGET_FILE:attn_fake_cuda>"
     ATTN_FAKE_HIP="$<TARGET_FILE:attn_fake_hip>")
 endif()
+# The CPU kernels again with AVX512_VBMI hidden: the fp8 paths for AVX-512
+# machines without byte permutes (Skylake-X, Cascade Lake) run here too.
+if(TARGET test_cpu_attn_conformance)
+  add_test(NAME test_cpu_attn_conformance_novbmi COMMAND test_cpu_attn_conformance)
+  set_tests_properties(test_cpu_attn_conformance_novbmi PROPERTIES
+    ENVIRONMENT "${ATTN_TEST_ENV};ATTN_CPU_MASK=-avx512vbmi" TIMEOUT 600)
+endif()

@@ -121,7 +121,8 @@ static void test_parse_mask(void)
     uint64_t avx512 = all_with_prefix("avx512"), amx = all_with_prefix("amx");
     uint64_t all = attn__cpu_all_features();
     CHECK(avx512 == (BIT(AVX512F) | BIT(AVX512BW) | BIT(AVX512VL) | BIT(AVX512DQ) |
-                     BIT(AVX512_BF16) | BIT(AVX512_FP16) | BIT(AVX512_VNNI)));
+                     BIT(AVX512_BF16) | BIT(AVX512_FP16) | BIT(AVX512_VNNI) |
+                     BIT(AVX512_VBMI)));
     CHECK(mask_of("") == 0);
     CHECK(mask_of(",, ,") == 0);
     /* groups; AMX code lives with the AVX-512 kernels, so it goes too */

@@ -29,7 +29,8 @@ ATTN_EXTERN_C_BEGIN
     X(NEON, "neon")                                                                                \
     X(ASIMDHP, "asimdhp")                                                                          \
     X(SVE, "sve")                                                                                  \
-    X(BF16_ARM, "bf16")
+    X(BF16_ARM, "bf16")                                                                            \
+    X(AVX512_VBMI, "avx512vbmi") /* appended: earlier values keep their numbers */
 
 typedef enum attn_cpu_feature {
 #define ATTN__CPUF_ENUM(name, tok) ATTN_CPU_##name,

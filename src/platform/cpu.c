@@ -59,6 +59,7 @@ static const uint64_t attn__cpu_requires[ATTN_CPU_FEATURE_COUNT] = {
     [ATTN_CPU_AVX512_BF16] = B(AVX512F),
     [ATTN_CPU_AVX512_FP16] = B(AVX512F),
     [ATTN_CPU_AVX512_VNNI] = B(AVX512F),
+    [ATTN_CPU_AVX512_VBMI] = B(AVX512BW),
     [ATTN_CPU_AMX_TILE] = B(AVX512F),
     [ATTN_CPU_AMX_BF16] = B(AMX_TILE),
     [ATTN_CPU_AMX_INT8] = B(AMX_TILE),
@@ -287,6 +288,7 @@ static void attn__cpu_detect_arch(attn_cpu_info *ci)
     p |= (b7 >> 30 & 1) ? B(AVX512BW) : 0;
     p |= (b7 >> 31 & 1) ? B(AVX512VL) : 0;
     p |= (c7 >> 11 & 1) ? B(AVX512_VNNI) : 0;
+    p |= (c7 >> 1 & 1) ? B(AVX512_VBMI) : 0;
     p |= (d7 >> 23 & 1) ? B(AVX512_FP16) : 0;
     p |= (d7 >> 22 & 1) ? B(AMX_BF16) : 0;
     p |= (d7 >> 24 & 1) ? B(AMX_TILE) : 0;

@@ -319,7 +319,7 @@ static pthread_once_t g_vbmi_once = PTHREAD_ONCE_INIT;
 
 static void vbmi_init(void)
 {
-    g_vbmi = __builtin_cpu_supports("avx512vbmi");
+    g_vbmi = attn_cpu_has(ATTN_CPU_AVX512_VBMI); /* ATTN_CPU_MASK can hide it */
     for (int e = 0; e < 2; e++)
         for (int c = 0; c < 128; c++) {
             float f = e ? attn__e4m3_to_f32((uint8_t)c) : attn__e5m2_to_f32((uint8_t)c);
