@@ -352,7 +352,10 @@ static void run_rows(fwd_ctx *c, const attn__cpu_tile *t, int kvh, int hgi, thre
     };
     memset(sc->o, 0, sizeof(float) * (size_t)R * (size_t)job.o_stride);
     if (kmin <= kmax) {
-        c->isa->prep_q(&job, sc->qrows);
+        const attn__cpu_isa *k = c->isa;
+        if (k->first && k->first->accepts(&job))
+            k = k->first;
+        k->prep_q(&job, sc->qrows);
         int kreq = t->req;
         const int32_t *bt = a->k ? NULL : cm->block_table + (int64_t)kreq * cm->block_table_stride;
         chunk_ref cur, nxt = {0};
@@ -370,12 +373,12 @@ static void run_rows(fwd_ctx *c, const attn__cpu_tile *t, int kvh, int hgi, thre
                 job.pf_n = 0;
             }
             bool masked = !(j >= lo_max && j + n - 1 <= hi_min);
-            c->isa->chunk(&job, cur.k, cur.v, cur.stride, n, j, masked);
+            k->chunk(&job, cur.k, cur.v, cur.stride, n, j, masked);
             j += n;
             cur = nxt;
         }
-        if (c->isa->finish)
-            c->isa->finish(&job);
+        if (k->finish)
+            k->finish(&job);
     }
     /* finish each row */
     for (int i = 0; i < t->nq; i++) {

@@ -81,6 +81,11 @@ typedef struct attn__cpu_isa {
     /* (optional) after the job's last chunk, on the same thread as prep_q
      * (releases per-job CPU state such as the AMX tile configuration) */
     void (*finish)(attn__cpu_job *j);
+    /* (optional) a kernel set that runs the jobs its accepts() takes in
+     * place of this one (the streaming decode kernel of the AVX-512
+     * variants); chosen per job, before prep_q */
+    const struct attn__cpu_isa *first;
+    bool (*accepts)(const attn__cpu_job *j);
 } attn__cpu_isa;
 
 extern const attn__cpu_isa attn__cpu_isa_portable;
@@ -91,16 +96,11 @@ extern const attn__cpu_isa attn__cpu_isa_avx512_bf16;
 extern const attn__cpu_isa attn__cpu_isa_amx_bf16;
 #endif
 
-/* Streaming decode kernel shared by the AVX-512 variants
- * (cpu_attn_decode_avx512.c): jobs of at most 8 rows over a bf16 or fp8
- * cache. sd_job says whether a job takes it; prep/chunk/finish then stand
- * in for the variant's own. */
+/* Streaming decode kernel (cpu_attn_decode_avx512.c): jobs of at most 8
+ * rows over a bf16 or fp8 cache; every AVX-512 variant names it as its
+ * `first` kernel set. */
 #if defined(__x86_64__)
-bool attn__cpu_sd_job(const attn__cpu_job *j);
-void attn__cpu_sd_prep(attn__cpu_job *j, const void *const *qrows);
-void attn__cpu_sd_chunk(attn__cpu_job *j, const void *k, const void *v, int64_t tok_stride, int n,
-                        int key0, bool masked);
-void attn__cpu_sd_finish(attn__cpu_job *j);
+extern const attn__cpu_isa attn__cpu_isa_stream_decode;
 /* bf16 high and low bytes of the 128 fp8 magnitudes (e4m3 or e5m2); true
  * when the CPU has AVX512_VBMI to look them up with */
 bool attn__cpu_fp8_bf16_tables(int e4m3, const uint8_t **hi, const uint8_t **lo);

@@ -880,62 +880,20 @@ static void dp_prep(attn__cpu_job *j, const void *const *qrows)
         dp_prep_q(j, qrows);
 }
 
-/* decode jobs (few rows, bf16/fp8 cache) go to the streaming kernel in
- * every AVX-512 variant */
-static void f32_sd_prep(attn__cpu_job *j, const void *const *qrows)
-{
-    if (attn__cpu_sd_job(j))
-        attn__cpu_sd_prep(j, qrows);
-    else
-        f32_prep_q(j, qrows);
-}
-
-static void f32_sd_chunk(attn__cpu_job *j, const void *k, const void *v, int64_t stride, int n,
-                         int key0, bool masked)
-{
-    if (attn__cpu_sd_job(j))
-        attn__cpu_sd_chunk(j, k, v, stride, n, key0, masked);
-    else
-        f32_chunk(j, k, v, stride, n, key0, masked);
-}
-
-static void dp_sd_prep(attn__cpu_job *j, const void *const *qrows)
-{
-    if (attn__cpu_sd_job(j))
-        attn__cpu_sd_prep(j, qrows);
-    else
-        dp_prep(j, qrows);
-}
-
-static void dp_sd_chunk(attn__cpu_job *j, const void *k, const void *v, int64_t stride, int n,
-                        int key0, bool masked)
-{
-    if (attn__cpu_sd_job(j))
-        attn__cpu_sd_chunk(j, k, v, stride, n, key0, masked);
-    else
-        dp_chunk(j, k, v, stride, n, key0, masked);
-}
-
-static void sd_finish_if(attn__cpu_job *j)
-{
-    if (attn__cpu_sd_job(j))
-        attn__cpu_sd_finish(j);
-}
-
 const attn__cpu_isa attn__cpu_isa_avx512 = {
     .name = "avx512",
     .usable = avx512_usable,
-    .prep_q = f32_sd_prep,
-    .chunk = f32_sd_chunk,
-    .finish = sd_finish_if,
+    .prep_q = f32_prep_q,
+    .chunk = f32_chunk,
+    .first = &attn__cpu_isa_stream_decode,
 };
 
 const attn__cpu_isa attn__cpu_isa_avx512_bf16 = {
     .name = "avx512-bf16",
     .usable = avx512_bf16_usable,
-    .prep_q = dp_sd_prep,
-    .chunk = dp_sd_chunk,
-    .finish = sd_finish_if,
+    .prep_q = dp_prep,
+    .chunk = dp_chunk,
+    .first = &attn__cpu_isa_stream_decode,
 };
 
 /* ---- AMX-BF16 variant ------------------------------------------------------------- */
@@ -1024,10 +982,6 @@ static bool amx_dec_job(const attn__cpu_job *j);
 
 static void amx_prep_q(attn__cpu_job *j, const void *const *qrows)
 {
-    if (attn__cpu_sd_job(j)) {
-        attn__cpu_sd_prep(j, qrows);
-        return;
-    }
     bool dec = amx_dec_job(j);
     if (!amx_job(j) && !dec) {
         dp_prep(j, qrows);
@@ -1437,10 +1391,6 @@ static void amx_dec_finish(attn__cpu_job *j)
 static void amx_chunk(attn__cpu_job *j, const void *k, const void *v, int64_t stride, int n,
                       int key0, bool masked)
 {
-    if (attn__cpu_sd_job(j)) {
-        attn__cpu_sd_chunk(j, k, v, stride, n, key0, masked);
-        return;
-    }
     if (amx_dec_job(j)) {
         amx_dec_chunk(j, k, v, stride, n, key0, masked);
         return;
@@ -1600,10 +1550,6 @@ static void amx_chunk(attn__cpu_job *j, const void *k, const void *v, int64_t st
 
 static void amx_finish(attn__cpu_job *j)
 {
-    if (attn__cpu_sd_job(j)) {
-        attn__cpu_sd_finish(j);
-        return;
-    }
     if (amx_dec_job(j))
         amx_dec_finish(j);
     else if (amx_job(j))
@@ -1616,4 +1562,5 @@ const attn__cpu_isa attn__cpu_isa_amx_bf16 = {
     .prep_q = amx_prep_q,
     .chunk = amx_chunk,
     .finish = amx_finish,
+    .first = &attn__cpu_isa_stream_decode,
 };

@@ -29,6 +29,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "attn/cpu.h"
 #include "backends/cpu/cpu_attn.h"
 #include "backends/cpu/cpu_simd_avx512.h"
 
@@ -51,7 +52,7 @@
 _Static_assert(SD_END <= ATTN_CPU_VSCRATCH, "stream decode scratch too small");
 _Static_assert(8 * SD_QS * 4 <= ATTN_CPU_QBUF, "stream decode queries too large");
 
-bool attn__cpu_sd_job(const attn__cpu_job *j)
+static bool sd_accepts(const attn__cpu_job *j)
 {
     if (j->R > 8 || j->D % 16 || j->Dv % 16 || j->D > SD_QS || j->Dv > ATTN_CPU_MAX_HEAD)
         return false;
@@ -189,7 +190,7 @@ static inline __attribute__((always_inline)) void sd_prefetch(const attn__cpu_jo
         _mm_prefetch(v + o, _MM_HINT_T0);
 }
 
-void attn__cpu_sd_prep(attn__cpu_job *j, const void *const *qrows)
+static void sd_prep(attn__cpu_job *j, const void *const *qrows)
 {
     float *q = j->qbuf;
     int mode = sd_mode(j);
@@ -429,8 +430,8 @@ static inline __attribute__((always_inline)) void sd_elem(attn__cpu_job *j, cons
     }
 }
 
-void attn__cpu_sd_chunk(attn__cpu_job *j, const void *k, const void *v, int64_t stride, int n,
-                        int key0, bool masked)
+static void sd_chunk(attn__cpu_job *j, const void *k, const void *v, int64_t stride, int n,
+                     int key0, bool masked)
 {
     int64_t sb = stride * (int64_t)attn_elem_size(j->kv_elem);
     int mode = *(const int *)((const char *)j->scratch + SD_MODE);
@@ -452,7 +453,7 @@ void attn__cpu_sd_chunk(attn__cpu_job *j, const void *k, const void *v, int64_t 
     }
 }
 
-void attn__cpu_sd_finish(attn__cpu_job *j)
+static void sd_finish(attn__cpu_job *j)
 {
     const float *lv = (const float *)((const char *)j->scratch + SD_L);
     for (int r = 0; r < j->R; r++)
@@ -468,3 +469,18 @@ void attn__cpu_sd_finish(attn__cpu_job *j)
         memcpy(o, tmp, sizeof(float) * (size_t)j->Dv);
     }
 }
+
+static bool sd_usable(void)
+{
+    return attn_cpu_has(ATTN_CPU_AVX512F) && attn_cpu_has(ATTN_CPU_AVX512BW) &&
+           attn_cpu_has(ATTN_CPU_AVX512VL) && attn_cpu_has(ATTN_CPU_F16C);
+}
+
+const attn__cpu_isa attn__cpu_isa_stream_decode = {
+    .name = "stream-decode",
+    .usable = sd_usable,
+    .prep_q = sd_prep,
+    .chunk = sd_chunk,
+    .finish = sd_finish,
+    .accepts = sd_accepts,
+};
