@@ -198,6 +198,8 @@ attn_status attn__update_args(const char *type_name, int num_reqs, int max_reqs,
  * add "<key>_len": n, so the text stays readable for 256 x 4k batches. */
 void attn__describe_i32(attn__jw *w, const char *key, const int32_t *a, int n);
 void attn__describe_i64(attn__jw *w, const char *key, const int64_t *a, int n);
+/* Starts a describe() object: {"num_reqs": .., "num_actual_tokens": .., */
+void attn__describe_begin(attn__sb *sb, attn__jw *w, int num_reqs, int num_actual_tokens);
 /* Copies the JSON text into buf like snprintf; returns the full length
  * (-1 on allocation failure). Frees sb. */
 int attn__describe_finish(attn__sb *sb, char *buf, size_t size);

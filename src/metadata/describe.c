@@ -48,6 +48,17 @@ void attn__describe_i64(attn__jw *w, const char *key, const int64_t *a, int n)
     }
 }
 
+void attn__describe_begin(attn__sb *sb, attn__jw *w, int num_reqs, int num_actual_tokens)
+{
+    attn__sb_init(sb);
+    attn__jw_init(w, sb, false);
+    attn__jw_obj_begin(w);
+    attn__jw_key(w, "num_reqs");
+    attn__jw_int(w, num_reqs);
+    attn__jw_key(w, "num_actual_tokens");
+    attn__jw_int(w, num_actual_tokens);
+}
+
 int attn__describe_finish(attn__sb *sb, char *buf, size_t size)
 {
     if (sb->oom) {

@@ -227,13 +227,7 @@ static int attn__fi_describe(const void *md, char *buf, size_t size)
     if (!m) return -1;
     attn__sb sb;
     attn__jw w;
-    attn__sb_init(&sb);
-    attn__jw_init(&w, &sb, false);
-    attn__jw_obj_begin(&w);
-    attn__jw_key(&w, "num_reqs");
-    attn__jw_int(&w, m->num_reqs);
-    attn__jw_key(&w, "num_actual_tokens");
-    attn__jw_int(&w, m->num_actual_tokens);
+    attn__describe_begin(&sb, &w, m->num_reqs, m->num_actual_tokens);
     attn__jw_key(&w, "page_size");
     attn__jw_int(&w, m->page_size);
     attn__jw_key(&w, "reorder_batch_threshold");
