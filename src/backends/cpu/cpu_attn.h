@@ -101,6 +101,7 @@ extern const attn__cpu_isa attn__cpu_isa_amx_bf16;
  * `first` kernel set. */
 #if defined(__x86_64__)
 extern const attn__cpu_isa attn__cpu_isa_stream_decode;
+extern const attn__cpu_isa attn__cpu_isa_stream_decode_amx;
 /* bf16 high and low bytes of the 128 fp8 magnitudes (e4m3 or e5m2); true
  * when the CPU has AVX512_VBMI to look them up with */
 bool attn__cpu_fp8_bf16_tables(int e4m3, const uint8_t **hi, const uint8_t **lo);

@@ -28,6 +28,7 @@
 #include <string.h>
 
 #include "attn/cpu.h"
+#include "backends/cpu/cpu_amx.h"
 #include "backends/cpu/cpu_attn.h"
 #include "backends/cpu/cpu_simd_avx512.h"
 #include "util/numeric.h"
@@ -602,36 +603,6 @@ static void dp_qk_rows(attn__cpu_job *j, const uint16_t *kb, int64_t ks, int n)
     }
 }
 
-/* transpose of a 16x16 matrix of 32-bit elements */
-static inline void transpose16(__m512i r[16])
-{
-    __m512i t[16];
-    for (int i = 0; i < 8; i++) {
-        t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
-        t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
-    }
-    for (int i = 0; i < 4; i++) {
-        r[4 * i] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
-        r[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
-        r[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
-        r[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
-    }
-    /* r[4i+k] holds, per 128-bit lane L, column k of rows 4i..4i+3 of lane L */
-    for (int i = 0; i < 2; i++)
-        for (int k = 0; k < 4; k++) {
-            t[8 * i + k] = _mm512_shuffle_i32x4(r[8 * i + k], r[8 * i + 4 + k],
-                                                _MM_SHUFFLE(2, 0, 2, 0));
-            t[8 * i + 4 + k] = _mm512_shuffle_i32x4(r[8 * i + k], r[8 * i + 4 + k],
-                                                    _MM_SHUFFLE(3, 1, 3, 1));
-        }
-    for (int k = 0; k < 4; k++) {
-        r[k] = _mm512_shuffle_i32x4(t[k], t[8 + k], _MM_SHUFFLE(2, 0, 2, 0));
-        r[8 + k] = _mm512_shuffle_i32x4(t[k], t[8 + k], _MM_SHUFFLE(3, 1, 3, 1));
-        r[4 + k] = _mm512_shuffle_i32x4(t[4 + k], t[12 + k], _MM_SHUFFLE(2, 0, 2, 0));
-        r[12 + k] = _mm512_shuffle_i32x4(t[4 + k], t[12 + k], _MM_SHUFFLE(3, 1, 3, 1));
-    }
-}
-
 /* QK for many rows: K transposed into pair columns kt[dpair][CHUNK] */
 static void dp_qk_packed(attn__cpu_job *j, const uint16_t *kb, int64_t ks, int n)
 {
@@ -920,36 +891,15 @@ const attn__cpu_isa attn__cpu_isa_avx512_bf16 = {
 #define AMX_MIN_ROWS 16 /* 9..16 rows: the dp path; <= 8 rows: amx_dec_chunk */
 #endif
 
-#define TLOAD(t, base, stride)                                                                     \
-    __asm__ volatile("tileloadd (%0,%1,1), %%tmm" #t ::"r"(base), "r"((long)(stride)) : "memory")
-#define TSTORE(t, base, stride)                                                                    \
-    __asm__ volatile("tilestored %%tmm" #t ", (%0,%1,1)" ::"r"(base), "r"((long)(stride))         \
-                     : "memory")
-#define TZERO(t) __asm__ volatile("tilezero %%tmm" #t ::: "memory")
-#define TDP(c, a, b) __asm__ volatile("tdpbf16ps %%tmm" #b ", %%tmm" #a ", %%tmm" #c ::: "memory")
-
-typedef struct {
-    uint8_t palette, start;
-    uint8_t reserved[14];
-    uint16_t colsb[16];
-    uint8_t rows[16];
-} amx_palette;
-
 static void amx_begin(void)
 {
-    amx_palette c;
-    memset(&c, 0, sizeof c);
-    c.palette = 1;
-    for (int i = 0; i < 8; i++) {
-        c.colsb[i] = 64;
-        c.rows[i] = 16;
-    }
-    __asm__ volatile("ldtilecfg %0" ::"m"(c) : "memory");
+    static const uint8_t rows[8] = {16, 16, 16, 16, 16, 16, 16, 16};
+    attn__amx_config(rows, NULL);
 }
 
 static void amx_end(void)
 {
-    __asm__ volatile("tilerelease" ::: "memory");
+    attn__amx_release();
 }
 
 static bool amx_usable(void)
@@ -1562,5 +1512,5 @@ const attn__cpu_isa attn__cpu_isa_amx_bf16 = {
     .prep_q = amx_prep_q,
     .chunk = amx_chunk,
     .finish = amx_finish,
-    .first = &attn__cpu_isa_stream_decode,
+    .first = &attn__cpu_isa_stream_decode_amx,
 };

@@ -93,4 +93,34 @@ static inline __attribute__((always_inline)) __m512 reduce16(const float *v)
                          _mm512_shuffle_f32x4(u01, u23, _MM_SHUFFLE(3, 1, 3, 1)));
 }
 
+/* transpose of a 16x16 matrix of 32-bit elements */
+static inline void transpose16(__m512i r[16])
+{
+    __m512i t[16];
+    for (int i = 0; i < 8; i++) {
+        t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+    }
+    for (int i = 0; i < 4; i++) {
+        r[4 * i] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
+        r[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
+        r[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
+        r[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
+    }
+    /* r[4i+k] holds, per 128-bit lane L, column k of rows 4i..4i+3 of lane L */
+    for (int i = 0; i < 2; i++)
+        for (int k = 0; k < 4; k++) {
+            t[8 * i + k] = _mm512_shuffle_i32x4(r[8 * i + k], r[8 * i + 4 + k],
+                                                _MM_SHUFFLE(2, 0, 2, 0));
+            t[8 * i + 4 + k] = _mm512_shuffle_i32x4(r[8 * i + k], r[8 * i + 4 + k],
+                                                    _MM_SHUFFLE(3, 1, 3, 1));
+        }
+    for (int k = 0; k < 4; k++) {
+        r[k] = _mm512_shuffle_i32x4(t[k], t[8 + k], _MM_SHUFFLE(2, 0, 2, 0));
+        r[8 + k] = _mm512_shuffle_i32x4(t[k], t[8 + k], _MM_SHUFFLE(3, 1, 3, 1));
+        r[4 + k] = _mm512_shuffle_i32x4(t[4 + k], t[12 + k], _MM_SHUFFLE(2, 0, 2, 0));
+        r[12 + k] = _mm512_shuffle_i32x4(t[4 + k], t[12 + k], _MM_SHUFFLE(3, 1, 3, 1));
+    }
+}
+
 #endif
