@@ -28,9 +28,9 @@
 #include <string.h>
 
 #include "attn/cpu.h"
-#include "backends/cpu/cpu_amx.h"
 #include "backends/cpu/cpu_attn.h"
 #include "backends/cpu/cpu_simd_avx512.h"
+#include "util/amx.h"
 #include "util/numeric.h"
 
 static bool avx512_usable(void)

@@ -35,9 +35,9 @@
 #include <string.h>
 
 #include "attn/cpu.h"
-#include "backends/cpu/cpu_amx.h"
 #include "backends/cpu/cpu_attn.h"
 #include "backends/cpu/cpu_simd_avx512.h"
+#include "util/amx.h"
 
 #define SD_BLK 16
 #define SD_TAU 8.0f

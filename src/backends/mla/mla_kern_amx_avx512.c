@@ -29,6 +29,7 @@
 #include "attn/cpu.h"
 #include "backends/mla/mla_internal.h"
 #include "backends/mla/mla_vec_avx512.h"
+#include "util/amx.h"
 #include "util/numeric.h"
 
 #define AMX_KB 256 /* keys per block */
@@ -41,38 +42,6 @@
 #define AMX_NSUB   (AMX_KB / 32)
 #define AMX_TAU    8.0f
 #define TILE_BYTES 1024
-
-#define T_LOAD(t, base, stride)                                                                    \
-    __asm__ volatile("tileloadd (%0,%1,1), %%tmm" #t ::"r"(base), "r"((long)(stride)) : "memory")
-#define T_STORE(t, base, stride)                                                                   \
-    __asm__ volatile("tilestored %%tmm" #t ", (%0,%1,1)" ::"r"(base), "r"((long)(stride))          \
-                     : "memory")
-#define T_ZERO(t)     __asm__ volatile("tilezero %%tmm" #t ::: "memory")
-#define T_DP(c, a, b) __asm__ volatile("tdpbf16ps %%tmm" #b ", %%tmm" #a ", %%tmm" #c ::: "memory")
-
-typedef struct {
-    uint8_t palette, start;
-    uint8_t reserved[14];
-    uint16_t colsb[16];
-    uint8_t rows[16];
-} amx_cfg;
-
-static void amx_config(void)
-{
-    amx_cfg c;
-    memset(&c, 0, sizeof c);
-    c.palette = 1;
-    for (int i = 0; i < 8; i++) {
-        c.colsb[i] = 64;
-        c.rows[i] = 16;
-    }
-    __asm__ volatile("ldtilecfg %0" ::"m"(c) : "memory");
-}
-
-static void amx_release(void)
-{
-    __asm__ volatile("tilerelease" ::: "memory");
-}
 
 static bool amx_usable(void)
 {
@@ -345,7 +314,7 @@ static void amx_decode(const attn__mla_dec *d)
         _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6,
                          21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
 
-    amx_config();
+    attn__amx_config((const uint8_t[8]){16, 16, 16, 16, 16, 16, 16, 16}, NULL);
     for (int b0 = 0; b0 < total; b0 += AMX_KB) {
         const int nk = total - b0 < AMX_KB ? total - b0 : AMX_KB;
         const int nsub = (nk + 31) / 32;
@@ -407,49 +376,49 @@ static void amx_decode(const attn__mla_dec *d)
                     if (mt + 1 < Mt) {
                         const uint8_t *qc = qa + (size_t)DC * TILE_BYTES;
                         if (part == 0) {
-                            T_ZERO(0);
-                            T_ZERO(1);
-                            T_ZERO(2);
-                            T_ZERO(3);
+                            TZERO(0);
+                            TZERO(1);
+                            TZERO(2);
+                            TZERO(3);
                         } else {
-                            T_LOAD(0, st0 + 16 * mt, lds * 4);
-                            T_LOAD(1, st0 + 16 * (mt + 1), lds * 4);
-                            T_LOAD(2, st1 + 16 * mt, lds * 4);
-                            T_LOAD(3, st1 + 16 * (mt + 1), lds * 4);
+                            TLOAD(0, st0 + 16 * mt, lds * 4);
+                            TLOAD(1, st0 + 16 * (mt + 1), lds * 4);
+                            TLOAD(2, st1 + 16 * mt, lds * 4);
+                            TLOAD(3, st1 + 16 * (mt + 1), lds * 4);
                         }
                         for (int kc = kc0; kc < kc1; kc++) {
-                            T_LOAD(4, k0b + 64 * kc, k0s);
-                            T_LOAD(5, k1b + 64 * kc, k1s);
-                            T_LOAD(6, qa + (size_t)kc * TILE_BYTES, 64);
-                            T_LOAD(7, qc + (size_t)kc * TILE_BYTES, 64);
-                            T_DP(0, 4, 6);
-                            T_DP(1, 4, 7);
-                            T_DP(2, 5, 6);
-                            T_DP(3, 5, 7);
+                            TLOAD(4, k0b + 64 * kc, k0s);
+                            TLOAD(5, k1b + 64 * kc, k1s);
+                            TLOAD(6, qa + (size_t)kc * TILE_BYTES, 64);
+                            TLOAD(7, qc + (size_t)kc * TILE_BYTES, 64);
+                            TDP(0, 4, 6);
+                            TDP(1, 4, 7);
+                            TDP(2, 5, 6);
+                            TDP(3, 5, 7);
                             amx_prefetch(w.next, row_lines, pf_total, &pf_cur, pf_per);
                         }
-                        T_STORE(0, st0 + 16 * mt, lds * 4);
-                        T_STORE(1, st0 + 16 * (mt + 1), lds * 4);
-                        T_STORE(2, st1 + 16 * mt, lds * 4);
-                        T_STORE(3, st1 + 16 * (mt + 1), lds * 4);
+                        TSTORE(0, st0 + 16 * mt, lds * 4);
+                        TSTORE(1, st0 + 16 * (mt + 1), lds * 4);
+                        TSTORE(2, st1 + 16 * mt, lds * 4);
+                        TSTORE(3, st1 + 16 * (mt + 1), lds * 4);
                     } else {
                         if (part == 0) {
-                            T_ZERO(0);
-                            T_ZERO(2);
+                            TZERO(0);
+                            TZERO(2);
                         } else {
-                            T_LOAD(0, st0 + 16 * mt, lds * 4);
-                            T_LOAD(2, st1 + 16 * mt, lds * 4);
+                            TLOAD(0, st0 + 16 * mt, lds * 4);
+                            TLOAD(2, st1 + 16 * mt, lds * 4);
                         }
                         for (int kc = kc0; kc < kc1; kc++) {
-                            T_LOAD(4, k0b + 64 * kc, k0s);
-                            T_LOAD(5, k1b + 64 * kc, k1s);
-                            T_LOAD(6, qa + (size_t)kc * TILE_BYTES, 64);
-                            T_DP(0, 4, 6);
-                            T_DP(2, 5, 6);
+                            TLOAD(4, k0b + 64 * kc, k0s);
+                            TLOAD(5, k1b + 64 * kc, k1s);
+                            TLOAD(6, qa + (size_t)kc * TILE_BYTES, 64);
+                            TDP(0, 4, 6);
+                            TDP(2, 5, 6);
                             amx_prefetch(w.next, row_lines, pf_total, &pf_cur, pf_per);
                         }
-                        T_STORE(0, st0 + 16 * mt, lds * 4);
-                        T_STORE(2, st1 + 16 * mt, lds * 4);
+                        TSTORE(0, st0 + 16 * mt, lds * 4);
+                        TSTORE(2, st1 + 16 * mt, lds * 4);
                     }
                 }
             }
@@ -541,55 +510,55 @@ static void amx_decode(const attn__mla_dec *d)
                     float *c10 = c00 + (size_t)16 * R;
                     const uint8_t *pa1 = pa0 + (size_t)AMX_NSUB * TILE_BYTES;
                     if (first) {
-                        T_ZERO(0);
-                        T_ZERO(1);
-                        T_ZERO(2);
-                        T_ZERO(3);
+                        TZERO(0);
+                        TZERO(1);
+                        TZERO(2);
+                        TZERO(3);
                     } else {
-                        T_LOAD(0, c00, R * 4);
-                        T_LOAD(1, c00 + 16, R * 4);
-                        T_LOAD(2, c10, R * 4);
-                        T_LOAD(3, c10 + 16, R * 4);
+                        TLOAD(0, c00, R * 4);
+                        TLOAD(1, c00 + 16, R * 4);
+                        TLOAD(2, c10, R * 4);
+                        TLOAD(3, c10 + 16, R * 4);
                     }
                     for (int s = 0; s < nsub; s++) {
-                        T_LOAD(4, pa0 + (size_t)s * TILE_BYTES, 64);
-                        T_LOAD(5, pa1 + (size_t)s * TILE_BYTES, 64);
-                        T_LOAD(6, vb0 + (size_t)s * TILE_BYTES, 64);
-                        T_LOAD(7, vb1 + (size_t)s * TILE_BYTES, 64);
-                        T_DP(0, 4, 6);
-                        T_DP(1, 4, 7);
-                        T_DP(2, 5, 6);
-                        T_DP(3, 5, 7);
+                        TLOAD(4, pa0 + (size_t)s * TILE_BYTES, 64);
+                        TLOAD(5, pa1 + (size_t)s * TILE_BYTES, 64);
+                        TLOAD(6, vb0 + (size_t)s * TILE_BYTES, 64);
+                        TLOAD(7, vb1 + (size_t)s * TILE_BYTES, 64);
+                        TDP(0, 4, 6);
+                        TDP(1, 4, 7);
+                        TDP(2, 5, 6);
+                        TDP(3, 5, 7);
                     }
-                    T_STORE(0, c00, R * 4);
-                    T_STORE(1, c00 + 16, R * 4);
-                    T_STORE(2, c10, R * 4);
-                    T_STORE(3, c10 + 16, R * 4);
+                    TSTORE(0, c00, R * 4);
+                    TSTORE(1, c00 + 16, R * 4);
+                    TSTORE(2, c10, R * 4);
+                    TSTORE(3, c10 + 16, R * 4);
                     amx_prefetch(w.next, row_lines, pf_total, &pf_cur, pf_pv);
                 } else {
                     if (first) {
-                        T_ZERO(0);
-                        T_ZERO(1);
+                        TZERO(0);
+                        TZERO(1);
                     } else {
-                        T_LOAD(0, c00, R * 4);
-                        T_LOAD(1, c00 + 16, R * 4);
+                        TLOAD(0, c00, R * 4);
+                        TLOAD(1, c00 + 16, R * 4);
                     }
                     for (int s = 0; s < nsub; s++) {
-                        T_LOAD(4, pa0 + (size_t)s * TILE_BYTES, 64);
-                        T_LOAD(6, vb0 + (size_t)s * TILE_BYTES, 64);
-                        T_LOAD(7, vb1 + (size_t)s * TILE_BYTES, 64);
-                        T_DP(0, 4, 6);
-                        T_DP(1, 4, 7);
+                        TLOAD(4, pa0 + (size_t)s * TILE_BYTES, 64);
+                        TLOAD(6, vb0 + (size_t)s * TILE_BYTES, 64);
+                        TLOAD(7, vb1 + (size_t)s * TILE_BYTES, 64);
+                        TDP(0, 4, 6);
+                        TDP(1, 4, 7);
                     }
-                    T_STORE(0, c00, R * 4);
-                    T_STORE(1, c00 + 16, R * 4);
+                    TSTORE(0, c00, R * 4);
+                    TSTORE(1, c00 + 16, R * 4);
                     amx_prefetch(w.next, row_lines, pf_total, &pf_cur, pf_pv);
                 }
             }
         }
         amx_prefetch(w.next, row_lines, pf_total, &pf_cur, pf_total);
     }
-    amx_release();
+    attn__amx_release();
 
     /* natural column order; running max and sum out */
     for (int i = 0; i < n; i++) {

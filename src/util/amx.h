@@ -1,10 +1,11 @@
-/* AMX tile instructions for the CPU_ATTN kernels. Inline asm, so the
- * kernel files need no -mamx flags and build with any x86-64 compiler;
+/* AMX tile instructions for the CPU kernels (CPU_ATTN, CPU_MLA). Inline
+ * asm, so the kernel files need no -mamx flags and build with any x86-64
+ * compiler;
  * callers run them only where attn_cpu_has(ATTN_CPU_AMX_BF16) (the tile
  * state permission is requested by the platform layer). Memory clobbers:
  * tiles read and write memory the compiler cannot see. */
-#ifndef ATTN_BACKENDS_CPU_AMX_H
-#define ATTN_BACKENDS_CPU_AMX_H
+#ifndef ATTN_UTIL_AMX_H
+#define ATTN_UTIL_AMX_H
 
 #include <stdint.h>
 #include <string.h>
