@@ -342,10 +342,11 @@ static bool sd_softmax(attn__cpu_job *j, float *p, int nb, int key0, bool masked
         if (_mm512_cmp_ps_mask(x, _mm512_set1_ps(m + SD_TAU), _CMP_GT_OQ)) {
             float bm = _mm512_reduce_max_ps(x);
             if (m > -INFINITY) {
-                __m512 a = _mm512_set1_ps(expf(m - bm));
+                float f = expf(m - bm);
+                __m512 a = _mm512_set1_ps(f);
                 if (amx) { /* O is in tiles: scaled before the next tile product */
                     float *al = (float *)((char *)j->scratch + SD_AL);
-                    al[r] *= expf(m - bm);
+                    al[r] *= f;
                     al[8] = 1.0f;
                 } else {
                     float *o = j->o + (size_t)r * j->o_stride;
@@ -606,9 +607,8 @@ static inline __attribute__((always_inline)) void sd_pv_tiles(attn__cpu_job *j, 
 static inline __attribute__((always_inline)) void sd_rows_amx(attn__cpu_job *j, const char *k,
                                                               const char *v, int64_t sb, int n,
                                                               int key0, bool masked, const int R,
-                                                              const int MODE, attn_elem e)
+                                                              const int MODE)
 {
-    (void)e;
     sd_tab tb;
     if (MODE == SD_VBMI)
         tb = sd_tables(j);
@@ -646,14 +646,14 @@ static inline __attribute__((always_inline)) void sd_elem(attn__cpu_job *j, cons
 {
     if (AMX) {
         switch (j->R) {
-        case 1: sd_rows_amx(j, k, v, sb, n, key0, masked, 1, MODE, e); break;
-        case 2: sd_rows_amx(j, k, v, sb, n, key0, masked, 2, MODE, e); break;
-        case 3: sd_rows_amx(j, k, v, sb, n, key0, masked, 3, MODE, e); break;
-        case 4: sd_rows_amx(j, k, v, sb, n, key0, masked, 4, MODE, e); break;
-        case 5: sd_rows_amx(j, k, v, sb, n, key0, masked, 5, MODE, e); break;
-        case 6: sd_rows_amx(j, k, v, sb, n, key0, masked, 6, MODE, e); break;
-        case 7: sd_rows_amx(j, k, v, sb, n, key0, masked, 7, MODE, e); break;
-        default: sd_rows_amx(j, k, v, sb, n, key0, masked, 8, MODE, e); break;
+        case 1: sd_rows_amx(j, k, v, sb, n, key0, masked, 1, MODE); break;
+        case 2: sd_rows_amx(j, k, v, sb, n, key0, masked, 2, MODE); break;
+        case 3: sd_rows_amx(j, k, v, sb, n, key0, masked, 3, MODE); break;
+        case 4: sd_rows_amx(j, k, v, sb, n, key0, masked, 4, MODE); break;
+        case 5: sd_rows_amx(j, k, v, sb, n, key0, masked, 5, MODE); break;
+        case 6: sd_rows_amx(j, k, v, sb, n, key0, masked, 6, MODE); break;
+        case 7: sd_rows_amx(j, k, v, sb, n, key0, masked, 7, MODE); break;
+        default: sd_rows_amx(j, k, v, sb, n, key0, masked, 8, MODE); break;
         }
         return;
     }
