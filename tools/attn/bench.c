@@ -65,8 +65,8 @@ typedef struct {
     size_t buffer_bytes; /* 0: default (>= 1 GiB); also the KV pool's minimum */
 } opts_t;
 
-#define BENCH_WARM_CALLS 20 /* untimed calls before the samples, at most */
-#define BENCH_WARM_S     0.25
+#define BENCH_WARM_S     0.25  /* untimed calls before the samples, seconds */
+#define BENCH_WARM_CALLS 10000 /* and calls at most */
 
 static double now_s(void)
 {
@@ -331,10 +331,12 @@ static void measure(const backend_t *be, const shape_t *sh, pool_t *pool, const 
             goto done;
         }
         /* Warm-up: the first call, then more while they take under
-         * BENCH_WARM_S together. The first calls after the pools are written
-         * run slow for a while (b16 4k bf16: 22 ms for the first few after a
-         * REFERENCE pool was filled, 11 ms from then on). A call over 1 s is
-         * a sample: not worth repeating. */
+         * BENCH_WARM_S together. For a while after the pools are written,
+         * calls run up to twice as slow (b16 4k bf16: 22 ms for the first
+         * few after a REFERENCE pool was filled, 11 ms from then on; b1 4k,
+         * the second shape of a sweep: 1.6 ms, 0.8 ms with this), and short
+         * shapes take many calls to get past it. A call over 1 s is a
+         * sample: not worth repeating. */
         if (n == 0 && dt <= 1.0 && warm < BENCH_WARM_CALLS &&
             (warm == 0 || warm_spent + dt <= BENCH_WARM_S)) {
             warm++;
