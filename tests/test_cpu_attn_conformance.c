@@ -191,6 +191,27 @@ static void gen(trng *g, int idx, config *c)
             c->kvh = 1;
         }
     }
+    /* every twentieth decoder configuration without a cascade: bf16 over an
+     * fp8 cache, head size 128, 8 query heads per KV head, short contexts
+     * (Llama-70B-like decodes: the amx-bf16 tile path's 8-row fp8 jobs; set
+     * after the cost cap, which would halve the group) */
+    if (idx % 20 == 7 && c->type == ATTN_TYPE_DECODER && c->prefix == 0) {
+        c->dtype = ATTN_DTYPE_BF16;
+        c->kv_elem = (idx / 20) % 2 ? ATTN_ELEM_FP8_E5M2 : ATTN_ELEM_FP8_E4M3;
+        c->D = 128;
+        c->kvh = 1;
+        c->group = 8;
+        if (c->nreq > 3)
+            c->nreq = 3;
+        for (int r = 0; r < c->nreq; r++) {
+            if (c->qlen[r] > 1 + c->spec)
+                c->qlen[r] = 1 + c->spec;
+            if (c->kvlen[r] > 100)
+                c->kvlen[r] = 100;
+            if (c->kvlen[r] < c->qlen[r])
+                c->kvlen[r] = c->qlen[r];
+        }
+    }
 }
 
 static void describe(const config *c, char *buf, size_t n)

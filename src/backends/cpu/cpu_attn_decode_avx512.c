@@ -674,7 +674,7 @@ static void sd_chunk(attn__cpu_job *j, const void *k, const void *v, int64_t str
 {
     int64_t sb = stride * (int64_t)attn_elem_size(j->kv_elem);
     const int *mode = (const int *)((const char *)j->scratch + SD_MODE);
-    if (mode[1] == SD_TILES) { /* SD_PAIR or SD_VBMI (see sd_tiles_job) */
+    if (mode[1] == SD_TILES) { /* SD_PAIR or SD_VBMI (see sd_tile_mode) */
         if (mode[0] == SD_PAIR)
             sd_elem(j, k, v, sb, n, key0, masked, SD_PAIR, ATTN_ELEM_BF16, true);
         else
@@ -770,20 +770,30 @@ const attn__cpu_isa attn__cpu_isa_stream_decode = {
 
 /* The amx-bf16 variant's decode: the same stream, with PV on the tile unit
  * for bf16 queries over a bf16 cache and Dv <= 128 (four O tiles). */
-static bool sd_tiles_job(const attn__cpu_job *j)
+/* the row mode a job takes on the tile path, or -1 for the FMA path. fp8
+ * needs the byte tables but, unlike the FMA path (R <= 4, register
+ * pressure), takes any R: the widening happens once per row. */
+static int sd_tile_mode(const attn__cpu_job *j)
 {
     if (j->prec != ATTN_CPU_PREC_BF16 || j->Dv > 128)
-        return false;
-    int mode = sd_mode(j);
-    return mode == SD_PAIR || mode == SD_VBMI;
+        return -1;
+    if (j->kv_elem == ATTN_ELEM_BF16)
+        return sd_mode(j) == SD_PAIR ? SD_PAIR : -1;
+    const uint8_t *hi, *lo;
+    if (j->D % 64 == 0 && j->Dv % 64 == 0 &&
+        attn__cpu_fp8_bf16_tables(j->kv_elem == ATTN_ELEM_FP8_E4M3, &hi, &lo))
+        return SD_VBMI;
+    return -1;
 }
 
 static void sd_prep_amx(attn__cpu_job *j, const void *const *qrows)
 {
     sd_prep(j, qrows);
-    if (!sd_tiles_job(j))
+    int tmode = sd_tile_mode(j);
+    if (tmode < 0)
         return;
     int *ms = (int *)((char *)j->scratch + SD_MODE);
+    ms[0] = tmode;
     ms[1] = SD_TILES;
     float *al = (float *)((char *)j->scratch + SD_AL);
     for (int r = 0; r < 8; r++)
