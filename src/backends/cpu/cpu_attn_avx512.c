@@ -92,13 +92,8 @@ static float softmax_row(attn__cpu_job *j, int r, int n, int key0, bool masked)
     __m512i vlo = _mm512_set1_epi32(lo), vhi = _mm512_set1_epi32(hi);
     for (int t = 0; t < nv; t += 16) {
         __m512 x = _mm512_mul_ps(_mm512_loadu_ps(s + t), sc);
-        if (j->softcap > 0.0f) {
-            float tmp[16];
-            _mm512_storeu_ps(tmp, x);
-            for (int i = 0; i < 16; i++)
-                tmp[i] = j->softcap * tanhf(tmp[i] / j->softcap);
-            x = _mm512_loadu_ps(tmp);
-        }
+        if (j->softcap > 0.0f)
+            x = softcap16(x, j->softcap);
         if (j->slope)
             x = _mm512_fmadd_ps(
                 slope, _mm512_add_ps(rel0, _mm512_add_ps(fiota, _mm512_set1_ps((float)t))), x);
@@ -1098,13 +1093,8 @@ static void amx_softmax(attn__cpu_job *j, int n, int key0, float *alpha)
         for (int t = 0; t < nkp; t++) {
             float *st = j->s + (size_t)t * 64 + r0;
             __m512 x = _mm512_mul_ps(_mm512_loadu_ps(st), sc);
-            if (j->softcap > 0.0f) {
-                float tmp[16];
-                _mm512_storeu_ps(tmp, x);
-                for (int i = 0; i < 16; i++)
-                    tmp[i] = j->softcap * tanhf(tmp[i] / j->softcap);
-                x = _mm512_loadu_ps(tmp);
-            }
+            if (j->softcap > 0.0f)
+                x = softcap16(x, j->softcap);
             if (j->slope)
                 x = _mm512_fmadd_ps(slope, _mm512_add_ps(rel, _mm512_set1_ps((float)t)), x);
             __m512i key = _mm512_set1_epi32(key0 + t);

@@ -209,13 +209,21 @@ static inline __attribute__((always_inline)) void sd_prefetch(const attn__cpu_jo
         _mm_prefetch(v + o, _MM_HINT_T0);
 }
 
+/* the job's row mode and kind of math, and zero row sums */
+static void sd_begin(attn__cpu_job *j, int mode, int math)
+{
+    int *ms = (int *)((char *)j->scratch + SD_MODE);
+    ms[0] = mode;
+    ms[1] = math;
+    float *l = (float *)((char *)j->scratch + SD_L);
+    memset(l, 0, (size_t)j->R * 16 * sizeof(float));
+}
+
 static void sd_prep(attn__cpu_job *j, const void *const *qrows)
 {
     float *q = j->qbuf;
     int mode = sd_mode(j);
-    int *ms = (int *)((char *)j->scratch + SD_MODE);
-    ms[0] = mode;
-    ms[1] = SD_FMA;
+    sd_begin(j, mode, SD_FMA);
     float sc = j->qk_scale * sd_vscale(j, mode);
     float row[SD_QS];
     for (int r = 0; r < j->R; r++) {
@@ -224,8 +232,6 @@ static void sd_prep(attn__cpu_job *j, const void *const *qrows)
         for (int d = 0; d < j->D; d++)
             qr[sd_pos(mode, d)] = row[d] * sc;
     }
-    float *l = (float *)((char *)j->scratch + SD_L);
-    memset(l, 0, (size_t)j->R * 16 * sizeof(float));
 }
 
 /* acc[r][t] (+)= K row t (NV vectors from dim d0) . Q row r */
@@ -325,13 +331,8 @@ static bool sd_softmax(attn__cpu_job *j, float *p, int nb, int key0, bool masked
         __m512 x = amx ? _mm512_load_ps((const float *)((const char *)j->scratch + SD_XS) +
                                               r * SD_BLK)
                              : reduce16(acc + r * SD_BLK * 16);
-        if (j->softcap > 0.0f) {
-            float tmp[16];
-            _mm512_storeu_ps(tmp, x);
-            for (int i = 0; i < 16; i++)
-                tmp[i] = j->softcap * tanhf(tmp[i] / j->softcap);
-            x = _mm512_loadu_ps(tmp);
-        }
+        if (j->softcap > 0.0f)
+            x = softcap16(x, j->softcap);
         if (j->slope)
             x = _mm512_fmadd_ps(
                 _mm512_set1_ps(j->slope[r]),
@@ -788,13 +789,12 @@ static int sd_tile_mode(const attn__cpu_job *j)
 
 static void sd_prep_amx(attn__cpu_job *j, const void *const *qrows)
 {
-    sd_prep(j, qrows);
-    int tmode = sd_tile_mode(j);
-    if (tmode < 0)
+    int mode = sd_tile_mode(j);
+    if (mode < 0) {
+        sd_prep(j, qrows);
         return;
-    int *ms = (int *)((char *)j->scratch + SD_MODE);
-    ms[0] = tmode;
-    ms[1] = SD_TILES;
+    }
+    sd_begin(j, mode, SD_TILES);
     float *al = (float *)((char *)j->scratch + SD_AL);
     for (int r = 0; r < 8; r++)
         al[r] = 1.0f;
@@ -802,19 +802,16 @@ static void sd_prep_amx(attn__cpu_job *j, const void *const *qrows)
     /* queries as B tiles: pair row p of step k = the dims of staged
      * positions 32k + 2p, +1 for each row (raw bf16; the scale is applied to
      * the scores) */
-    int mode = ms[0];
-    {
-        uint32_t *qt = (uint32_t *)((char *)j->qbuf + SD_QT);
-        for (int k = 0; k < j->D / 32; k++)
-            for (int p = 0; p < 16; p++)
-                for (int r = 0; r < j->R; r++) {
-                    const uint16_t *q = qrows[r];
-                    int s0 = 32 * k + 2 * p;
-                    int d0 = mode == SD_VBMI ? sd_staged_dim(s0) : s0;
-                    int d1 = mode == SD_VBMI ? sd_staged_dim(s0 + 1) : s0 + 1;
-                    qt[k * 256 + p * 16 + r] = (uint32_t)q[d0] | (uint32_t)q[d1] << 16;
-                }
-    }
+    uint32_t *qt = (uint32_t *)((char *)j->qbuf + SD_QT);
+    for (int k = 0; k < j->D / 32; k++)
+        for (int p = 0; p < 16; p++)
+            for (int r = 0; r < j->R; r++) {
+                const uint16_t *q = qrows[r];
+                int s0 = 32 * k + 2 * p;
+                int d0 = mode == SD_VBMI ? sd_staged_dim(s0) : s0;
+                int d1 = mode == SD_VBMI ? sd_staged_dim(s0 + 1) : s0 + 1;
+                qt[k * 256 + p * 16 + r] = (uint32_t)q[d0] | (uint32_t)q[d1] << 16;
+            }
     uint8_t R2 = (uint8_t)(2 * j->R);
     uint16_t C = (uint16_t)(4 * j->R);
     const uint8_t rows[8] = {R2, R2, R2, R2, R2, 16, 16, 16};

@@ -4,6 +4,7 @@
 #define ATTN_BACKENDS_CPU_SIMD_AVX512_H
 
 #include <immintrin.h>
+#include <math.h>
 #include <string.h>
 
 #include "attn/types.h"
@@ -34,6 +35,17 @@ static inline __m512 exp512(__m512 x)
     p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
     p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
     return _mm512_scalef_ps(p, n);
+}
+
+/* logits soft-capping, cap * tanh(x / cap), lane by lane (libm tanhf:
+ * the same values as REFERENCE's) */
+static inline __m512 softcap16(__m512 x, float cap)
+{
+    float tmp[16];
+    _mm512_storeu_ps(tmp, x);
+    for (int i = 0; i < 16; i++)
+        tmp[i] = cap * tanhf(tmp[i] / cap);
+    return _mm512_loadu_ps(tmp);
 }
 
 /* 16 elements of e as fp32 */
