@@ -12,7 +12,8 @@
  * whose KV cache is far larger than the CPU caches (not from a warm L2/L3).
  *
  * usage: bench_mla [--dtype bf16|fp32|fp16] [--kv auto|fp8] [--repeat N]
- *                  [--variant amx|avx512|avx2|portable] [--quick] [--json]
+ *                  [--variant amx|avx512|avx2|portable] [--batch N] [--context N]
+ *                  [--quick] [--json]
  * Threads: ATTN_NUM_THREADS (default: the usable cores). */
 #include <immintrin.h>
 #include <math.h>
@@ -174,7 +175,7 @@ int main(int argc, char **argv)
 {
     attn_dtype dt = ATTN_DTYPE_BF16;
     bool fp8 = false, json = false, quick = false;
-    int repeat = 0;
+    int repeat = 0, only_batch = 0, only_context = 0;
     const char *variant = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--dtype") && i + 1 < argc) {
@@ -188,15 +189,30 @@ int main(int argc, char **argv)
             repeat = atoi(argv[++i]);
         } else if (!strcmp(argv[i], "--variant") && i + 1 < argc) {
             variant = argv[++i];
+        } else if (!strcmp(argv[i], "--batch") && i + 1 < argc) {
+            only_batch = atoi(argv[++i]);
+            if (only_batch != 1 && only_batch != 16) {
+                fprintf(stderr, "bench_mla: --batch takes 1 or 16, not %s\n", argv[i]);
+                return 2;
+            }
+        } else if (!strcmp(argv[i], "--context") && i + 1 < argc) {
+            only_context = atoi(argv[++i]);
+            if (only_context != 1024 && only_context != 4096 && only_context != 16384) {
+                fprintf(stderr, "bench_mla: --context takes 1024, 4096 or 16384, not %s\n",
+                        argv[i]);
+                return 2;
+            }
         } else if (!strcmp(argv[i], "--json")) {
             json = true;
         } else if (!strcmp(argv[i], "--quick")) {
             quick = true;
         } else {
-            fprintf(stderr,
+            bool help = !strcmp(argv[i], "--help") || !strcmp(argv[i], "-h");
+            fprintf(help ? stdout : stderr,
                     "usage: bench_mla [--dtype bf16|fp32|fp16] [--kv auto|fp8] [--repeat N] "
-                    "[--variant NAME] [--quick] [--json]\n");
-            return 2;
+                    "[--variant NAME] [--batch 1|16] [--context 1024|4096|16384] [--quick] "
+                    "[--json]\n");
+            return help ? 0 : 2;
         }
     }
     if (variant) {
@@ -273,6 +289,7 @@ int main(int argc, char **argv)
         for (int ci = 0; ci < 3; ci++) {
             int B = batches[bi], L = contexts[ci];
             if (quick && B * L > 16 * 4096) continue;
+            if ((only_batch && B != only_batch) || (only_context && L != only_context)) continue;
             int bpr = (L + BS - 1) / BS;
             int nb = B * bpr;
             if (nb > pool_blocks) {

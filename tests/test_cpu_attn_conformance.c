@@ -212,6 +212,28 @@ static void gen(trng *g, int idx, config *c)
                 c->kvlen[r] = c->qlen[r];
         }
     }
+    /* and ten later: bf16 over a bf16 cache with 12 KV heads, so decode
+     * units of several KV heads run (8 heads, then 4: run_rows_heads)
+     * across block boundaries */
+    if (idx % 20 == 17 && c->type == ATTN_TYPE_DECODER && c->prefix == 0) {
+        c->dtype = ATTN_DTYPE_BF16;
+        c->kv_elem = ATTN_ELEM_BF16;
+        c->per_head_scale = false;
+        c->direct = false;
+        c->D = 64;
+        c->kvh = 12;
+        c->group = 2;
+        if (c->nreq > 3)
+            c->nreq = 3;
+        for (int r = 0; r < c->nreq; r++) {
+            if (c->qlen[r] > 1 + c->spec)
+                c->qlen[r] = 1 + c->spec;
+            if (c->kvlen[r] > 300)
+                c->kvlen[r] = 300;
+            if (c->kvlen[r] < c->qlen[r])
+                c->kvlen[r] = c->qlen[r];
+        }
+    }
 }
 
 static void describe(const config *c, char *buf, size_t n)

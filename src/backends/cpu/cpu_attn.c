@@ -92,6 +92,15 @@ attn_status attn__cpu_attn_force_variant(const char *name)
 
 /* ---- per-thread scratch ---------------------------------------------------- */
 
+/* one job per KV head of an interleaved decode unit (run_rows_heads) */
+typedef struct {
+    float slope[ATTN_CPU_DEC_HEADS][ATTN_CPU_SD_ROWS];
+    float m[ATTN_CPU_DEC_HEADS][ATTN_CPU_SD_ROWS], l[ATTN_CPU_DEC_HEADS][ATTN_CPU_SD_ROWS];
+    _Alignas(64) float o[ATTN_CPU_DEC_HEADS][ATTN_CPU_SD_ROWS * ATTN_CPU_MAX_HEAD];
+    _Alignas(64) unsigned char qbuf[ATTN_CPU_DEC_HEADS][ATTN_CPU_SD_QBUF];
+    _Alignas(64) unsigned char vs[ATTN_CPU_DEC_HEADS][ATTN_CPU_SD_SCRATCH];
+} dec_heads;
+
 typedef struct {
     const void *qrows[ATTN_CPU_MAX_ROWS];
     int32_t pos[ATTN_CPU_MAX_ROWS], lo[ATTN_CPU_MAX_ROWS], hi[ATTN_CPU_MAX_ROWS];
@@ -101,6 +110,7 @@ typedef struct {
     _Alignas(64) float o[ATTN_CPU_MAX_ROWS * ATTN_CPU_MAX_HEAD];
     _Alignas(64) unsigned char qbuf[ATTN_CPU_QBUF];
     _Alignas(64) unsigned char vs[ATTN_CPU_VSCRATCH];
+    dec_heads dh;
 } thread_scratch;
 
 static pthread_key_t g_scratch_key;
@@ -144,6 +154,7 @@ typedef struct {
     const attn__cpu_md *md;        /* NULL: per-request plan */
     const attn__cpu_tile *tiles;   /* the phase's tiles */
     int H, KVH, G, HG, D, Dv;
+    int MH; /* > 1: a unit is MH KV heads of a decode tile (run_rows_heads) */
     size_t q_esz, kv_esz;
     attn_elem q_elem;
     bool causal;
@@ -280,19 +291,30 @@ static void chunk_at(const fwd_ctx *c, int32_t tok0, const int32_t *bt, int kvh,
     r->n = n;
 }
 
-static void run_rows(fwd_ctx *c, const attn__cpu_tile *t, int kvh, int hgi, thread_scratch *sc)
+/* The rows of a tile for one head group: per row (token i, head g) its
+ * position and visible keys (the same for every head), and the key range
+ * all rows together see. */
+typedef struct {
+    int Gs, R;
+    int kmin, kmax, lo_max, hi_min;
+} rows_info;
+
+static void rows_setup(const fwd_ctx *c, const attn__cpu_tile *t, int hgi, thread_scratch *sc,
+                       rows_info *ri)
 {
     const attn_forward_args *a = c->a;
-    const attn_common_metadata *cm = a->common;
-    const int32_t *qsl = cm->query_start_loc;
+    const int32_t *qsl = a->common->query_start_loc;
     int Gs = c->G - hgi * ATTN_CPU_MAX_ROWS;
     if (Gs > ATTN_CPU_MAX_ROWS)
         Gs = ATTN_CPU_MAX_ROWS;
-    int h0 = kvh * c->G + hgi * ATTN_CPU_MAX_ROWS;
-    int R = t->nq * Gs;
     bool prefix = t->flags & ATTN_CPU_TILE_PREFIX;
     int req = t->req;
-    int kmin = INT32_MAX, kmax = -1, lo_max = -1, hi_min = INT32_MAX;
+    ri->Gs = Gs;
+    ri->R = t->nq * Gs;
+    ri->kmin = INT32_MAX;
+    ri->kmax = -1;
+    ri->lo_max = -1;
+    ri->hi_min = INT32_MAX;
     for (int i = 0; i < t->nq; i++) {
         int tok = t->q0 + i;
         if (prefix)
@@ -308,71 +330,128 @@ static void run_rows(fwd_ctx *c, const attn__cpu_tile *t, int kvh, int hgi, thre
             hi = pos;
         if (kv - 1 < hi)
             hi = kv - 1;
-        if (lo < kmin)
-            kmin = lo;
-        if (hi > kmax)
-            kmax = hi;
-        if (lo > lo_max)
-            lo_max = lo;
-        if (hi < hi_min)
-            hi_min = hi;
+        if (lo < ri->kmin)
+            ri->kmin = lo;
+        if (hi > ri->kmax)
+            ri->kmax = hi;
+        if (lo > ri->lo_max)
+            ri->lo_max = lo;
+        if (hi < ri->hi_min)
+            ri->hi_min = hi;
         for (int g = 0; g < Gs; g++) {
             int r = i * Gs + g;
-            sc->qrows[r] = (const char *)a->q + ((size_t)tok * c->H + h0 + g) * c->D * c->q_esz;
             sc->pos[r] = pos;
             sc->lo[r] = lo;
             sc->hi[r] = hi;
-            sc->slope[r] = a->layer->alibi_slopes ? a->layer->alibi_slopes[h0 + g] : 0.0f;
-            sc->m[r] = -INFINITY;
-            sc->l[r] = 0.0f;
         }
     }
-    float kscale = a->k ? 1.0f : attn__kv_scale(a->kv, kvh, false);
-    float vscale = a->k ? 1.0f : attn__kv_scale(a->kv, kvh, true);
+}
+
+/* The job of KV head kvh (query heads h0 .. h0 + Gs - 1) over the rows of
+ * ri, with its own row state, output rows, queries and scratch; its query
+ * row pointers go to qrows. */
+static attn__cpu_job job_make(const fwd_ctx *c, const attn__cpu_tile *t, const rows_info *ri,
+                              int kvh, int h0, const thread_scratch *sc, float *slope, float *m,
+                              float *l, float *o, void *qbuf, void *scratch, float *s,
+                              const void **qrows)
+{
+    const attn_forward_args *a = c->a;
+    for (int i = 0; i < t->nq; i++)
+        for (int g = 0; g < ri->Gs; g++) {
+            int r = i * ri->Gs + g;
+            qrows[r] = (const char *)a->q + ((size_t)(t->q0 + i) * c->H + h0 + g) * c->D * c->q_esz;
+            slope[r] = a->layer->alibi_slopes ? a->layer->alibi_slopes[h0 + g] : 0.0f;
+            m[r] = -INFINITY;
+            l[r] = 0.0f;
+        }
     attn__cpu_job job = {
-        .R = R,
+        .R = ri->R,
         .D = c->D,
         .Dv = c->Dv,
         .q_elem = c->q_elem,
         .kv_elem = a->k ? c->q_elem : a->kv->elem,
         .prec = c->prec,
-        .qk_scale = c->scale * kscale,
+        .qk_scale = c->scale * (a->k ? 1.0f : attn__kv_scale(a->kv, kvh, false)),
         .softcap = a->layer->logits_soft_cap,
-        .slope = a->layer->alibi_slopes ? sc->slope : NULL,
+        .slope = a->layer->alibi_slopes ? slope : NULL,
         .pos = sc->pos,
         .lo = sc->lo,
         .hi = sc->hi,
-        .qbuf = sc->qbuf,
-        .o = sc->o,
+        .qbuf = qbuf,
+        .o = o,
         .o_stride = (c->Dv + 31) & ~31, /* variants write whole 32-lane blocks */
-        .m = sc->m,
-        .l = sc->l,
-        .s = sc->s,
-        .scratch = sc->vs,
+        .m = m,
+        .l = l,
+        .s = s,
+        .scratch = scratch,
     };
-    memset(sc->o, 0, sizeof(float) * (size_t)R * (size_t)job.o_stride);
-    if (kmin <= kmax) {
+    memset(o, 0, sizeof(float) * (size_t)ri->R * (size_t)job.o_stride);
+    return job;
+}
+
+/* Each finished row of a job (V dequantisation applied here) to the
+ * output or to its split partial. */
+static void rows_finish(const fwd_ctx *c, const attn__cpu_tile *t, const rows_info *ri, int kvh,
+                        int h0, const attn__cpu_job *job)
+{
+    float vscale = c->a->k ? 1.0f : attn__kv_scale(c->a->kv, kvh, true);
+    for (int i = 0; i < t->nq; i++) {
+        int tok = t->q0 + i;
+        for (int g = 0; g < ri->Gs; g++) {
+            int r = i * ri->Gs + g;
+            float *o = job->o + (size_t)r * job->o_stride;
+            if (vscale != 1.0f)
+                for (int d = 0; d < c->Dv; d++)
+                    o[d] *= vscale;
+            if (t->part >= 0) {
+                float *p = partial_row(c, t->part + i, h0 + g);
+                memcpy(p, o, sizeof(float) * (size_t)c->Dv);
+                p[c->Dv] = job->m[r];
+                p[c->Dv + 1] = job->l[r];
+            } else {
+                const float *pre = (t->flags & ATTN_CPU_TILE_MERGE_PREFIX)
+                                       ? partial_row(c, tok, h0 + g)
+                                       : NULL;
+                finish_row(c, tok, h0 + g, o, job->m[r], job->l[r], pre);
+            }
+        }
+    }
+}
+
+static void set_prefetch(attn__cpu_job *job, const chunk_ref *next)
+{
+    job->pf_k = next ? next->k : NULL;
+    job->pf_v = next ? next->v : NULL;
+    job->pf_n = next ? next->n : 0;
+    job->pf_stride = next ? next->stride : 0;
+}
+
+static void run_rows(fwd_ctx *c, const attn__cpu_tile *t, int kvh, int hgi, thread_scratch *sc)
+{
+    const attn_forward_args *a = c->a;
+    const int32_t *qsl = a->common->query_start_loc;
+    rows_info ri;
+    rows_setup(c, t, hgi, sc, &ri);
+    int h0 = kvh * c->G + hgi * ATTN_CPU_MAX_ROWS;
+    attn__cpu_job job = job_make(c, t, &ri, kvh, h0, sc, sc->slope, sc->m, sc->l, sc->o, sc->qbuf,
+                                 sc->vs, sc->s, sc->qrows);
+    if (ri.kmin <= ri.kmax) {
         const attn__cpu_isa *k = c->isa;
         if (k->first && k->first->accepts(&job))
             k = k->first;
         k->prep_q(&job, sc->qrows);
-        int kreq = t->req;
-        const int32_t *bt = a->k ? NULL : cm->block_table + (int64_t)kreq * cm->block_table_stride;
+        const int32_t *bt =
+            a->k ? NULL : a->common->block_table + (int64_t)t->req * a->common->block_table_stride;
         chunk_ref cur, nxt = {0};
-        chunk_at(c, qsl[kreq], bt, kvh, kmin, kmax, &cur);
-        for (int j = kmin; j <= kmax;) {
+        chunk_at(c, qsl[t->req], bt, kvh, ri.kmin, ri.kmax, &cur);
+        for (int j = ri.kmin; j <= ri.kmax;) {
             int n = cur.n;
             /* the next chunk's rows are prefetched while this one computes */
-            if (j + n <= kmax) {
-                chunk_at(c, qsl[kreq], bt, kvh, j + n, kmax, &nxt);
-                job.pf_k = nxt.k;
-                job.pf_v = nxt.v;
-                job.pf_n = nxt.n;
-                job.pf_stride = nxt.stride;
-            } else {
-                job.pf_n = 0;
-            }
-            bool masked = !(j >= lo_max && j + n - 1 <= hi_min);
+            bool more = j + n <= ri.kmax;
+            if (more)
+                chunk_at(c, qsl[t->req], bt, kvh, j + n, ri.kmax, &nxt);
+            set_prefetch(&job, more ? &nxt : NULL);
+            bool masked = !(j >= ri.lo_max && j + n - 1 <= ri.hi_min);
             k->chunk(&job, cur.k, cur.v, cur.stride, n, j, masked);
             j += n;
             cur = nxt;
@@ -380,28 +459,79 @@ static void run_rows(fwd_ctx *c, const attn__cpu_tile *t, int kvh, int hgi, thre
         if (k->finish)
             k->finish(&job);
     }
-    /* finish each row */
-    for (int i = 0; i < t->nq; i++) {
-        int tok = t->q0 + i;
-        for (int g = 0; g < Gs; g++) {
-            int r = i * Gs + g;
-            float *o = sc->o + (size_t)r * job.o_stride;
-            if (vscale != 1.0f)
-                for (int d = 0; d < c->Dv; d++)
-                    o[d] *= vscale;
-            if (t->part >= 0) {
-                float *p = partial_row(c, t->part + i, h0 + g);
-                memcpy(p, o, sizeof(float) * (size_t)c->Dv);
-                p[c->Dv] = sc->m[r];
-                p[c->Dv + 1] = sc->l[r];
-            } else {
-                const float *pre = (t->flags & ATTN_CPU_TILE_MERGE_PREFIX)
-                                       ? partial_row(c, tok, h0 + g)
-                                       : NULL;
-                finish_row(c, tok, h0 + g, o, sc->m[r], sc->l[r], pre);
-            }
-        }
+    rows_finish(c, t, &ri, kvh, h0, &job);
+}
+
+/* Decode rows of KV heads kvh0 .. kvh0 + nh - 1 on one thread, one job per
+ * head, walked block-major: the chunks of a KV block head after head, so
+ * the cache is read in address order (per head a block is one contiguous
+ * run; the heads of a block follow each other). Only for jobs the
+ * streaming decode kernel takes (c->MH > 1), whose head group is the
+ * whole GQA group (G <= ATTN_CPU_SD_ROWS). */
+static void run_rows_heads(fwd_ctx *c, const attn__cpu_tile *t, int kvh0, int nh,
+                           thread_scratch *sc)
+{
+    const attn_forward_args *a = c->a;
+    const int32_t *qsl = a->common->query_start_loc;
+    dec_heads *dh = &sc->dh;
+    rows_info ri;
+    rows_setup(c, t, 0, sc, &ri);
+    attn__cpu_job job[ATTN_CPU_DEC_HEADS];
+    const attn__cpu_isa *k = c->isa->first;
+    for (int h = 0; h < nh; h++) {
+        job[h] = job_make(c, t, &ri, kvh0 + h, (kvh0 + h) * c->G, sc, dh->slope[h], dh->m[h],
+                          dh->l[h], dh->o[h], dh->qbuf[h], dh->vs[h], sc->s, sc->qrows);
+        if (ri.kmin > ri.kmax)
+            continue;
+        k->prep_q(&job[h], sc->qrows);
+        if (k->park)
+            k->park(&job[h]);
     }
+    if (ri.kmin <= ri.kmax) {
+        const int32_t *bt =
+            a->k ? NULL : a->common->block_table + (int64_t)t->req * a->common->block_table_stride;
+        int span = a->k ? ATTN_CPU_CHUNK : a->kv->block_size;
+        int tok0 = qsl[t->req];
+        for (int j0 = ri.kmin; j0 <= ri.kmax;) {
+            int j1 = (j0 / span + 1) * span - 1; /* last key of this block */
+            if (j1 > ri.kmax)
+                j1 = ri.kmax;
+            for (int h = 0; h < nh; h++) {
+                if (k->resume)
+                    k->resume(&job[h]);
+                chunk_ref cur, nxt;
+                chunk_at(c, tok0, bt, kvh0 + h, j0, j1, &cur);
+                for (int j = j0; j <= j1;) {
+                    int n = cur.n;
+                    /* prefetch the chunk that runs next: this head's next
+                     * one, else the next head's (or the next block's) first */
+                    bool more = true;
+                    if (j + n <= j1)
+                        chunk_at(c, tok0, bt, kvh0 + h, j + n, j1, &nxt);
+                    else if (h + 1 < nh)
+                        chunk_at(c, tok0, bt, kvh0 + h + 1, j0, j1, &nxt);
+                    else if (j1 < ri.kmax)
+                        chunk_at(c, tok0, bt, kvh0, j1 + 1, ri.kmax, &nxt);
+                    else
+                        more = false;
+                    set_prefetch(&job[h], more ? &nxt : NULL);
+                    bool masked = !(j >= ri.lo_max && j + n - 1 <= ri.hi_min);
+                    k->chunk(&job[h], cur.k, cur.v, cur.stride, n, j, masked);
+                    j += n;
+                    if (j <= j1)
+                        cur = nxt;
+                }
+                if (k->park)
+                    k->park(&job[h]);
+            }
+            j0 = j1 + 1;
+        }
+        if (k->finish)
+            for (int h = 0; h < nh; h++)
+                k->finish(&job[h]);
+    }
+    for (int h = 0; h < nh; h++)
+        rows_finish(c, t, &ri, kvh0 + h, (kvh0 + h) * c->G, &job[h]);
 }
 
 /* A tile with more tokens than fit the rows limit runs in pieces. */
@@ -430,6 +560,15 @@ static void tiles_fn(void *ctx, int64_t b, int64_t e, int tid)
     thread_scratch *sc = get_scratch();
     if (!sc) {
         atomic_store(&c->oom, 1);
+        return;
+    }
+    if (c->MH > 1) {
+        int per = (c->KVH + c->MH - 1) / c->MH;
+        for (int64_t u = b; u < e; u++) {
+            int kvh0 = (int)(u % per) * c->MH;
+            int nh = c->KVH - kvh0 < c->MH ? c->KVH - kvh0 : c->MH;
+            run_rows_heads(c, &c->tiles[u / per], kvh0, nh, sc);
+        }
         return;
     }
     int per = c->KVH * c->HG;
@@ -511,6 +650,30 @@ static bool kv_elem_ok(attn_elem e)
            e == ATTN_ELEM_FP8_E4M3 || e == ATTN_ELEM_FP8_E5M2;
 }
 
+/* KV heads per unit of a tile phase: ATTN_CPU_DEC_HEADS when the streaming
+ * decode kernel takes every tile's jobs (attn__cpu_dec_heads), else 1. */
+static int heads_per_unit(const fwd_ctx *c, const attn__cpu_tile *tiles, int n)
+{
+    const attn__cpu_isa *k = c->isa->first;
+    attn_elem kv = c->a->k ? c->q_elem : c->a->kv->elem;
+    int mh = attn__cpu_dec_heads(c->KVH, c->G, kv == ATTN_ELEM_BF16 || kv == ATTN_ELEM_F16);
+    if (!k || mh <= 1 || n == 0)
+        return 1;
+    int maxq = 0;
+    for (int i = 0; i < n; i++)
+        if (tiles[i].nq > maxq)
+            maxq = tiles[i].nq;
+    attn__cpu_job probe = {
+        .R = maxq * c->G,
+        .D = c->D,
+        .Dv = c->Dv,
+        .q_elem = c->q_elem,
+        .kv_elem = kv,
+        .prec = c->prec,
+    };
+    return probe.R <= ATTN_CPU_SD_ROWS && k->accepts(&probe) ? mh : 1;
+}
+
 attn_status attn__cpu_attn_forward_isa(const attn__cpu_isa *isa, const attn_forward_args *a)
 {
     attn_status st = attn__fwd_check(a);
@@ -565,6 +728,7 @@ attn_status attn__cpu_attn_forward_isa(const attn__cpu_isa *isa, const attn_forw
     atomic_init(&c.oom, 0);
     attn__pool *pool = attn__pool_global();
     int64_t per = (int64_t)c.KVH * c.HG;
+    c.MH = 1;
     if (!md) {
         attn__pool_for(pool, (int64_t)cm->num_reqs * per, 1, plain_fn, &c);
     } else {
@@ -573,6 +737,9 @@ attn_status attn__cpu_attn_forward_isa(const attn__cpu_isa *isa, const attn_forw
             attn__pool_for(pool, md->n_prefix_tiles * per, 1, tiles_fn, &c);
         }
         c.tiles = md->tiles;
+        c.MH = heads_per_unit(&c, md->tiles, md->n_tiles);
+        if (c.MH > 1)
+            per = (c.KVH + c.MH - 1) / c.MH;
         attn__pool_for(pool, md->n_tiles * per, 1, tiles_fn, &c);
         if (md->n_splits > 0)
             attn__pool_for(pool, md->n_splits, 1, merge_fn, &c);

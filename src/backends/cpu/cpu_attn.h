@@ -6,8 +6,11 @@
  * (request, query tokens, key range). Each tile runs once per KV head (and
  * per group of at most ATTN_CPU_MAX_ROWS query heads): its rows are the
  * query heads of that KV head times the tile's tokens, so every KV block is
- * read once per KV head for all the query heads of its group. Keys are
- * walked in chunks (at most ATTN_CPU_CHUNK keys, never crossing a block);
+ * read once per KV head for all the query heads of its group (decode tiles
+ * over a 16-bit cache: up to ATTN_CPU_DEC_HEADS KV heads per unit, their
+ * chunks interleaved block by block so the cache is read in address
+ * order). Keys are walked in chunks (at most ATTN_CPU_CHUNK keys, never
+ * crossing a block);
  * the variant's chunk() does QK, scaling, soft-cap, ALiBi, masking, the
  * online-softmax update and PV for all rows. Long decodes are split along
  * the keys (flash-decoding) and cascade prefixes are attended once for all
@@ -81,6 +84,11 @@ typedef struct attn__cpu_isa {
     /* (optional) after the job's last chunk, on the same thread as prep_q
      * (releases per-job CPU state such as the AMX tile configuration) */
     void (*finish)(attn__cpu_job *j);
+    /* (optional) a job's state held in CPU registers (the AMX O tiles) to
+     * its scratch and back, so one thread can interleave the chunks of
+     * several jobs; every job is parked before any job's finish */
+    void (*park)(attn__cpu_job *j);
+    void (*resume)(attn__cpu_job *j);
     /* (optional) a kernel set that runs the jobs its accepts() takes in
      * place of this one (the streaming decode kernel of the AVX-512
      * variants); chosen per job, before prep_q */
@@ -99,6 +107,16 @@ extern const attn__cpu_isa attn__cpu_isa_amx_bf16;
 /* Streaming decode kernel (cpu_attn_decode_avx512.c): jobs of at most 8
  * rows over a bf16 or fp8 cache; every AVX-512 variant names it as its
  * `first` kernel set. */
+/* Its jobs: at most ATTN_CPU_SD_ROWS rows; a job's prepared queries and
+ * scratch fit ATTN_CPU_SD_QBUF and ATTN_CPU_SD_SCRATCH bytes, so decode can
+ * keep ATTN_CPU_DEC_HEADS jobs per thread, one per KV head: the chunks of
+ * one KV block are then read head after head, in memory order (the cache
+ * is [block][kv head][token][dim]), instead of one head's whole context at
+ * a time. */
+#define ATTN_CPU_SD_ROWS 8
+#define ATTN_CPU_SD_QBUF (16 * 1024)
+#define ATTN_CPU_SD_SCRATCH (44 * 1024)
+#define ATTN_CPU_DEC_HEADS 8
 #if defined(__x86_64__)
 extern const attn__cpu_isa attn__cpu_isa_stream_decode;
 extern const attn__cpu_isa attn__cpu_isa_stream_decode_amx;
@@ -179,6 +197,19 @@ typedef struct attn__cpu_md {
 static inline int attn__cpu_head_groups(int g)
 {
     return (g + ATTN_CPU_MAX_ROWS - 1) / ATTN_CPU_MAX_ROWS;
+}
+
+/* KV heads one decode unit runs (see ATTN_CPU_DEC_HEADS): the builder sizes
+ * its splits with it. 1 when a GQA group does not fit one streaming job, or
+ * when the cache is not 16-bit: fp8 decode is bound by its compute (the
+ * widening of every row), and parking the O tiles between chunks and the
+ * extra splits cost it 1-9 % while reading in address order gains bf16
+ * 3-6 %. */
+static inline int attn__cpu_dec_heads(int kvh, int g, bool wide_kv)
+{
+    if (g > ATTN_CPU_SD_ROWS || !wide_kv)
+        return 1;
+    return kvh < ATTN_CPU_DEC_HEADS ? kvh : ATTN_CPU_DEC_HEADS;
 }
 
 /* query tokens a tile may hold for a GQA group of size g */

@@ -40,6 +40,7 @@ typedef struct {
     int window;
     attn_attn_type attn_type;
     int threads;
+    bool wide_kv; /* 16-bit cache (see attn__cpu_dec_heads) */
     int tile_tokens;
     int max_tiles, max_prefix_tiles, max_splits;
     int64_t split_slots; /* partial slots reserved for split parts */
@@ -75,6 +76,9 @@ static attn_status cpu_builder_create(const attn_builder_init *init, void **stat
     b->head_size_v = attn__fwd_head_size_v(l);
     b->window = l->sliding_window;
     b->attn_type = l->attn_type;
+    attn_elem kve;
+    b->wide_kv = attn_kv_dtype_elem(l->kv_cache_dtype, l->dtype, &kve) == ATTN_OK &&
+                 (kve == ATTN_ELEM_BF16 || kve == ATTN_ELEM_F16);
     b->threads = init->num_threads > 0 ? init->num_threads
                                        : attn__pool_threads(attn__pool_global());
     int g = l->num_heads / l->num_kv_heads;
@@ -237,8 +241,12 @@ static attn_status cpu_builder_build(void *state, int common_prefix_len,
     }
     int64_t want_units = 4ll * b->threads;
     int64_t split_len = 0; /* 0: no splitting */
-    if (P == 0 && n_dec > 0 && (int64_t)n_dec * b->num_kv_heads < want_units) {
-        int64_t per = dec_keys * b->num_kv_heads / want_units;
+    /* units per decode request: its KV heads, run ATTN_CPU_DEC_HEADS to a
+     * unit by the streaming decode kernel */
+    int mh = attn__cpu_dec_heads(b->num_kv_heads, b->md.num_heads / b->num_kv_heads, b->wide_kv);
+    int64_t dec_units = (b->num_kv_heads + mh - 1) / mh;
+    if (P == 0 && n_dec > 0 && (int64_t)n_dec * dec_units < want_units) {
+        int64_t per = dec_keys * dec_units / want_units;
         if (per < ATTN_CPU_MIN_SPLIT)
             per = ATTN_CPU_MIN_SPLIT;
         split_len = (per + bs - 1) / bs * bs;

@@ -53,7 +53,7 @@
 #define SD_ACC 0                            /* [8 rows][16 keys][16] f32 partials */
 #define SD_P (SD_ACC + 8 * SD_BLK * 16 * 4) /* [2 blocks][8 rows][16 keys] probabilities */
 #define SD_L (SD_P + 2 * 8 * SD_BLK * 4)    /* [8 rows][16] row sums */
-#define SD_MODE (SD_L + 8 * 16 * 4)     /* the job's sd mode, then SD_FMA / SD_TILES (int) */
+#define SD_MODE (SD_L + 8 * 16 * 4) /* the job's sd mode, SD_FMA / SD_TILES, parked (int) */
 #define SD_AL (SD_MODE + 64)            /* AMX: [8] pending O rescale factors, then a flag */
 #define SD_PT (SD_AL + 64)              /* AMX: [2 blocks][16 rows][16] P pairs */
 #define SD_OT (SD_PT + 2 * 1024)        /* AMX: [4 dim groups][16 rows][16] f32 O */
@@ -63,13 +63,16 @@
 #define SD_KS (SD_XS + 8 * SD_BLK * 4)     /* AMX: [2 slots][16 keys][512 B] staged K rows */
 #define SD_END (SD_KS + 2 * SD_BLK * 512)
 #define SD_QT (8 * SD_QS * 4) /* AMX: Q^T tiles in qbuf, [D / 32] x 1 KiB */
-_Static_assert(SD_QT + 8 * 1024 <= ATTN_CPU_QBUF, "stream decode Q tiles too large");
-_Static_assert(SD_END <= ATTN_CPU_VSCRATCH, "stream decode scratch too small");
+_Static_assert(SD_QT + 8 * 1024 <= ATTN_CPU_SD_QBUF && ATTN_CPU_SD_QBUF <= ATTN_CPU_QBUF,
+               "stream decode Q tiles too large");
+_Static_assert(SD_END <= ATTN_CPU_SD_SCRATCH && ATTN_CPU_SD_SCRATCH <= ATTN_CPU_VSCRATCH,
+               "stream decode scratch too small");
 _Static_assert(8 * SD_QS * 4 <= ATTN_CPU_QBUF, "stream decode queries too large");
 
 static bool sd_accepts(const attn__cpu_job *j)
 {
-    if (j->R > 8 || j->D % 16 || j->Dv % 16 || j->D > SD_QS || j->Dv > ATTN_CPU_MAX_HEAD)
+    if (j->R > ATTN_CPU_SD_ROWS || j->D % 16 || j->Dv % 16 || j->D > SD_QS ||
+        j->Dv > ATTN_CPU_MAX_HEAD)
         return false;
     return j->kv_elem == ATTN_ELEM_BF16 || j->kv_elem == ATTN_ELEM_FP8_E4M3 ||
            j->kv_elem == ATTN_ELEM_FP8_E5M2;
@@ -215,6 +218,7 @@ static void sd_begin(attn__cpu_job *j, int mode, int math)
     int *ms = (int *)((char *)j->scratch + SD_MODE);
     ms[0] = mode;
     ms[1] = math;
+    ms[2] = 0;
     float *l = (float *)((char *)j->scratch + SD_L);
     memset(l, 0, (size_t)j->R * 16 * sizeof(float));
 }
@@ -718,7 +722,8 @@ static void sd_finish(attn__cpu_job *j)
     if (ms[1] == SD_TILES) { /* O tiles (even / odd dims) -> rows in dim order */
         int ng = j->Dv / 32;
         float *al = (float *)((char *)j->scratch + SD_AL);
-        sd_ot_store(j, ng);
+        if (!ms[2])
+            sd_ot_store(j, ng);
         attn__amx_release();
         static const int32_t lo_tab[16] = {0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23};
         const __m512i ilo = _mm512_loadu_si512(lo_tab);
@@ -823,6 +828,25 @@ static void sd_prep_amx(attn__cpu_job *j, const void *const *qrows)
     TZERO(3);
 }
 
+/* O tiles <-> SD_OT between the chunks of interleaved jobs */
+static void sd_park(attn__cpu_job *j)
+{
+    int *ms = (int *)((char *)j->scratch + SD_MODE);
+    if (ms[1] == SD_TILES && !ms[2]) {
+        sd_ot_store(j, j->Dv / 32);
+        ms[2] = 1;
+    }
+}
+
+static void sd_resume(attn__cpu_job *j)
+{
+    int *ms = (int *)((char *)j->scratch + SD_MODE);
+    if (ms[1] == SD_TILES && ms[2]) {
+        sd_ot_load(j, j->Dv / 32);
+        ms[2] = 0;
+    }
+}
+
 static bool sd_amx_usable(void)
 {
     return sd_usable() && attn_cpu_has(ATTN_CPU_AVX512_BF16) && attn_cpu_has(ATTN_CPU_AMX_TILE) &&
@@ -835,5 +859,7 @@ const attn__cpu_isa attn__cpu_isa_stream_decode_amx = {
     .prep_q = sd_prep_amx,
     .chunk = sd_chunk,
     .finish = sd_finish,
+    .park = sd_park,
+    .resume = sd_resume,
     .accepts = sd_accepts,
 };
