@@ -5,7 +5,9 @@
  * limits measured in the same run (read bandwidth of a buffer larger than
  * the caches, peak fp32 FMA rate on AVX-512/AVX2, peak AMX-BF16 rate), and
  * the fraction of the binding limit (whichever of memory and compute time
- * is larger for the instruction set the kernel uses).
+ * is larger for the instruction set the kernel uses). For the AMX kernel a
+ * last column gives the rate against tile products fed from L1 (see
+ * "machine limits"), what the tile unit reaches when it must load operands.
  *
  * The latent rows live in a 1 GiB block pool and every repetition reads a
  * different window of it, so rows come from memory as they do in a server
@@ -48,10 +50,16 @@ static int cmp_double(const void *a, const void *b)
 /* ---- machine limits ------------------------------------------------------------
  * Read bandwidth and the fp32 FMA peak come from the CPU kernels' shared
  * measurement (attn__cpu_measure_machine); the AMX-BF16 peak is measured
- * here the same way (every pool thread runs a register-resident loop). */
+ * here the same way (every pool thread runs a register-resident loop).
+ * Also measured, as a reference point and not as the limit: the same
+ * products when each one needs a tile load from L1 (the 2 x 2 blocking a
+ * GEMM with 8 tile registers can use: 2 A + 2 B loads per 4 products). The
+ * tile unit does not overlap loads with products, so this is the most a
+ * kernel streaming both operands can reach. */
 
 typedef struct {
     long iters;
+    bool loads; /* the L1-fed loop instead of the register-resident one */
     double flops[64];
 } peak_job;
 
@@ -97,24 +105,58 @@ __attribute__((target("amx-tile,amx-bf16,avx512f"))) static double amx_bf16(long
     return (double)n * 4 * 16 * 16 * 32 * 2;
 }
 
+/* 4 tile loads (16 KiB of operands, L1-resident) + 4 products per step */
+__attribute__((target("amx-tile,amx-bf16,avx512f"))) static double amx_bf16_l1(long n)
+{
+    static _Alignas(64) uint16_t buf[4][4][16 * 32];
+    for (int i = 0; i < 4 * 4 * 16 * 32; i++)
+        (&buf[0][0][0])[i] = attn__f32_to_bf16((float)((i * 37) % 17) * 0.01f);
+    amx_cfg c;
+    memset(&c, 0, sizeof c);
+    c.palette = 1;
+    for (int i = 0; i < 8; i++) {
+        c.colsb[i] = 64;
+        c.rows[i] = 16;
+    }
+    __asm__ volatile("ldtilecfg %0" ::"m"(c));
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+    for (long i = 0; i < n; i++) {
+        uint16_t(*t)[16 * 32] = buf[i & 3];
+        _tile_loadd(4, t[0], 64);
+        _tile_loadd(5, t[1], 64);
+        _tile_loadd(6, t[2], 64);
+        _tile_loadd(7, t[3], 64);
+        _tile_dpbf16ps(0, 4, 6);
+        _tile_dpbf16ps(1, 4, 7);
+        _tile_dpbf16ps(2, 5, 6);
+        _tile_dpbf16ps(3, 5, 7);
+    }
+    _tile_release();
+    return (double)n * 4 * 16 * 16 * 32 * 2;
+}
+
 static void peak_part(void *ctx, int64_t begin, int64_t end, int tid)
 {
     peak_job *j = ctx;
     for (int64_t i = begin; i < end; i++) {
         double t = now_s();
-        double f = amx_bf16(j->iters);
+        double f = j->loads ? amx_bf16_l1(j->iters) : amx_bf16(j->iters);
         j->flops[i] = f / (now_s() - t);
     }
     (void)tid;
 }
 
 /* Sum over threads of each thread's AMX-BF16 rate (every thread runs one item). */
-static double measure_amx_peak(attn__pool *pool)
+static double measure_amx_peak(attn__pool *pool, bool loads)
 {
     int nt = attn__pool_threads(pool);
     peak_job j;
     memset(&j, 0, sizeof j);
     j.iters = 200000;
+    j.loads = loads;
     double best = 0;
     for (int r = 0; r < 3; r++) {
         attn__pool_for(pool, nt, 0, peak_part, &j);
@@ -244,24 +286,29 @@ int main(int argc, char **argv)
     }
     double bw = mach.read_gbps * 1e9;
     double peak_fma = mach.peak_gflops * 1e9;
-    double peak_amx = attn_cpu_has(ATTN_CPU_AMX_BF16) ? measure_amx_peak(pool) : 0;
+    bool has_amx = attn_cpu_has(ATTN_CPU_AMX_BF16);
+    double peak_amx = has_amx ? measure_amx_peak(pool, false) : 0;
+    double l1_amx = has_amx ? measure_amx_peak(pool, true) : 0;
     double peak = amx ? peak_amx : peak_fma;
     if (!json) {
         printf("machine: %d threads; read bandwidth %.1f GB/s; peak fp32 FMA %.0f GFLOP/s; "
-               "peak AMX-BF16 %.0f GFLOP/s\n",
-               nthreads, bw / 1e9, peak_fma / 1e9, peak_amx / 1e9);
+               "peak AMX-BF16 %.0f GFLOP/s (fed from L1, one tile load per product: %.0f, "
+               "%.0f%%)\n",
+               nthreads, bw / 1e9, peak_fma / 1e9, peak_amx / 1e9, l1_amx / 1e9,
+               peak_amx > 0 ? 100 * l1_amx / peak_amx : 0.0);
         printf("CPU_MLA decode, DeepSeek-V3 shapes (128 heads, 512 + 64), dtype %s, latent "
                "cache %s, kernel %s (compute limit: %s)\n",
                attn_dtype_name(dt), attn_elem_name(kve), k->name,
                amx ? "AMX-BF16 peak" : "fp32 FMA peak");
-        printf("%5s %7s %9s %11s %9s %6s %9s %6s %8s %7s\n", "batch", "context", "ms", "tokens/s",
-               "GB/s", "%bw", "GFLOP/s", "%peak", "binds", "%limit");
+        printf("%5s %7s %9s %11s %9s %6s %9s %6s %8s %7s%s\n", "batch", "context", "ms",
+               "tokens/s", "GB/s", "%bw", "GFLOP/s", "%peak", "binds", "%limit",
+               amx ? "  %L1-fed" : "");
     } else {
         printf("{\"machine\": {\"threads\": %d, \"read_gbps\": %.2f, \"peak_fma_gflops\": %.1f, "
-               "\"peak_amx_bf16_gflops\": %.1f}, \"kernel\": \"%s\", \"dtype\": \"%s\", "
-               "\"kv\": \"%s\", \"results\": [",
-               nthreads, bw / 1e9, peak_fma / 1e9, peak_amx / 1e9, k->name, attn_dtype_name(dt),
-               attn_elem_name(kve));
+               "\"peak_amx_bf16_gflops\": %.1f, \"amx_bf16_l1_fed_gflops\": %.1f}, \"kernel\": "
+               "\"%s\", \"dtype\": \"%s\", \"kv\": \"%s\", \"results\": [",
+               nthreads, bw / 1e9, peak_fma / 1e9, peak_amx / 1e9, l1_amx / 1e9, k->name,
+               attn_dtype_name(dt), attn_elem_name(kve));
     }
 
     /* the block pool: 1 GiB (at least the largest shape) */
@@ -399,17 +446,21 @@ int main(int argc, char **argv)
             bool mem_binds = t_mem >= t_cmp;
             double frac = (mem_binds ? t_mem : t_cmp) / t;
             if (!json) {
-                printf("%5d %7d %9.3f %11.0f %9.2f %5.1f%% %9.1f %5.1f%% %8s %6.1f%%\n", B, L,
+                printf("%5d %7d %9.3f %11.0f %9.2f %5.1f%% %9.1f %5.1f%% %8s %6.1f%%", B, L,
                        t * 1e3, B / t, bytes / t / 1e9, 100 * bytes / t / bw, flops / t / 1e9,
                        100 * flops / t / peak, mem_binds ? "memory" : "compute", 100 * frac);
+                if (amx)
+                    printf("  %6.1f%%", 100 * flops / t / l1_amx);
+                printf("\n");
             } else {
                 printf("%s{\"batch\": %d, \"context\": %d, \"ms\": %.4f, \"tokens_per_s\": %.1f, "
                        "\"gbps\": %.3f, \"bw_fraction\": %.4f, \"gflops\": %.2f, "
                        "\"flops_fraction\": %.4f, \"fma_fraction\": %.4f, \"binds\": \"%s\", "
-                       "\"limit_fraction\": %.4f}",
+                       "\"limit_fraction\": %.4f, \"l1_fed_fraction\": %.4f}",
                        first ? "" : ", ", B, L, t * 1e3, B / t, bytes / t / 1e9, bytes / t / bw,
                        flops / t / 1e9, flops / t / peak, flops / t / peak_fma,
-                       mem_binds ? "memory" : "compute", frac);
+                       mem_binds ? "memory" : "compute", frac,
+                       l1_amx > 0 ? flops / t / l1_amx : 0.0);
             }
             first = 0;
             fflush(stdout);
