@@ -467,7 +467,8 @@ static void run_rows(fwd_ctx *c, const attn__cpu_tile *t, int kvh, int hgi, thre
  * the cache is read in address order (per head a block is one contiguous
  * run; the heads of a block follow each other). Only for jobs the
  * streaming decode kernel takes (c->MH > 1), whose head group is the
- * whole GQA group (G <= ATTN_CPU_SD_ROWS). */
+ * whole GQA group (G <= ATTN_CPU_SD_ROWS), over a paged cache (builder
+ * tiles; direct K/V runs without a builder). */
 static void run_rows_heads(fwd_ctx *c, const attn__cpu_tile *t, int kvh0, int nh,
                            thread_scratch *sc)
 {
@@ -488,9 +489,8 @@ static void run_rows_heads(fwd_ctx *c, const attn__cpu_tile *t, int kvh0, int nh
             k->park(&job[h]);
     }
     if (ri.kmin <= ri.kmax) {
-        const int32_t *bt =
-            a->k ? NULL : a->common->block_table + (int64_t)t->req * a->common->block_table_stride;
-        int span = a->k ? ATTN_CPU_CHUNK : a->kv->block_size;
+        const int32_t *bt = a->common->block_table + (int64_t)t->req * a->common->block_table_stride;
+        int span = a->kv->block_size;
         int tok0 = qsl[t->req];
         for (int j0 = ri.kmin; j0 <= ri.kmax;) {
             int j1 = (j0 / span + 1) * span - 1; /* last key of this block */
@@ -655,9 +655,11 @@ static bool kv_elem_ok(attn_elem e)
 static int heads_per_unit(const fwd_ctx *c, const attn__cpu_tile *tiles, int n)
 {
     const attn__cpu_isa *k = c->isa->first;
-    attn_elem kv = c->a->k ? c->q_elem : c->a->kv->elem;
+    if (!k || c->a->k || n == 0) /* direct K/V has no builder tiles */
+        return 1;
+    attn_elem kv = c->a->kv->elem;
     int mh = attn__cpu_dec_heads(c->KVH, c->G, kv == ATTN_ELEM_BF16 || kv == ATTN_ELEM_F16);
-    if (!k || mh <= 1 || n == 0)
+    if (mh <= 1)
         return 1;
     int maxq = 0;
     for (int i = 0; i < n; i++)
