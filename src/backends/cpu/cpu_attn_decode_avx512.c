@@ -454,8 +454,9 @@ sd_rows(attn__cpu_job *j, const char *k, const char *v, int64_t sb, int n, int k
  *   O += P . V: B = 16 V rows as they are (32 dims = 16 dim pairs); A row r
  *     holds (p_rt, 0) pairs and row R + r (0, p_rt), so C row r collects the
  *     even dims and row R + r the odd dims of output row r. O stays in
- *     tiles 0..3 for the whole job; a moved softmax anchor rescales it
- *     before the next product.
+ *     tiles 0..3 for the whole job (parked in SD_OT while the chunks of
+ *     other jobs run in between: sd_park / sd_resume); a moved softmax
+ *     anchor rescales it before the next product.
  * fp8 rows are widened to exact bf16 through the byte tables into staging
  * slots ([w0 | w1] per 64 dims, see sd_staged_dim), bf16 rows are read in
  * place when a block is whole. */
