@@ -70,13 +70,13 @@ typedef struct {
     uint8_t rows[16];
 } amx_cfg;
 
-__attribute__((target("amx-tile,amx-bf16,avx512f"))) static double amx_bf16(long n)
+/* n steps of 4 products on tiles 0..3: operands register-resident, or
+ * (loads) 4 tile loads per step from 16 KiB of L1-resident operands */
+__attribute__((target("amx-tile,amx-bf16,avx512f"))) static double amx_bf16(long n, bool loads)
 {
-    static _Alignas(64) uint16_t a[16 * 32], b[16 * 32];
-    for (int i = 0; i < 16 * 32; i++) {
-        a[i] = attn__f32_to_bf16((float)((i * 37) % 17) * 0.01f);
-        b[i] = attn__f32_to_bf16((float)((i * 11) % 13) * 0.01f);
-    }
+    static _Alignas(64) uint16_t buf[4][4][16 * 32];
+    for (int i = 0; i < 4 * 4 * 16 * 32; i++)
+        (&buf[0][0][0])[i] = attn__f32_to_bf16((float)((i * 37) % 17) * 0.01f);
     amx_cfg c;
     memset(&c, 0, sizeof c);
     c.palette = 1;
@@ -91,48 +91,29 @@ __attribute__((target("amx-tile,amx-bf16,avx512f"))) static double amx_bf16(long
     _tile_zero(1);
     _tile_zero(2);
     _tile_zero(3);
-    _tile_loadd(4, a, 64);
-    _tile_loadd(5, b, 64);
-    _tile_loadd(6, a, 64);
-    _tile_loadd(7, b, 64);
-    for (long i = 0; i < n; i++) {
-        _tile_dpbf16ps(0, 4, 6);
-        _tile_dpbf16ps(1, 4, 7);
-        _tile_dpbf16ps(2, 5, 6);
-        _tile_dpbf16ps(3, 5, 7);
-    }
-    _tile_release();
-    return (double)n * 4 * 16 * 16 * 32 * 2;
-}
-
-/* 4 tile loads (16 KiB of operands, L1-resident) + 4 products per step */
-__attribute__((target("amx-tile,amx-bf16,avx512f"))) static double amx_bf16_l1(long n)
-{
-    static _Alignas(64) uint16_t buf[4][4][16 * 32];
-    for (int i = 0; i < 4 * 4 * 16 * 32; i++)
-        (&buf[0][0][0])[i] = attn__f32_to_bf16((float)((i * 37) % 17) * 0.01f);
-    amx_cfg c;
-    memset(&c, 0, sizeof c);
-    c.palette = 1;
-    for (int i = 0; i < 8; i++) {
-        c.colsb[i] = 64;
-        c.rows[i] = 16;
-    }
-    __asm__ volatile("ldtilecfg %0" ::"m"(c));
-    _tile_zero(0);
-    _tile_zero(1);
-    _tile_zero(2);
-    _tile_zero(3);
-    for (long i = 0; i < n; i++) {
-        uint16_t(*t)[16 * 32] = buf[i & 3];
-        _tile_loadd(4, t[0], 64);
-        _tile_loadd(5, t[1], 64);
-        _tile_loadd(6, t[2], 64);
-        _tile_loadd(7, t[3], 64);
-        _tile_dpbf16ps(0, 4, 6);
-        _tile_dpbf16ps(1, 4, 7);
-        _tile_dpbf16ps(2, 5, 6);
-        _tile_dpbf16ps(3, 5, 7);
+    if (loads) {
+        for (long i = 0; i < n; i++) {
+            uint16_t(*t)[16 * 32] = buf[i & 3];
+            _tile_loadd(4, t[0], 64);
+            _tile_loadd(5, t[1], 64);
+            _tile_loadd(6, t[2], 64);
+            _tile_loadd(7, t[3], 64);
+            _tile_dpbf16ps(0, 4, 6);
+            _tile_dpbf16ps(1, 4, 7);
+            _tile_dpbf16ps(2, 5, 6);
+            _tile_dpbf16ps(3, 5, 7);
+        }
+    } else {
+        _tile_loadd(4, buf[0][0], 64);
+        _tile_loadd(5, buf[0][1], 64);
+        _tile_loadd(6, buf[0][2], 64);
+        _tile_loadd(7, buf[0][3], 64);
+        for (long i = 0; i < n; i++) {
+            _tile_dpbf16ps(0, 4, 6);
+            _tile_dpbf16ps(1, 4, 7);
+            _tile_dpbf16ps(2, 5, 6);
+            _tile_dpbf16ps(3, 5, 7);
+        }
     }
     _tile_release();
     return (double)n * 4 * 16 * 16 * 32 * 2;
@@ -143,7 +124,7 @@ static void peak_part(void *ctx, int64_t begin, int64_t end, int tid)
     peak_job *j = ctx;
     for (int64_t i = begin; i < end; i++) {
         double t = now_s();
-        double f = j->loads ? amx_bf16_l1(j->iters) : amx_bf16(j->iters);
+        double f = amx_bf16(j->iters, j->loads);
         j->flops[i] = f / (now_s() - t);
     }
     (void)tid;

@@ -72,6 +72,21 @@ static double cost_of(const config *c)
     return x;
 }
 
+/* at most 3 requests, each a decode of 1 + spec tokens over at most maxkv keys */
+static void short_decodes(config *c, int maxkv)
+{
+    if (c->nreq > 3)
+        c->nreq = 3;
+    for (int r = 0; r < c->nreq; r++) {
+        if (c->qlen[r] > 1 + c->spec)
+            c->qlen[r] = 1 + c->spec;
+        if (c->kvlen[r] > maxkv)
+            c->kvlen[r] = maxkv;
+        if (c->kvlen[r] < c->qlen[r])
+            c->kvlen[r] = c->qlen[r];
+    }
+}
+
 static void gen(trng *g, int idx, config *c)
 {
     memset(c, 0, sizeof *c);
@@ -201,16 +216,7 @@ static void gen(trng *g, int idx, config *c)
         c->D = 128;
         c->kvh = 1;
         c->group = 8;
-        if (c->nreq > 3)
-            c->nreq = 3;
-        for (int r = 0; r < c->nreq; r++) {
-            if (c->qlen[r] > 1 + c->spec)
-                c->qlen[r] = 1 + c->spec;
-            if (c->kvlen[r] > 100)
-                c->kvlen[r] = 100;
-            if (c->kvlen[r] < c->qlen[r])
-                c->kvlen[r] = c->qlen[r];
-        }
+        short_decodes(c, 100);
     }
     /* and ten later: bf16 over a bf16 cache with 12 KV heads, so decode
      * units of several KV heads run (8 heads, then 4: run_rows_heads)
@@ -223,16 +229,7 @@ static void gen(trng *g, int idx, config *c)
         c->D = 64;
         c->kvh = 12;
         c->group = 2;
-        if (c->nreq > 3)
-            c->nreq = 3;
-        for (int r = 0; r < c->nreq; r++) {
-            if (c->qlen[r] > 1 + c->spec)
-                c->qlen[r] = 1 + c->spec;
-            if (c->kvlen[r] > 300)
-                c->kvlen[r] = 300;
-            if (c->kvlen[r] < c->qlen[r])
-                c->kvlen[r] = c->qlen[r];
-        }
+        short_decodes(c, 300);
     }
 }
 
