@@ -104,11 +104,10 @@ extern const attn__cpu_isa attn__cpu_isa_avx512_bf16;
 extern const attn__cpu_isa attn__cpu_isa_amx_bf16;
 #endif
 
-/* Streaming decode kernel (cpu_attn_decode_avx512.c): jobs of at most 8
- * rows over a bf16 or fp8 cache; every AVX-512 variant names it as its
- * `first` kernel set. */
-/* Its jobs: at most ATTN_CPU_SD_ROWS rows; a job's prepared queries and
- * scratch fit ATTN_CPU_SD_QBUF and ATTN_CPU_SD_SCRATCH bytes, so decode can
+/* Streaming decode kernel (cpu_attn_decode_avx512.c): jobs of at most
+ * ATTN_CPU_SD_ROWS rows over a bf16 or fp8 cache; every AVX-512 variant
+ * names it as its `first` kernel set. A job's prepared queries and scratch
+ * fit ATTN_CPU_SD_QBUF and ATTN_CPU_SD_SCRATCH bytes, so decode can
  * keep ATTN_CPU_DEC_HEADS jobs per thread, one per KV head: the chunks of
  * one KV block are then read head after head, in memory order (the cache
  * is [block][kv head][token][dim]), instead of one head's whole context at
@@ -204,7 +203,7 @@ static inline int attn__cpu_head_groups(int g)
  * when the cache is not 16-bit: fp8 decode is bound by its compute (the
  * widening of every row), and parking the O tiles between chunks and the
  * extra splits cost it 1-9 % while reading in address order gains bf16
- * 3-6 %. */
+ * 2-6 %. */
 static inline int attn__cpu_dec_heads(int kvh, int g, bool wide_kv)
 {
     if (g > ATTN_CPU_SD_ROWS || !wide_kv)

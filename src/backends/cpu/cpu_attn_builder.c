@@ -76,9 +76,10 @@ static attn_status cpu_builder_create(const attn_builder_init *init, void **stat
     b->head_size_v = attn__fwd_head_size_v(l);
     b->window = l->sliding_window;
     b->attn_type = l->attn_type;
-    attn_elem kve;
-    b->wide_kv = attn_kv_dtype_elem(l->kv_cache_dtype, l->dtype, &kve) == ATTN_OK &&
-                 (kve == ATTN_ELEM_BF16 || kve == ATTN_ELEM_F16);
+    attn_kv_dtype kvd = l->kv_cache_dtype;
+    b->wide_kv = kvd == ATTN_KV_BFLOAT16 || kvd == ATTN_KV_FLOAT16 ||
+                 ((kvd == ATTN_KV_AUTO || kvd == ATTN_KV_NONE) &&
+                  (l->dtype == ATTN_DTYPE_BF16 || l->dtype == ATTN_DTYPE_FP16));
     b->threads = init->num_threads > 0 ? init->num_threads
                                        : attn__pool_threads(attn__pool_global());
     int g = l->num_heads / l->num_kv_heads;
