@@ -18,6 +18,34 @@
 #define TZERO(t)     __asm__ volatile("tilezero %%tmm" #t ::: "memory")
 #define TDP(c, a, b) __asm__ volatile("tdpbf16ps %%tmm" #b ", %%tmm" #a ", %%tmm" #c ::: "memory")
 
+/* Accumulator tiles 0 .. n-1 (n <= 4) to / from memory: tile i at base +
+ * i * step bytes, rows stride bytes apart. */
+static inline __attribute__((always_inline)) void attn__amx_store_acc(void *base, long step,
+                                                                      long stride, int n)
+{
+    char *b = base;
+    TSTORE(0, b, stride);
+    if (n > 1)
+        TSTORE(1, b + step, stride);
+    if (n > 2)
+        TSTORE(2, b + 2 * step, stride);
+    if (n > 3)
+        TSTORE(3, b + 3 * step, stride);
+}
+
+static inline __attribute__((always_inline)) void attn__amx_load_acc(const void *base, long step,
+                                                                     long stride, int n)
+{
+    const char *b = base;
+    TLOAD(0, b, stride);
+    if (n > 1)
+        TLOAD(1, b + step, stride);
+    if (n > 2)
+        TLOAD(2, b + 2 * step, stride);
+    if (n > 3)
+        TLOAD(3, b + 3 * step, stride);
+}
+
 typedef struct {
     uint8_t palette, start;
     uint8_t reserved[14];

@@ -1030,13 +1030,7 @@ static void amx_qk(attn__cpu_job *j, const uint16_t *kb, int64_t ks, int nkt)
                     TDP(3, 4, 5);
                 }
             }
-        TSTORE(0, j->s, 256);
-        if (nkt > 1)
-            TSTORE(1, j->s + 16 * 64, 256);
-        if (nkt > 2)
-            TSTORE(2, j->s + 32 * 64, 256);
-        if (nkt > 3)
-            TSTORE(3, j->s + 48 * 64, 256);
+        attn__amx_store_acc(j->s, 16 * 64 * 4, 256, nkt);
         return;
     }
     for (int kt = 0; kt < nkt; kt++) {
@@ -1064,13 +1058,7 @@ static void amx_qk(attn__cpu_job *j, const uint16_t *kb, int64_t ks, int nkt)
             }
         }
         float *st = j->s + (size_t)kt * 16 * 64;
-        TSTORE(0, st, 256);
-        if (nrt > 1)
-            TSTORE(1, st + 16, 256);
-        if (nrt > 2)
-            TSTORE(2, st + 32, 256);
-        if (nrt > 3)
-            TSTORE(3, st + 48, 256);
+        attn__amx_store_acc(st, 16 * 4, 256, nrt);
     }
 }
 
@@ -1442,13 +1430,7 @@ static void amx_chunk(attn__cpu_job *j, const void *k, const void *v, int64_t st
         for (int dt0 = 0; dt0 < ndt; dt0 += 4) {
             int nd = ndt - dt0 < 4 ? ndt - dt0 : 4;
             float *o = j->o + (size_t)rt * 16 * j->o_stride + dt0 * 16;
-            TLOAD(0, o, ostride);
-            if (nd > 1)
-                TLOAD(1, o + 16, ostride);
-            if (nd > 2)
-                TLOAD(2, o + 32, ostride);
-            if (nd > 3)
-                TLOAD(3, o + 48, ostride);
+            attn__amx_load_acc(o, 16 * 4, ostride, nd);
             for (int kq = 0; kq < nks; kq++) {
                 uint32_t *pa = pt + ((size_t)(rt * 2 + kq) * 2) * 256;
                 TLOAD(4, pa, 64);
@@ -1478,13 +1460,7 @@ static void amx_chunk(attn__cpu_job *j, const void *k, const void *v, int64_t st
                         TDP(3, 6, 7);
                 }
             }
-            TSTORE(0, o, ostride);
-            if (nd > 1)
-                TSTORE(1, o + 16, ostride);
-            if (nd > 2)
-                TSTORE(2, o + 32, ostride);
-            if (nd > 3)
-                TSTORE(3, o + 48, ostride);
+            attn__amx_store_acc(o, 16 * 4, ostride, nd);
         }
 }
 

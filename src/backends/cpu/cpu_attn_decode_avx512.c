@@ -466,26 +466,12 @@ sd_rows(attn__cpu_job *j, const char *k, const char *v, int64_t sb, int n, int k
 /* O tiles <-> SD_OT (tile g at SD_OT + g KiB, row stride 64) */
 static inline __attribute__((always_inline)) void sd_ot_store(attn__cpu_job *j, int ng)
 {
-    char *ot = (char *)j->scratch + SD_OT;
-    TSTORE(0, ot, 64);
-    if (ng > 1)
-        TSTORE(1, ot + 1024, 64);
-    if (ng > 2)
-        TSTORE(2, ot + 2048, 64);
-    if (ng > 3)
-        TSTORE(3, ot + 3072, 64);
+    attn__amx_store_acc((char *)j->scratch + SD_OT, 1024, 64, ng);
 }
 
 static inline __attribute__((always_inline)) void sd_ot_load(attn__cpu_job *j, int ng)
 {
-    const char *ot = (const char *)j->scratch + SD_OT;
-    TLOAD(0, ot, 64);
-    if (ng > 1)
-        TLOAD(1, ot + 1024, 64);
-    if (ng > 2)
-        TLOAD(2, ot + 2048, 64);
-    if (ng > 3)
-        TLOAD(3, ot + 3072, 64);
+    attn__amx_load_acc((const char *)j->scratch + SD_OT, 1024, 64, ng);
 }
 
 /* a tile source: 16 rows, st bytes apart */
