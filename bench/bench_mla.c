@@ -281,9 +281,8 @@ int main(int argc, char **argv)
                "cache %s, kernel %s (compute limit: %s)\n",
                attn_dtype_name(dt), attn_elem_name(kve), k->name,
                amx ? "AMX-BF16 peak" : "fp32 FMA peak");
-        printf("%5s %7s %9s %11s %9s %6s %9s %6s %8s %7s%s\n", "batch", "context", "ms",
-               "tokens/s", "GB/s", "%bw", "GFLOP/s", "%peak", "binds", "%limit",
-               amx ? "  %L1-fed" : "");
+        printf("%5s %7s %9s %11s %9s %6s %9s %6s %8s %7s%s\n", "batch", "context", "ms", "tokens/s",
+               "GB/s", "%bw", "GFLOP/s", "%peak", "binds", "%limit", amx ? "  %L1-fed" : "");
     } else {
         printf("{\"machine\": {\"threads\": %d, \"read_gbps\": %.2f, \"peak_fma_gflops\": %.1f, "
                "\"peak_amx_bf16_gflops\": %.1f, \"amx_bf16_l1_fed_gflops\": %.1f}, \"kernel\": "
@@ -430,8 +429,7 @@ int main(int argc, char **argv)
                 printf("%5d %7d %9.3f %11.0f %9.2f %5.1f%% %9.1f %5.1f%% %8s %6.1f%%", B, L,
                        t * 1e3, B / t, bytes / t / 1e9, 100 * bytes / t / bw, flops / t / 1e9,
                        100 * flops / t / peak, mem_binds ? "memory" : "compute", 100 * frac);
-                if (amx)
-                    printf("  %6.1f%%", 100 * flops / t / l1_amx);
+                if (amx) printf("  %6.1f%%", 100 * flops / t / l1_amx);
                 printf("\n");
             } else {
                 printf("%s{\"batch\": %d, \"context\": %d, \"ms\": %.4f, \"tokens_per_s\": %.1f, "

@@ -128,8 +128,7 @@ static inline double trel_err(const void *got, const void *want, attn_elem e, si
         double d = fabs(g - w);
         if (!(d <= maxd)) /* NaN counts as infinite error */
             maxd = isnan(d) ? INFINITY : d;
-        if (fabs(w) > maxw)
-            maxw = fabs(w);
+        if (fabs(w) > maxw) maxw = fabs(w);
     }
     return maxd / (maxw > 1e-6 ? maxw : 1e-6);
 }

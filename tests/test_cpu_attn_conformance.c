@@ -28,7 +28,7 @@
 #define COST_CAP 6.0e6
 #endif
 #define N_CONFIGS 320
-#define MAX_REQ 8
+#define MAX_REQ   8
 
 static const int head_sizes[] = {32, 64, 80, 96, 112, 128, 160, 192, 224, 256, 512};
 #define N_HEAD_SIZES ((int)(sizeof head_sizes / sizeof head_sizes[0]))
@@ -51,16 +51,62 @@ typedef struct {
 
 /* coverage counters */
 enum {
-    COV_FP32, COV_FP16, COV_BF16, COV_E4M3, COV_E5M2, COV_PERHEAD, COV_DEC, COV_ENC, COV_ENC_ONLY,
-    COV_CROSS, COV_NONCAUSAL, COV_DIRECT, COV_WINDOW, COV_SINK, COV_SOFTCAP, COV_ALIBI,
-    COV_CASCADE, COV_SPLIT, COV_MIXED, COV_SPEC, COV_MQA, COV_GQA, COV_MHA, COV_LONG8K,
-    COV_NHD, COV_NOMD, COV_LSE, COV_COUNT
+    COV_FP32,
+    COV_FP16,
+    COV_BF16,
+    COV_E4M3,
+    COV_E5M2,
+    COV_PERHEAD,
+    COV_DEC,
+    COV_ENC,
+    COV_ENC_ONLY,
+    COV_CROSS,
+    COV_NONCAUSAL,
+    COV_DIRECT,
+    COV_WINDOW,
+    COV_SINK,
+    COV_SOFTCAP,
+    COV_ALIBI,
+    COV_CASCADE,
+    COV_SPLIT,
+    COV_MIXED,
+    COV_SPEC,
+    COV_MQA,
+    COV_GQA,
+    COV_MHA,
+    COV_LONG8K,
+    COV_NHD,
+    COV_NOMD,
+    COV_LSE,
+    COV_COUNT
 };
-static const char *cov_names[COV_COUNT] = {
-    "fp32", "fp16", "bf16", "fp8_e4m3", "fp8_e5m2", "per-head scales", "decoder", "encoder",
-    "encoder_only", "encoder_decoder", "non-causal", "direct K/V", "sliding window", "sinks",
-    "soft-cap", "alibi", "cascade", "split-KV", "mixed batch", "spec decode", "MQA", "GQA", "MHA",
-    "context >= 7k", "NHD strides", "no builder md", "lse"};
+static const char *cov_names[COV_COUNT] = {"fp32",
+                                           "fp16",
+                                           "bf16",
+                                           "fp8_e4m3",
+                                           "fp8_e5m2",
+                                           "per-head scales",
+                                           "decoder",
+                                           "encoder",
+                                           "encoder_only",
+                                           "encoder_decoder",
+                                           "non-causal",
+                                           "direct K/V",
+                                           "sliding window",
+                                           "sinks",
+                                           "soft-cap",
+                                           "alibi",
+                                           "cascade",
+                                           "split-KV",
+                                           "mixed batch",
+                                           "spec decode",
+                                           "MQA",
+                                           "GQA",
+                                           "MHA",
+                                           "context >= 7k",
+                                           "NHD strides",
+                                           "no builder md",
+                                           "lse"};
 static int cov[COV_COUNT];
 
 static double cost_of(const config *c)
@@ -75,15 +121,11 @@ static double cost_of(const config *c)
 /* at most 3 requests, each a decode of 1 + spec tokens over at most maxkv keys */
 static void short_decodes(config *c, int maxkv)
 {
-    if (c->nreq > 3)
-        c->nreq = 3;
+    if (c->nreq > 3) c->nreq = 3;
     for (int r = 0; r < c->nreq; r++) {
-        if (c->qlen[r] > 1 + c->spec)
-            c->qlen[r] = 1 + c->spec;
-        if (c->kvlen[r] > maxkv)
-            c->kvlen[r] = maxkv;
-        if (c->kvlen[r] < c->qlen[r])
-            c->kvlen[r] = c->qlen[r];
+        if (c->qlen[r] > 1 + c->spec) c->qlen[r] = 1 + c->spec;
+        if (c->kvlen[r] > maxkv) c->kvlen[r] = maxkv;
+        if (c->kvlen[r] < c->qlen[r]) c->kvlen[r] = c->qlen[r];
     }
 }
 
@@ -93,28 +135,25 @@ static void gen(trng *g, int idx, config *c)
     int dt = trng_int(g, 3);
     c->dtype = dt == 0 ? ATTN_DTYPE_FP32 : dt == 1 ? ATTN_DTYPE_FP16 : ATTN_DTYPE_BF16;
     int kvk = trng_int(g, 5);
-    c->kv_elem = kvk <= 2 ? attn_dtype_elem(c->dtype)
-                          : (kvk == 3 ? ATTN_ELEM_FP8_E4M3 : ATTN_ELEM_FP8_E5M2);
+    c->kv_elem =
+        kvk <= 2 ? attn_dtype_elem(c->dtype) : (kvk == 3 ? ATTN_ELEM_FP8_E4M3 : ATTN_ELEM_FP8_E5M2);
     c->per_head_scale = attn__elem_is_fp8(c->kv_elem) && trng_int(g, 2);
     c->D = head_sizes[idx % N_HEAD_SIZES];
     c->bs = 16 * (1 + trng_int(g, 4)); /* 16..64 */
-    if (trng_int(g, 6) == 0)
-        c->bs = 128;
+    if (trng_int(g, 6) == 0) c->bs = 128;
     static const int kvhs[] = {1, 1, 2, 2, 4, 8};
     static const int groups[] = {1, 2, 4, 4, 8, 16};
     c->kvh = kvhs[trng_int(g, 6)];
     c->group = groups[trng_int(g, 6)];
-    if (trng_int(g, 12) == 0)
-        c->group = 80; /* MQA with more heads than one tile's rows */
+    if (trng_int(g, 12) == 0) c->group = 80; /* MQA with more heads than one tile's rows */
     int ty = trng_int(g, 10);
     c->type = ty < 6 ? ATTN_TYPE_DECODER
                      : (ty == 6 ? ATTN_TYPE_ENCODER
                                 : (ty == 7 ? ATTN_TYPE_ENCODER_ONLY : ATTN_TYPE_ENCODER_DECODER));
     c->causal = c->type == ATTN_TYPE_DECODER ? trng_int(g, 6) != 0 : false;
-    c->direct = (c->type == ATTN_TYPE_ENCODER || c->type == ATTN_TYPE_ENCODER_ONLY) &&
-                trng_int(g, 2);
-    if (c->direct)
-        c->kv_elem = attn_dtype_elem(c->dtype), c->per_head_scale = false;
+    c->direct =
+        (c->type == ATTN_TYPE_ENCODER || c->type == ATTN_TYPE_ENCODER_ONLY) && trng_int(g, 2);
+    if (c->direct) c->kv_elem = attn_dtype_elem(c->dtype), c->per_head_scale = false;
     c->nhd = trng_int(g, 8) == 0;
     c->use_md = trng_int(g, 6) != 0;
     c->lse = trng_int(g, 2);
@@ -127,8 +166,7 @@ static void gen(trng *g, int idx, config *c)
     c->threads_hint = thr[trng_int(g, 4)];
     c->nreq = 1 + trng_int(g, 6);
     int longmode = trng_int(g, 4) == 0; /* a few long contexts */
-    if (longmode)
-        c->nreq = 1 + trng_int(g, 2);
+    if (longmode) c->nreq = 1 + trng_int(g, 2);
     bool cascade = c->type == ATTN_TYPE_DECODER && trng_int(g, 4) == 0;
     if (cascade) {
         c->nreq = 2 + trng_int(g, 5);
@@ -141,18 +179,15 @@ static void gen(trng *g, int idx, config *c)
                           : 1 + trng_int(g, 700);
         int q = kind == 0 ? 1 + (c->spec ? trng_int(g, c->spec + 1) : 0)
                           : (kind == 1 ? kv : 1 + trng_int(g, 80));
-        if (q > kv)
-            q = kv;
-        if (cascade)
-            kv = c->prefix + trng_int(g, 150) + q;
+        if (q > kv) q = kv;
+        if (cascade) kv = c->prefix + trng_int(g, 150) + q;
         if (c->type == ATTN_TYPE_ENCODER || c->type == ATTN_TYPE_ENCODER_ONLY) {
             q = 1 + trng_int(g, 120);
             kv = q;
         } else if (c->type == ATTN_TYPE_ENCODER_DECODER) {
             q = 1 + trng_int(g, 24);
             kv = 1 + trng_int(g, longmode ? 3000 : 600);
-            if (trng_int(g, 20) == 0)
-                kv = 0; /* an empty encoder */
+            if (trng_int(g, 20) == 0) kv = 0; /* an empty encoder */
         }
         c->qlen[r] = q;
         c->kvlen[r] = kv;
@@ -164,8 +199,7 @@ static void gen(trng *g, int idx, config *c)
         c->prefix = 0;
         c->nreq = 1 + trng_int(g, 2);
         c->kvh = 1 + trng_int(g, 2);
-        if (c->D > 128)
-            c->D = 64;
+        if (c->D > 128) c->D = 64;
         for (int r = 0; r < c->nreq; r++) {
             c->kvlen[r] = 7000 + trng_int(g, 1193);
             c->qlen[r] = 1 + (c->spec ? trng_int(g, c->spec + 1) : 0);
@@ -195,10 +229,8 @@ static void gen(trng *g, int idx, config *c)
             if (c->prefix) {
                 int minfirst = 1 << 30;
                 for (int r = 0; r < c->nreq; r++)
-                    if (c->kvlen[r] - c->qlen[r] < minfirst)
-                        minfirst = c->kvlen[r] - c->qlen[r];
-                if (c->prefix > minfirst)
-                    c->prefix = minfirst / c->bs * c->bs;
+                    if (c->kvlen[r] - c->qlen[r] < minfirst) minfirst = c->kvlen[r] - c->qlen[r];
+                if (c->prefix > minfirst) c->prefix = minfirst / c->bs * c->bs;
             }
         } else if (c->group > 1) {
             c->group /= 2;
@@ -235,18 +267,18 @@ static void gen(trng *g, int idx, config *c)
 
 static void describe(const config *c, char *buf, size_t n)
 {
-    int o = snprintf(buf, n, "%s kv=%s%s D=%d bs=%d heads=%d/%d %s%s%s%s win=%d%s%s%s%s pre=%d "
-                             "spec=%d reqs=[",
+    int o = snprintf(buf, n,
+                     "%s kv=%s%s D=%d bs=%d heads=%d/%d %s%s%s%s win=%d%s%s%s%s pre=%d "
+                     "spec=%d reqs=[",
                      attn_dtype_name(c->dtype), attn_elem_name(c->kv_elem),
-                     c->per_head_scale ? "(per-head)" : "", c->D, c->bs, c->kvh * c->group,
-                     c->kvh, attn_attn_type_name(c->type), c->causal ? "" : " non-causal",
+                     c->per_head_scale ? "(per-head)" : "", c->D, c->bs, c->kvh * c->group, c->kvh,
+                     attn_attn_type_name(c->type), c->causal ? "" : " non-causal",
                      c->direct ? " direct" : "", c->nhd ? " NHD" : "", c->window,
                      c->sinks ? " sinks" : "", c->softcap ? " softcap" : "",
                      c->alibi ? " alibi" : "", c->use_md ? "" : " no-md", c->prefix, c->spec);
     for (int r = 0; r < c->nreq && o < (int)n; r++)
         o += snprintf(buf + o, n - (size_t)o, "%s%d/%d", r ? " " : "", c->qlen[r], c->kvlen[r]);
-    if (o < (int)n)
-        snprintf(buf + o, n - (size_t)o, "]");
+    if (o < (int)n) snprintf(buf + o, n - (size_t)o, "]");
 }
 
 enum { CLS_FP32, CLS_FP8, CLS_HALF, CLS_COUNT };
@@ -264,8 +296,7 @@ typedef struct {
 
 static double tol_for(const config *c)
 {
-    if (c->dtype != ATTN_DTYPE_FP32)
-        return 2e-2;
+    if (c->dtype != ATTN_DTYPE_FP32) return 2e-2;
     return attn__elem_is_fp8(c->kv_elem) ? 1e-3 : 1e-4;
 }
 
@@ -287,8 +318,7 @@ int main(void)
         gen(&g, ci, &c);
         char desc[400];
         describe(&c, desc, sizeof desc);
-        if (getenv("ATTN_TEST_VERBOSE"))
-            fprintf(stderr, "config %d: %s\n", ci, desc);
+        if (getenv("ATTN_TEST_VERBOSE")) fprintf(stderr, "config %d: %s\n", ci, desc);
         int H = c.kvh * c.group, D = c.D;
         attn_elem qe = attn_dtype_elem(c.dtype);
         size_t qes = attn_elem_size(qe);
@@ -301,8 +331,7 @@ int main(void)
             tokens += c.qlen[r];
             qsl[r + 1] = tokens;
             int nb = (c.kvlen[r] + c.bs - 1) / c.bs;
-            if (nb > maxb)
-                maxb = nb;
+            if (nb > maxb) maxb = nb;
             if (c.qlen[r] <= 1 + c.spec)
                 mixed_dec = true;
             else
@@ -356,8 +385,7 @@ int main(void)
             for (int r = 0; r < c.nreq; r++)
                 for (int b = 0; b < (c.kvlen[r] + c.bs - 1) / c.bs; b++) {
                     int32_t id = bt[r * maxb + b];
-                    if (written[id])
-                        continue;
+                    if (written[id]) continue;
                     written[id] = true;
                     for (int o = 0; o < c.bs; o++)
                         for (int h = 0; h < c.kvh; h++) {
@@ -404,10 +432,8 @@ int main(void)
                                 .kv_cache_dtype = ATTN_KV_AUTO};
         int maxq = 0, maxs = 0;
         for (int r = 0; r < c.nreq; r++) {
-            if (c.qlen[r] > maxq)
-                maxq = c.qlen[r];
-            if (c.kvlen[r] > maxs)
-                maxs = c.kvlen[r];
+            if (c.qlen[r] > maxq) maxq = c.qlen[r];
+            if (c.kvlen[r] > maxs) maxs = c.kvlen[r];
         }
         attn_common_metadata cm = {.query_start_loc = qsl,
                                    .seq_lens = seq,
@@ -421,8 +447,7 @@ int main(void)
                                    .block_size = c.bs,
                                    .encoder_seq_lens =
                                        c.type == ATTN_TYPE_ENCODER_DECODER ? enc : NULL};
-        if (c.direct)
-            cm.seq_lens = NULL, cm.block_table = NULL, cm.block_table_stride = 0;
+        if (c.direct) cm.seq_lens = NULL, cm.block_table = NULL, cm.block_table_stride = 0;
         size_t on = (size_t)tokens * H * D;
         void *ref = calloc(on, qes);
         float *ref_lse = malloc(sizeof(float) * ((size_t)tokens * H + 1));
@@ -460,8 +485,7 @@ int main(void)
         float *lse = malloc(sizeof(float) * ((size_t)tokens * H + 1));
         double tol = tol_for(&c);
         for (int vi = 0; vi < nv; vi++) {
-            if (!vs[vi].usable)
-                continue;
+            if (!vs[vi].usable) continue;
             memset(out, 0xff, on * qes); /* NaN: every element must be written */
             for (int i = 0; i < tokens * H; i++)
                 lse[i] = NAN;
@@ -476,21 +500,18 @@ int main(void)
                 for (int i = 0; i < tokens * H; i++) {
                     double d = isinf(ref_lse[i]) ? (lse[i] == ref_lse[i] ? 0 : INFINITY)
                                                  : fabs(lse[i] - ref_lse[i]);
-                    if (!(d <= lerr))
-                        lerr = isnan(d) ? INFINITY : d;
+                    if (!(d <= lerr)) lerr = isnan(d) ? INFINITY : d;
                 }
             vs[vi].runs++;
-            int cls = c.dtype != ATTN_DTYPE_FP32 ? CLS_HALF
+            int cls = c.dtype != ATTN_DTYPE_FP32     ? CLS_HALF
                       : attn__elem_is_fp8(c.kv_elem) ? CLS_FP8
                                                      : CLS_FP32;
-            if (err > vs[vi].cls_worst[cls] || isnan(err))
-                vs[vi].cls_worst[cls] = err;
+            if (err > vs[vi].cls_worst[cls] || isnan(err)) vs[vi].cls_worst[cls] = err;
             if (err > vs[vi].worst || isnan(err)) {
                 vs[vi].worst = err;
                 snprintf(vs[vi].worst_cfg, sizeof vs[vi].worst_cfg, "#%d %s", ci, desc);
             }
-            if (lerr > vs[vi].worst_lse)
-                vs[vi].worst_lse = lerr;
+            if (lerr > vs[vi].worst_lse) vs[vi].worst_lse = lerr;
             if (!(err <= tol) || !(lerr <= tol)) {
                 vs[vi].fails++;
                 CHECK_MSG(false, "config %d variant %s: error %.3g (lse %.3g) > %.1g on %s", ci,
@@ -500,15 +521,14 @@ int main(void)
         a.out = ref;
         a.lse = NULL;
         /* coverage */
-        cov[c.dtype == ATTN_DTYPE_FP32 ? COV_FP32 : c.dtype == ATTN_DTYPE_FP16 ? COV_FP16
-                                                                              : COV_BF16]++;
-        if (c.kv_elem == ATTN_ELEM_FP8_E4M3)
-            cov[COV_E4M3]++;
-        if (c.kv_elem == ATTN_ELEM_FP8_E5M2)
-            cov[COV_E5M2]++;
+        cov[c.dtype == ATTN_DTYPE_FP32   ? COV_FP32
+            : c.dtype == ATTN_DTYPE_FP16 ? COV_FP16
+                                         : COV_BF16]++;
+        if (c.kv_elem == ATTN_ELEM_FP8_E4M3) cov[COV_E4M3]++;
+        if (c.kv_elem == ATTN_ELEM_FP8_E5M2) cov[COV_E5M2]++;
         cov[COV_PERHEAD] += c.per_head_scale;
-        cov[c.type == ATTN_TYPE_DECODER ? COV_DEC
-            : c.type == ATTN_TYPE_ENCODER ? COV_ENC
+        cov[c.type == ATTN_TYPE_DECODER        ? COV_DEC
+            : c.type == ATTN_TYPE_ENCODER      ? COV_ENC
             : c.type == ATTN_TYPE_ENCODER_ONLY ? COV_ENC_ONLY
                                                : COV_CROSS]++;
         cov[COV_NONCAUSAL] += c.type == ATTN_TYPE_DECODER && !c.causal;
@@ -526,8 +546,7 @@ int main(void)
         cov[COV_NHD] += c.nhd;
         cov[COV_NOMD] += !c.use_md;
         cov[COV_LSE] += c.lse;
-        if (bstate)
-            attn__builder_cpu.destroy(bstate);
+        if (bstate) attn__builder_cpu.destroy(bstate);
         free(out);
         free(lse);
         free(ref);

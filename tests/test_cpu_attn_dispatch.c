@@ -17,10 +17,8 @@ static void expect(const char *self, const char *mask, const char *want)
     int rc = attn_test_run(cmd, &out);
     CHECK_MSG(rc == 0, "child with mask '%s' exited %d", mask, rc);
     char got[64] = "";
-    if (out)
-        sscanf(out, "%63s", got);
-    CHECK_MSG(strcmp(got, want) == 0, "mask '%s': active variant '%s', want '%s'", mask, got,
-              want);
+    if (out) sscanf(out, "%63s", got);
+    CHECK_MSG(strcmp(got, want) == 0, "mask '%s': active variant '%s', want '%s'", mask, got, want);
     printf("ATTN_CPU_MASK='%s' -> %s\n", mask, got);
     free(out);
 }
@@ -35,15 +33,16 @@ int main(int argc, char **argv)
     const attn_cpu_info *ci = attn_cpu_info_get();
     bool avx512 = (ci->usable >> ATTN_CPU_AVX512F & 1) && (ci->usable >> ATTN_CPU_AVX512BW & 1);
     bool bf16 = avx512 && (ci->usable >> ATTN_CPU_AVX512_BF16 & 1);
-    bool amx = bf16 && (ci->usable >> ATTN_CPU_AMX_TILE & 1) && (ci->usable >> ATTN_CPU_AMX_BF16 & 1);
+    bool amx =
+        bf16 && (ci->usable >> ATTN_CPU_AMX_TILE & 1) && (ci->usable >> ATTN_CPU_AMX_BF16 & 1);
     bool avx2 = (ci->usable >> ATTN_CPU_AVX2 & 1) && (ci->usable >> ATTN_CPU_FMA & 1);
     bool masked = getenv("ATTN_CPU_MASK") && *getenv("ATTN_CPU_MASK");
     if (masked)
         printf("SKIP mask checks: ATTN_CPU_MASK is set for this run\n");
     else {
         expect(argv[0], "",
-               amx    ? "amx-bf16"
-               : bf16 ? "avx512-bf16"
+               amx      ? "amx-bf16"
+               : bf16   ? "avx512-bf16"
                : avx512 ? "avx512"
                : avx2   ? "avx2"
                         : "portable");
@@ -74,8 +73,7 @@ int main(int argc, char **argv)
     CHECK_STATUS(attn__cpu_attn_force_variant("sse9"), ATTN_NOT_FOUND);
     for (int i = 0; i < attn__cpu_attn_variant_count(); i++) {
         const attn__cpu_isa *v = attn__cpu_attn_variant(i);
-        if (!v->usable())
-            CHECK_STATUS(attn__cpu_attn_force_variant(v->name), ATTN_UNSUPPORTED);
+        if (!v->usable()) CHECK_STATUS(attn__cpu_attn_force_variant(v->name), ATTN_UNSUPPORTED);
     }
     CHECK_OK(attn__cpu_attn_force_variant(NULL));
     CHECK_STR(attn__cpu_attn_active()->name, best);

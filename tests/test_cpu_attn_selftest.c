@@ -86,8 +86,7 @@ int main(void)
 
     attn_platform *p = NULL;
     CHECK_OK(attn_platform_open("cpu", &p));
-    if (!p)
-        return attn_test_finish("test_cpu_attn_selftest");
+    if (!p) return attn_test_finish("test_cpu_attn_selftest");
     attn_selector_config cfg;
     attn_selector_config_init(&cfg);
     cfg.head_size = 128;

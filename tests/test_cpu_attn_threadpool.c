@@ -33,8 +33,7 @@ static void nested_inner(void *c, int64_t b, int64_t e, int tid)
     int *outer = c;
     (void)b;
     (void)e;
-    if (tid != *outer)
-        (*outer) = -1000;
+    if (tid != *outer) (*outer) = -1000;
 }
 
 static void nested_fn(void *c, int64_t b, int64_t e, int tid)
@@ -43,8 +42,7 @@ static void nested_fn(void *c, int64_t b, int64_t e, int tid)
     for (int64_t i = b; i < e; i++) {
         int t = tid;
         attn__pool_for(cc->pool, 8, 1, nested_inner, &t);
-        if (t != tid)
-            atomic_fetch_add(&cc->nested_bad, 1);
+        if (t != tid) atomic_fetch_add(&cc->nested_bad, 1);
         atomic_fetch_add(&cc->hits[i], 1);
     }
 }
@@ -53,8 +51,7 @@ static int all_once(count_ctx *cc, int n)
 {
     int bad = 0;
     for (int i = 0; i < n; i++) {
-        if (atomic_load(&cc->hits[i]) != 1)
-            bad++;
+        if (atomic_load(&cc->hits[i]) != 1) bad++;
         atomic_store(&cc->hits[i], 0);
     }
     return bad;
@@ -86,8 +83,7 @@ int main(void)
     for (int threads = 1; threads <= 4; threads++) {
         attn__pool *p = NULL;
         CHECK_OK(attn__pool_create(threads, &p));
-        if (!p)
-            continue;
+        if (!p) continue;
         CHECK(attn__pool_threads(p) == threads);
         cc.nthreads = threads;
         cc.pool = p;

@@ -46,12 +46,10 @@ static void test_info_consistent(void)
                   attn_cpu_feature_name((attn_cpu_feature)f));
         CHECK(strcmp(attn_cpu_feature_name((attn_cpu_feature)f), "?") != 0);
     }
-    if (attn_cpu_has(ATTN_CPU_AVX2))
-        CHECK(attn_cpu_has(ATTN_CPU_AVX));
+    if (attn_cpu_has(ATTN_CPU_AVX2)) CHECK(attn_cpu_has(ATTN_CPU_AVX));
     if (attn_cpu_has(ATTN_CPU_AVX512F))
         CHECK(attn_cpu_has(ATTN_CPU_AVX2) && attn_cpu_has(ATTN_CPU_FMA));
-    if (attn_cpu_has(ATTN_CPU_AMX_BF16))
-        CHECK(attn_cpu_has(ATTN_CPU_AMX_TILE));
+    if (attn_cpu_has(ATTN_CPU_AMX_BF16)) CHECK(attn_cpu_has(ATTN_CPU_AMX_TILE));
     CHECK(!attn_cpu_has(ATTN_CPU_FEATURE_COUNT));
     CHECK(!attn_cpu_has((attn_cpu_feature)-1));
     CHECK_STR(attn_cpu_feature_name(ATTN_CPU_FEATURE_COUNT), "?");
@@ -66,9 +64,8 @@ static void test_info_consistent(void)
     CHECK_STR(ci->arch, "aarch64");
     CHECK((ci->present & BIT(AVX)) == 0);
 #endif
-    printf("test_platform_cpu: %s / %s, %d cores, usable 0x%llx of 0x%llx\n", ci->vendor,
-           ci->model, ci->logical_cores, (unsigned long long)ci->usable,
-           (unsigned long long)ci->present);
+    printf("test_platform_cpu: %s / %s, %d cores, usable 0x%llx of 0x%llx\n", ci->vendor, ci->model,
+           ci->logical_cores, (unsigned long long)ci->usable, (unsigned long long)ci->present);
 }
 
 /* On Linux x86 the kernel's /proc/cpuinfo flags use the same tokens: what
@@ -85,8 +82,7 @@ static void test_matches_proc_cpuinfo(void)
     uint64_t flags = 0;
     bool seen = false;
     while (fgets(line, sizeof line, f)) {
-        if (strncmp(line, "flags", 5) != 0)
-            continue;
+        if (strncmp(line, "flags", 5) != 0) continue;
         seen = true;
         for (int k = 0; k < ATTN_CPU_FEATURE_COUNT; k++) {
             char tok[40];
@@ -121,8 +117,7 @@ static void test_parse_mask(void)
     uint64_t avx512 = all_with_prefix("avx512"), amx = all_with_prefix("amx");
     uint64_t all = attn__cpu_all_features();
     CHECK(avx512 == (BIT(AVX512F) | BIT(AVX512BW) | BIT(AVX512VL) | BIT(AVX512DQ) |
-                     BIT(AVX512_BF16) | BIT(AVX512_FP16) | BIT(AVX512_VNNI) |
-                     BIT(AVX512_VBMI)));
+                     BIT(AVX512_BF16) | BIT(AVX512_FP16) | BIT(AVX512_VNNI) | BIT(AVX512_VBMI)));
     CHECK(mask_of("") == 0);
     CHECK(mask_of(",, ,") == 0);
     /* groups; AMX code lives with the AVX-512 kernels, so it goes too */
@@ -149,11 +144,14 @@ static void test_parse_mask(void)
 
     static const struct {
         const char *in, *frag;
-    } bad[] = {{"-bogus", "'bogus'"},        {"-avx2,-bogus", "'bogus'"},
-               {"+avx2", "'+avx2'"},          {"-", "'-'"},
-               {"avx-512", "'avx-512'"},      {"-avx2 -fma", "'avx2 -fma'"},
-               {"-aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
-                "too long"}};
+    } bad[] = {
+        {"-bogus", "'bogus'"},
+        {"-avx2,-bogus", "'bogus'"},
+        {"+avx2", "'+avx2'"},
+        {"-", "'-'"},
+        {"avx-512", "'avx-512'"},
+        {"-avx2 -fma", "'avx2 -fma'"},
+        {"-aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", "too long"}};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         uint64_t m = 42;
         CHECK_STATUS(attn_cpu_parse_mask(bad[i].in, &m), ATTN_INVALID_ARGUMENT);

@@ -42,9 +42,8 @@ static void child_report(void)
            "detect.aiter=%d\ndetect.batch_invariant=%d\n",
            attn_platform_kind_name(attn_platform_get_kind(p)), attn_platform_name(p),
            attn_platform_device_name(p), cc ? "" : "none", maj, min, gfx ? gfx : "null",
-           (unsigned long long)(attn_platform_memory_bytes(p) >> 30),
-           attn_platform_device_count(p), attn_platform_is_simulated(p),
-           attn_platform_setting(p, ATTN_SETTING_ROCM_USE_AITER),
+           (unsigned long long)(attn_platform_memory_bytes(p) >> 30), attn_platform_device_count(p),
+           attn_platform_is_simulated(p), attn_platform_setting(p, ATTN_SETTING_ROCM_USE_AITER),
            attn_platform_setting(p, ATTN_SETTING_BATCH_INVARIANT));
     const attn_platform *cur = NULL;
     CHECK_OK(attn_platform_current(&cur));
@@ -71,15 +70,13 @@ static void test_real_probes(void)
         CHECK(cu->listed > 0 && cu->device_count >= cu->listed && !cu->reason[0]);
     } else {
         CHECK(cu->listed == 0 && cu->reason[0]);
-        if (!getenv("ATTN_CUDA_LIBRARY"))
-            CHECK_CONTAINS(cu->reason, "libcuda");
+        if (!getenv("ATTN_CUDA_LIBRARY")) CHECK_CONTAINS(cu->reason, "libcuda");
     }
     const attn__gpu_probe *ro = attn__probe_rocm();
     CHECK(ro == attn__probe_rocm());
     if (!ro->present) {
         CHECK(ro->reason[0]);
-        if (!getenv("ATTN_HIP_LIBRARY"))
-            CHECK_CONTAINS(ro->reason, "libamdhip64");
+        if (!getenv("ATTN_HIP_LIBRARY")) CHECK_CONTAINS(ro->reason, "libamdhip64");
     }
     attn_platform *p = NULL;
     CHECK_OK(attn_platform_detect(&p));
@@ -231,16 +228,21 @@ static void test_rocm_capability(void)
     static const struct {
         const char *gfx;
         int major, minor;
-    } ok[] = {{"gfx90a", 9, 0},   {"gfx942", 9, 4},   {"gfx950", 9, 5},
-              {"gfx1100", 11, 0}, {"gfx1200", 12, 0}, {"gfx1201", 12, 0},
-              {"gfx942:sramecc+:xnack-", 9, 4}, {"gfx908", 9, 0}};
+    } ok[] = {{"gfx90a", 9, 0},
+              {"gfx942", 9, 4},
+              {"gfx950", 9, 5},
+              {"gfx1100", 11, 0},
+              {"gfx1200", 12, 0},
+              {"gfx1201", 12, 0},
+              {"gfx942:sramecc+:xnack-", 9, 4},
+              {"gfx908", 9, 0}};
     for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
         int a = -1, b = -1;
         CHECK_OK(attn__rocm_capability(ok[i].gfx, &a, &b));
         CHECK_MSG(a == ok[i].major && b == ok[i].minor, "%s -> %d.%d", ok[i].gfx, a, b);
     }
-    static const char *const bad[] = {"gfx803", "gfx9",  "gfx12345", "gfx1300", "gfx",
-                                      "sm_90",  "gfx9-4", "",        "gfxa00"};
+    static const char *const bad[] = {"gfx803", "gfx9",   "gfx12345", "gfx1300", "gfx",
+                                      "sm_90",  "gfx9-4", "",         "gfxa00"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         int a = 7, b = 7;
         CHECK_STATUS(attn__rocm_capability(bad[i], &a, &b), ATTN_INVALID_ARGUMENT);

@@ -10,7 +10,7 @@
 #include "test.h"
 #include "util/json.h"
 
-#define GIB (1ull << 30)
+#define GIB     (1ull << 30)
 #define COMP(x) (1u << ATTN_COMPONENT_##x)
 #define CUDA_WHEEL                                                                                 \
     (COMP(FA2) | COMP(FA3) | COMP(FA4) | COMP(FLASHINFER) | COMP(FLASHINFER_CUBIN) | COMP(FLASHMLA))
@@ -19,8 +19,7 @@ static uint32_t installed_bits(const attn_platform *p)
 {
     uint32_t b = 0;
     for (int c = 0; c < ATTN_COMPONENT_COUNT; c++)
-        if (attn_platform_has_component(p, (attn_component)c))
-            b |= 1u << c;
+        if (attn_platform_has_component(p, (attn_component)c)) b |= 1u << c;
     return b;
 }
 
@@ -56,8 +55,7 @@ static void test_catalog(void)
         CHECK_CONTAINS(attn_catalog_description(i), want[i].device);
         attn_platform *p = NULL;
         CHECK_OK(attn_platform_open(want[i].name, &p));
-        if (!p)
-            continue;
+        if (!p) continue;
         CHECK(p->id != last_id);
         last_id = p->id;
         CHECK_STR(attn_platform_name(p), want[i].name);
@@ -139,8 +137,7 @@ static void test_bare_specs(void)
     for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
         attn_platform *p = NULL;
         CHECK_OK(attn_platform_open(ok[i].spec, &p));
-        if (!p)
-            continue;
+        if (!p) continue;
         CHECK(attn_platform_get_kind(p) == ok[i].kind);
         CHECK(attn_platform_is_simulated(p));
         int a = -1, b = -1;
@@ -324,8 +321,8 @@ static void test_json_specs(void)
          ATTN_PARSE_ERROR, "field 'installed[1]': expected a string"},
         {"{\"platform\": \"cuda\", \"capability\": \"9.0\", \"installed\": [\"fa2\", \"fa5\"]}",
          ATTN_INVALID_ARGUMENT, "field 'installed[1]': unknown component 'fa5'"},
-        {"{\"platform\": \"rocm\", \"capability\": \"gfx942\", \"settings\": []}",
-         ATTN_PARSE_ERROR, "field 'settings': expected an object"},
+        {"{\"platform\": \"rocm\", \"capability\": \"gfx942\", \"settings\": []}", ATTN_PARSE_ERROR,
+         "field 'settings': expected an object"},
         {"{\"platform\": \"rocm\", \"capability\": \"gfx942\", \"settings\": "
          "{\"rocm_use_aiter\": \"yes\"}}",
          ATTN_PARSE_ERROR, "field 'settings.rocm_use_aiter': expected true or false"},
@@ -337,8 +334,7 @@ static void test_json_specs(void)
          "678901234567890123456789\"}",
          ATTN_INVALID_ARGUMENT, "field 'name': longer than 63"},
         {"{\"platform\": \"xpu\", \"device_name\": []}", ATTN_PARSE_ERROR, "field 'device_name'"},
-        {"{\"platform\": \"xpu\", \"description\": true}", ATTN_PARSE_ERROR,
-         "field 'description'"},
+        {"{\"platform\": \"xpu\", \"description\": true}", ATTN_PARSE_ERROR, "field 'description'"},
         {"{\"platform\": \"cuda\", \"capability\": \"9.0\", \"cpu\": {\"cores\": 4}}",
          ATTN_INVALID_ARGUMENT, "field 'cpu': only allowed for platform cpu"},
         {"{\"platform\": \"cpu\", \"cpu\": []}", ATTN_PARSE_ERROR,
@@ -365,8 +361,8 @@ static void test_json_specs(void)
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         p = (attn_platform *)&p;
         attn_status st = attn_platform_from_json(bad[i].json, &p);
-        CHECK_MSG(st == bad[i].st, "case %zu %s: got %s (%s)", i, bad[i].json,
-                  attn_status_name(st), attn_last_error());
+        CHECK_MSG(st == bad[i].st, "case %zu %s: got %s (%s)", i, bad[i].json, attn_status_name(st),
+                  attn_last_error());
         CHECK(p == NULL);
         CHECK_CONTAINS(attn_last_error(), bad[i].frag);
         CHECK_CONTAINS(attn_last_error(), "machine spec");
@@ -383,8 +379,7 @@ static void test_spec_files(void)
     struct dirent *e;
     while (d && (e = readdir(d)) != NULL) {
         size_t n = strlen(e->d_name);
-        if (n < 6 || strcmp(e->d_name + n - 5, ".json") != 0)
-            continue;
+        if (n < 6 || strcmp(e->d_name + n - 5, ".json") != 0) continue;
         char path[8192];
         snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
         attn_platform *p = NULL;
@@ -396,21 +391,18 @@ static void test_spec_files(void)
         snprintf(stem, sizeof stem, "%.*s", (int)(n - 5), e->d_name);
         attn_platform *q = NULL;
         CHECK_MSG(attn_platform_open(stem, &q) == ATTN_OK, "%s: %s", stem, attn_last_error());
-        if (p && q)
-            CHECK_STR(attn_platform_name(q), attn_platform_name(p));
+        if (p && q) CHECK_STR(attn_platform_name(q), attn_platform_name(p));
         attn_platform_free(q);
         attn_platform_free(p);
     }
-    if (d)
-        closedir(d);
+    if (d) closedir(d);
     CHECK(files >= 3);
 
     /* A spec file without "name" is named after the file; errors name the path. */
     char tmp[] = "/tmp/attn_spec_XXXXXX";
     int fd = mkstemp(tmp);
     CHECK(fd >= 0);
-    if (fd < 0)
-        return;
+    if (fd < 0) return;
     close(fd);
     char path[64];
     snprintf(path, sizeof path, "%s.json", tmp);
@@ -442,8 +434,7 @@ static void test_installed_and_settings(void)
 {
     attn_platform *p = NULL;
     CHECK_OK(attn_platform_open("h100", &p));
-    if (!p)
-        return;
+    if (!p) return;
     CHECK_OK(attn_platform_set_installed(p, "fa2, flashinfer"));
     CHECK(installed_bits(p) == (COMP(FA2) | COMP(FLASHINFER)));
     CHECK_STATUS(attn_platform_set_installed(p, "fa2,bogus"), ATTN_INVALID_ARGUMENT);

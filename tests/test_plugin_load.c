@@ -22,8 +22,7 @@ static void capture(attn_log_level level, const char *msg, void *user)
 {
     (void)user;
     int n = snprintf(g_log + g_log_len, sizeof g_log - g_log_len, "%d %s\n", (int)level, msg);
-    if (n > 0 && g_log_len + (size_t)n < sizeof g_log)
-        g_log_len += (size_t)n;
+    if (n > 0 && g_log_len + (size_t)n < sizeof g_log) g_log_len += (size_t)n;
 }
 
 /* "<binary dir>/<sub>" in a static rotating buffer. */
@@ -54,13 +53,11 @@ static bool marker_exists(const char *test_case)
 static void clear_markers(void)
 {
     DIR *d = opendir(g_marker_dir);
-    if (!d)
-        return;
+    if (!d) return;
     struct dirent *de;
     char p[512];
     while ((de = readdir(d)) != NULL) {
-        if (de->d_name[0] == '.')
-            continue;
+        if (de->d_name[0] == '.') continue;
         snprintf(p, sizeof p, "%s/%s", g_marker_dir, de->d_name);
         unlink(p);
     }
@@ -70,16 +67,14 @@ static void clear_markers(void)
 static bool is_mapped(const char *file)
 {
     void *h = dlopen(file, RTLD_NOW | RTLD_NOLOAD);
-    if (h)
-        dlclose(h); /* drops the reference NOLOAD took */
+    if (h) dlclose(h); /* drops the reference NOLOAD took */
     return h != NULL;
 }
 
 static bool report_of(const char *name, attn_plugin_report *r)
 {
     for (int i = 0; i < attn_plugins_count(); i++)
-        if (attn_plugins_report(i, r) == ATTN_OK && strcmp(r->name, name) == 0)
-            return true;
+        if (attn_plugins_report(i, r) == ATTN_OK && strcmp(r->name, name) == 0) return true;
     memset(r, 0, sizeof *r);
     return false;
 }
@@ -88,8 +83,7 @@ static bool report_of(const char *name, attn_plugin_report *r)
 static bool name_gone(const char *name)
 {
     const char *loc = NULL;
-    if (!attn_registry_contains(name))
-        return true;
+    if (!attn_registry_contains(name)) return true;
     return !attn_registry_is_overridden(name) && attn_registry_get_locator(name, &loc) != ATTN_OK;
 }
 
@@ -97,8 +91,7 @@ static const attn_backend *resolve_custom(void)
 {
     const attn_platform *p = NULL;
     const attn_backend *b = NULL;
-    if (attn_platform_current(&p) != ATTN_OK)
-        return NULL;
+    if (attn_platform_current(&p) != ATTN_OK) return NULL;
     return attn_backend_resolve(p, "CUSTOM", &b) == ATTN_OK ? b : NULL;
 }
 
@@ -167,16 +160,15 @@ static void case_example(void)
     const attn_platform *p = NULL;
     const attn_backend *ref = NULL, *custom = resolve_custom();
     CHECK_OK(attn_platform_current(&p));
-    bool have_ref = attn_backend_resolve(p, "REFERENCE", &ref) == ATTN_OK && ref &&
-                    ref->kernel && ref->kernel->forward;
+    bool have_ref = attn_backend_resolve(p, "REFERENCE", &ref) == ATTN_OK && ref && ref->kernel &&
+                    ref->kernel->forward;
     if (custom) {
         const attn_kernel_ops *k = custom->kernel;
         CHECK(k->variant != NULL);
         if (have_ref) {
             char detail[256] = "";
             CHECK(k->self_test != NULL);
-            if (k->self_test)
-                CHECK_STATUS(k->self_test(detail, sizeof detail), ATTN_OK);
+            if (k->self_test) CHECK_STATUS(k->self_test(detail, sizeof detail), ATTN_OK);
             CHECK_CONTAINS(k->variant(), "via REFERENCE");
         } else {
             const attn_layer_params layer = {.num_heads = 1, .num_kv_heads = 1, .head_size = 32};
@@ -339,8 +331,8 @@ static void case_init_fail_alone(void)
 /* Every broken plugin at once, in path order, and the good one still loads. */
 static void case_all(void)
 {
-    static const char *const order[] = {"attn_test_no_entry", "attn_test_no_abi",
-                                        "attn_test_bad_abi", "attn_test_init_fail",
+    static const char *const order[] = {"attn_test_no_entry",    "attn_test_no_abi",
+                                        "attn_test_bad_abi",     "attn_test_init_fail",
                                         "attn_test_missing_dep", "attn_example"};
     CHECK_OK(attn_plugins_load());
     CHECK(attn_plugins_count() == 6);
@@ -419,8 +411,7 @@ static void run_case(const char *title, const char *path, const char *allow, voi
         fflush(stderr);
         counts[0] = attn_test_checks;
         counts[1] = attn_test_failures;
-        if (write(fds[1], counts, sizeof counts) != (ssize_t)sizeof counts)
-            counts[1]++;
+        if (write(fds[1], counts, sizeof counts) != (ssize_t)sizeof counts) counts[1]++;
         close(fds[1]);
         exit(counts[1] ? 1 : 0);
     }

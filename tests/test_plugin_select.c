@@ -17,8 +17,7 @@ int main(void)
 
     attn_platform *p = NULL;
     CHECK_OK(attn_platform_open("cpu", &p));
-    if (!p)
-        return attn_test_finish("test_plugin_select");
+    if (!p) return attn_test_finish("test_plugin_select");
     attn_selector_config cfg;
     attn_selector_config_init(&cfg);
     cfg.head_size = 128;
@@ -31,8 +30,7 @@ int main(void)
         CHECK_STR(attn_selection_locator(sel), "object:CUSTOM");
         const attn_backend *b = attn_selection_backend_object(sel);
         CHECK(b != NULL && b->desc != NULL);
-        if (b && b->desc)
-            CHECK_CONTAINS(b->desc->platforms, "REFERENCE");
+        if (b && b->desc) CHECK_CONTAINS(b->desc->platforms, "REFERENCE");
     }
     CHECK_OK(attn_registry_get_locator("CUSTOM", &loc));
     CHECK_STR(loc, "object:CUSTOM");

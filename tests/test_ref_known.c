@@ -205,7 +205,7 @@ int main(void)
     f.q[0] = 1;
     f.q[1] = 0;
     f.q[2] = 0;
-    f.q[3] = 0; /* uniform over 3 keys */
+    f.q[3] = 0;                 /* uniform over 3 keys */
     CHECK_OK(fx_run(&f, 2, 1)); /* seq_lens (decoder side) is not used */
     CHECK_NEAR(f.out[0], (1 * E1 + 3 + 5 * E1) / (2 * E1 + 1), tol);
     CHECK_NEAR(f.out[2], 3, tol);
@@ -247,8 +247,7 @@ int main(void)
         f.seq[0] = 2;
         f.cm.num_reqs = 1;
         f.cm.num_actual_tokens = 1;
-        attn_forward_args a = {
-            .layer = &f.l, .common = &f.cm, .q = qb, .kv = &f.c.view, .out = ob};
+        attn_forward_args a = {.layer = &f.l, .common = &f.cm, .q = qb, .kv = &f.c.view, .out = ob};
         CHECK_OK(attn__reference_forward(&a));
         CHECK(ob[0] == attn__f32_to_bf16((float)(1 * p0 + 3 * p1)));
         CHECK(ob[1] == attn__f32_to_bf16((float)(2 * p0 + 4 * p1)));

@@ -58,8 +58,8 @@ static void race(const char *title, const char *requested, const char *want)
         if (res[i].sel && res[0].sel)
             CHECK(attn_selection_backend_object(res[i].sel) ==
                   attn_selection_backend_object(res[0].sel));
-        CHECK_MSG(res[i].custom_visible, "%s: thread %d returned before plugins were loaded",
-                  title, i);
+        CHECK_MSG(res[i].custom_visible, "%s: thread %d returned before plugins were loaded", title,
+                  i);
         CHECK_MSG(res[i].loads == 1, "%s: thread %d saw %d loader runs", title, i, res[i].loads);
     }
 }
@@ -73,8 +73,7 @@ int main(void)
 
     attn_platform *p = NULL;
     CHECK_OK(attn_platform_open("h100", &p));
-    if (!p)
-        return attn_test_finish("test_select_threads");
+    if (!p) return attn_test_finish("test_select_threads");
     g_platform = p;
     attn_selector_config_init(&g_cfg);
     g_cfg.head_size = 128;

@@ -23,8 +23,8 @@ static void test_parse_ok(void)
 
 static void test_parse_errors(void)
 {
-    const char *bad[] = {"", "{", "[1,]", "{\"a\" 1}", "tru", "\"abc", "01", "[1] x", "{\"a\":-}",
-                         "\"\\q\""};
+    const char *bad[] = {"",      "{",  "[1,]",  "{\"a\" 1}", "tru",
+                         "\"abc", "01", "[1] x", "{\"a\":-}", "\"\\q\""};
     for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
         attn__json *v = (attn__json *)1;
         char err[128] = "";

@@ -31,8 +31,8 @@ static char g_variant[96] = "unavailable (REFERENCE not built)";
 
 /* ---- KV-cache shape: [2, num_blocks, block_size, num_kv_heads, head_size] */
 
-static attn_status example_kv_shape(int num_blocks, int block_size, int num_kv_heads,
-                                    int head_size, attn_kv_dtype kv, attn_kv_shape *out)
+static attn_status example_kv_shape(int num_blocks, int block_size, int num_kv_heads, int head_size,
+                                    attn_kv_dtype kv, attn_kv_shape *out)
 {
     (void)kv;
     if (num_blocks <= 0 || block_size <= 0 || num_kv_heads <= 0 || head_size <= 0)
@@ -115,15 +115,12 @@ static attn_backend_desc g_desc = {
 
 static attn_status example_forward(void *impl, const attn_forward_args *a)
 {
-    if (!g_ref)
-        return ATTN_UNSUPPORTED;
-    if (!a || !a->layer || !a->common || !a->q || !a->out)
-        return ATTN_NULL_ARGUMENT;
+    if (!g_ref) return ATTN_UNSUPPORTED;
+    if (!a || !a->layer || !a->common || !a->q || !a->out) return ATTN_NULL_ARGUMENT;
     if (a->layer->attn_type != ATTN_TYPE_DECODER || a->layer->sinks)
         return ATTN_UNSUPPORTED; /* outside what the descriptor claims */
     attn_forward_args fa = *a;
-    if (!g_ref->desc->builder)
-        fa.metadata = NULL; /* ours was a pass-through copy of `common` */
+    if (!g_ref->desc->builder) fa.metadata = NULL; /* ours was a pass-through copy of `common` */
     return g_ref->kernel->forward(impl, &fa);
 }
 
@@ -134,8 +131,7 @@ static attn_status example_create(const attn_layer_params *layer, void **impl)
 
 static void example_destroy(void *impl)
 {
-    if (g_ref->kernel->destroy)
-        g_ref->kernel->destroy(impl);
+    if (g_ref->kernel->destroy) g_ref->kernel->destroy(impl);
 }
 
 static const char *example_variant(void)
@@ -186,41 +182,61 @@ static attn_status example_self_test(char *detail, size_t size)
     for (int d = 0; d < D; d++)
         expect[d] = (w0 * v[d] + w1 * v[D + d]) / (w0 + w1);
 
-    const attn_layer_params layer = {.num_heads = 1, .num_kv_heads = 1, .head_size = D,
-                                     .attn_type = ATTN_TYPE_DECODER, .dtype = ATTN_DTYPE_FP32,
+    const attn_layer_params layer = {.num_heads = 1,
+                                     .num_kv_heads = 1,
+                                     .head_size = D,
+                                     .attn_type = ATTN_TYPE_DECODER,
+                                     .dtype = ATTN_DTYPE_FP32,
                                      .kv_cache_dtype = ATTN_KV_AUTO};
     const int32_t qsl[2] = {0, 1}, seq_lens[1] = {2}, block_table[1] = {0};
     const int64_t slots[1] = {1};
-    const attn_common_metadata cm = {
-        .query_start_loc = qsl, .seq_lens = seq_lens, .num_reqs = 1, .num_actual_tokens = 1,
-        .max_query_len = 1, .max_seq_len = 2, .block_table = block_table,
-        .block_table_stride = 1, .slot_mapping = slots, .causal = true, .block_size = BS};
-    const attn_kv_view kv = {
-        .data = cache, .elem = ATTN_ELEM_F32, .num_blocks = NB, .block_size = BS,
-        .num_kv_heads = 1, .head_size = D, .head_size_v = D, .k_offset = 0,
-        .v_offset = NB * BS * D, .stride_block = BS * D, .stride_token = D, .stride_head = D,
-        .k_scale = 1.0f, .v_scale = 1.0f};
+    const attn_common_metadata cm = {.query_start_loc = qsl,
+                                     .seq_lens = seq_lens,
+                                     .num_reqs = 1,
+                                     .num_actual_tokens = 1,
+                                     .max_query_len = 1,
+                                     .max_seq_len = 2,
+                                     .block_table = block_table,
+                                     .block_table_stride = 1,
+                                     .slot_mapping = slots,
+                                     .causal = true,
+                                     .block_size = BS};
+    const attn_kv_view kv = {.data = cache,
+                             .elem = ATTN_ELEM_F32,
+                             .num_blocks = NB,
+                             .block_size = BS,
+                             .num_kv_heads = 1,
+                             .head_size = D,
+                             .head_size_v = D,
+                             .k_offset = 0,
+                             .v_offset = NB * BS * D,
+                             .stride_block = BS * D,
+                             .stride_token = D,
+                             .stride_head = D,
+                             .k_scale = 1.0f,
+                             .v_scale = 1.0f};
 
     const attn_builder_ops *b = g_desc.builder;
-    const attn_builder_init bi = {.desc = &g_desc, .layer = &layer, .block_size = BS,
-                                  .num_blocks = NB, .max_num_reqs = 1, .max_num_tokens = 1,
-                                  .max_blocks_per_req = 1, .num_threads = 1};
+    const attn_builder_init bi = {.desc = &g_desc,
+                                  .layer = &layer,
+                                  .block_size = BS,
+                                  .num_blocks = NB,
+                                  .max_num_reqs = 1,
+                                  .max_num_tokens = 1,
+                                  .max_blocks_per_req = 1,
+                                  .num_threads = 1};
     void *bstate = NULL, *impl = NULL;
     const void *md = NULL;
     attn_status st = b->create(&bi, &bstate);
-    if (st == ATTN_OK)
-        st = b->build(bstate, 0, &cm, false, &md);
-    if (st == ATTN_OK && g_kernel.create)
-        st = g_kernel.create(&layer, &impl);
+    if (st == ATTN_OK) st = b->build(bstate, 0, &cm, false, &md);
+    if (st == ATTN_OK && g_kernel.create) st = g_kernel.create(&layer, &impl);
     if (st == ATTN_OK) {
-        const attn_forward_args fa = {.layer = &layer, .common = &cm, .metadata = md, .q = q,
-                                      .kv = &kv, .out = out};
+        const attn_forward_args fa = {
+            .layer = &layer, .common = &cm, .metadata = md, .q = q, .kv = &kv, .out = out};
         st = g_kernel.forward(impl, &fa);
     }
-    if (impl && g_kernel.destroy)
-        g_kernel.destroy(impl);
-    if (bstate)
-        b->destroy(bstate);
+    if (impl && g_kernel.destroy) g_kernel.destroy(impl);
+    if (bstate) b->destroy(bstate);
     if (st != ATTN_OK) {
         snprintf(detail, size, "forward failed with status %d on 1x1x%d", (int)st, D);
         return ATTN_SELFTEST_FAILED;
@@ -242,8 +258,7 @@ static attn_status example_self_test(char *detail, size_t size)
 
 static void example_log(int level, const char *msg)
 {
-    if (g_log)
-        g_log(level, msg);
+    if (g_log) g_log(level, msg);
 }
 
 /* Adopts REFERENCE's builder, cache shape and state handling when it can
@@ -258,8 +273,7 @@ static void adopt_reference(const attn_plugin_api *api)
     const attn_platform *p = NULL;
     const attn_backend *ref = NULL;
     attn_status st = api->platform_current(&p);
-    if (st == ATTN_OK)
-        st = api->backend_resolve(p, "REFERENCE", &ref);
+    if (st == ATTN_OK) st = api->backend_resolve(p, "REFERENCE", &ref);
     if (st != ATTN_OK || !ref || !ref->desc || !ref->kernel || !ref->kernel->forward) {
         snprintf(msg, sizeof msg,
                  "REFERENCE is not available (%s); CUSTOM is registered but its "
@@ -269,8 +283,7 @@ static void adopt_reference(const attn_plugin_api *api)
         return;
     }
     g_ref = ref;
-    if (ref->desc->builder)
-        g_desc.builder = ref->desc->builder;
+    if (ref->desc->builder) g_desc.builder = ref->desc->builder;
     if (ref->desc->kv_cache_shape) {
         g_desc.kv_cache_shape = ref->desc->kv_cache_shape;
         g_desc.kv_stride_order = ref->desc->kv_stride_order;
@@ -286,8 +299,7 @@ static void adopt_reference(const attn_plugin_api *api)
 
 ATTN_API attn_status attn_plugin_init(const attn_plugin_api *api)
 {
-    if (!api || api->abi_version != ATTN_PLUGIN_ABI_VERSION)
-        return ATTN_ABI_MISMATCH;
+    if (!api || api->abi_version != ATTN_PLUGIN_ABI_VERSION) return ATTN_ABI_MISMATCH;
     g_log = api->log;
     adopt_reference(api);
     return api->register_backend_object("CUSTOM", &g_backend);

@@ -50,8 +50,8 @@ typedef struct attn_kv_shape {
 typedef struct attn_builder_ops attn_builder_ops;
 
 typedef struct attn_backend_desc {
-    uint32_t abi_version; /* ATTN_BACKEND_ABI_VERSION */
-    uint32_t struct_size; /* sizeof(attn_backend_desc) */
+    uint32_t abi_version;     /* ATTN_BACKEND_ABI_VERSION */
+    uint32_t struct_size;     /* sizeof(attn_backend_desc) */
     const char *name;         /* registry name, e.g. "FLASH_ATTN" */
     const char *display_name; /* get_name() when it differs (optional) */
     const char *platforms;    /* human text: "CUDA", "ROCm", "CPU" ... */
@@ -62,7 +62,7 @@ typedef struct attn_backend_desc {
     int n_block_sizes;
     int preferred_block_size; /* 0: rule of reference §3 (16 if supported...) */
     attn_head_rule heads;
-    attn_cc cc_min, cc_max;   /* {0,0} = unbounded */
+    attn_cc cc_min, cc_max; /* {0,0} = unbounded */
     bool is_mla;
     bool is_sparse;
     bool supports_sink;
@@ -70,7 +70,7 @@ typedef struct attn_backend_desc {
     bool supports_per_head_quant_scales;
     bool supports_non_causal;
     bool supports_batch_invariance;
-    uint32_t attn_types;      /* ATTN_TYPE_BIT mask */
+    uint32_t attn_types; /* ATTN_TYPE_BIT mask */
     attn_cg_support cg_support;
     bool can_return_lse_for_decode;
     attn_kv_layout required_layout;
@@ -89,13 +89,12 @@ typedef struct attn_backend_desc {
     const char *(*supports_combination)(const attn_check_ctx *c, char *buf, size_t size);
 
     /* (optional) logical KV-cache shape; NULL = no cache (attention-free). */
-    attn_status (*kv_cache_shape)(int num_blocks, int block_size, int num_kv_heads,
-                                  int head_size, attn_kv_dtype kv, attn_kv_shape *out);
+    attn_status (*kv_cache_shape)(int num_blocks, int block_size, int num_kv_heads, int head_size,
+                                  attn_kv_dtype kv, attn_kv_shape *out);
     /* (optional) permutation from logical shape to memory order for a layout
      * (reference §12). NULL = identity. Returns ATTN_UNSUPPORTED for
      * include_layers when cross-layer layout is unsupported. */
-    attn_status (*kv_stride_order)(attn_kv_layout layout, bool include_layers, int *order,
-                                   int *n);
+    attn_status (*kv_stride_order)(attn_kv_layout layout, bool include_layers, int *order, int *n);
     const attn_builder_ops *builder; /* per-step metadata builder */
     /* (optional) KV layout this backend needs on a given platform when it is
      * not static (FlashInfer reads HND only with its TRT-LLM kernels on
@@ -117,7 +116,7 @@ typedef struct attn_layer_params {
     const float *sinks;        /* [num_heads] learned sink logits, or NULL */
     const float *alibi_slopes; /* [num_heads] or NULL */
     attn_attn_type attn_type;
-    attn_dtype dtype;          /* q, k, v and out element type */
+    attn_dtype dtype; /* q, k, v and out element type */
     attn_kv_dtype kv_cache_dtype;
     /* MLA only */
     int kv_lora_rank;
@@ -139,8 +138,8 @@ typedef struct attn_kv_view {
     int head_size_v;
     int64_t k_offset, v_offset;
     int64_t stride_block, stride_token, stride_head;
-    float k_scale, v_scale;          /* fp8: real = stored * scale */
-    const float *k_scale_per_head;   /* [num_kv_heads] or NULL */
+    float k_scale, v_scale;        /* fp8: real = stored * scale */
+    const float *k_scale_per_head; /* [num_kv_heads] or NULL */
     const float *v_scale_per_head;
 } attn_kv_view;
 
@@ -150,8 +149,8 @@ typedef struct attn_forward_args {
     const void *metadata; /* the backend's own, from its builder */
     const void *q;        /* [num_actual_tokens][num_heads][head_size] */
     const attn_kv_view *kv;
-    void *out;            /* [num_actual_tokens][num_heads][head_size_v] */
-    float *lse;           /* (optional) [num_actual_tokens][num_heads], natural log */
+    void *out;  /* [num_actual_tokens][num_heads][head_size_v] */
+    float *lse; /* (optional) [num_actual_tokens][num_heads], natural log */
     /* encoder-only / encoder attention without a cache: K/V given directly,
      * [num_actual_tokens][num_kv_heads][head_size]. NULL = read the cache. */
     const void *k;
@@ -211,9 +210,9 @@ typedef struct attn_builder_init {
 
 struct attn_builder_ops {
     uint32_t struct_size;
-    const char *type_name;        /* builders with equal type_name and spec share one build per step */
+    const char *type_name; /* builders with equal type_name and spec share one build per step */
     attn_cg_support cg_support;
-    int reorder_batch_threshold;  /* 0 = none; N: queries of length <= N are decodes */
+    int reorder_batch_threshold; /* 0 = none; N: queries of length <= N are decodes */
     bool supports_update_block_table;
     /* Allocates all scratch up front: build never allocates. */
     attn_status (*create)(const attn_builder_init *init, void **state);

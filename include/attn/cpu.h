@@ -40,13 +40,13 @@ typedef enum attn_cpu_feature {
 } attn_cpu_feature;
 
 typedef struct attn_cpu_info {
-    char vendor[16];     /* "GenuineIntel", "AuthenticAMD", "arm" ... */
-    char model[64];      /* brand string */
-    char arch[16];       /* "x86_64", "aarch64" */
-    int logical_cores;   /* online CPUs usable by this process */
-    uint64_t present;    /* bit per attn_cpu_feature: the hardware has it */
-    uint64_t usable;     /* present, OS-enabled and not masked */
-    uint64_t masked;     /* hidden by ATTN_CPU_MASK */
+    char vendor[16];   /* "GenuineIntel", "AuthenticAMD", "arm" ... */
+    char model[64];    /* brand string */
+    char arch[16];     /* "x86_64", "aarch64" */
+    int logical_cores; /* online CPUs usable by this process */
+    uint64_t present;  /* bit per attn_cpu_feature: the hardware has it */
+    uint64_t usable;   /* present, OS-enabled and not masked */
+    uint64_t masked;   /* hidden by ATTN_CPU_MASK */
     uint64_t memory_bytes;
 } attn_cpu_info;
 

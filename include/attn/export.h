@@ -11,7 +11,7 @@
 
 #ifdef __cplusplus
 #define ATTN_EXTERN_C_BEGIN extern "C" {
-#define ATTN_EXTERN_C_END }
+#define ATTN_EXTERN_C_END   }
 #else
 #define ATTN_EXTERN_C_BEGIN
 #define ATTN_EXTERN_C_END

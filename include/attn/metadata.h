@@ -13,14 +13,14 @@ typedef struct attn_common_metadata {
     const int32_t *query_start_loc; /* [num_reqs + 1], starts at 0, non-decreasing */
     const int32_t *seq_lens;        /* [num_reqs] context incl. this step's tokens */
     int num_reqs;
-    int num_actual_tokens;          /* == query_start_loc[num_reqs] */
+    int num_actual_tokens; /* == query_start_loc[num_reqs] */
     int max_query_len;
     int max_seq_len;
-    const int32_t *block_table;     /* [num_reqs][block_table_stride] block ids */
+    const int32_t *block_table; /* [num_reqs][block_table_stride] block ids */
     int block_table_stride;
-    const int64_t *slot_mapping;    /* [num_actual_tokens] block_id*block_size+offset; -1 = pad */
+    const int64_t *slot_mapping; /* [num_actual_tokens] block_id*block_size+offset; -1 = pad */
     bool causal;
-    int block_size;                 /* tokens per KV block */
+    int block_size; /* tokens per KV block */
     /* Optional (NULL when absent). */
     const int32_t *positions;        /* [num_actual_tokens] */
     const uint8_t *is_prefilling;    /* [num_reqs] */

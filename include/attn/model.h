@@ -12,17 +12,17 @@ ATTN_EXTERN_C_BEGIN
 
 typedef struct attn_layer_spec {
     attn_attn_type attn_type;
-    int num_heads;       /* query heads */
+    int num_heads; /* query heads */
     int num_kv_heads;
-    int head_size;       /* for MLA: kv_lora_rank + qk_rope_head_dim (576 for DeepSeek-V3) */
-    int head_size_v;     /* 0 = head_size */
-    int sliding_window;  /* 0 = full attention */
+    int head_size;      /* for MLA: kv_lora_rank + qk_rope_head_dim (576 for DeepSeek-V3) */
+    int head_size_v;    /* 0 = head_size */
+    int sliding_window; /* 0 = full attention */
     float logits_soft_cap;
     bool has_sink;
     bool use_mla;
     bool use_sparse;
     int kv_lora_rank, qk_rope_head_dim, qk_nope_head_dim, v_head_dim;
-    int index_topk;      /* sparse MLA */
+    int index_topk; /* sparse MLA */
     bool use_mm_prefix;
 } attn_layer_spec;
 

@@ -40,7 +40,7 @@
 ATTN_EXTERN_C_BEGIN
 
 #define ATTN_PLUGIN_ABI_VERSION 1u
-#define ATTN_PLUGIN_ABI_SYMBOL "attn_plugin_abi"
+#define ATTN_PLUGIN_ABI_SYMBOL  "attn_plugin_abi"
 #define ATTN_PLUGIN_INIT_SYMBOL "attn_plugin_init"
 
 typedef struct attn_plugin_api {
@@ -83,11 +83,11 @@ ATTN_API attn_status attn_plugin_init(const attn_plugin_api *api);
 ATTN_API attn_status attn_plugins_load(void);
 
 typedef struct attn_plugin_report {
-    const char *name;   /* file stem, e.g. "attn_example" */
+    const char *name; /* file stem, e.g. "attn_example" */
     const char *path;
     bool loaded;
     bool skipped_by_allowlist;
-    const char *error;  /* NULL when loaded or skipped by the allowlist */
+    const char *error; /* NULL when loaded or skipped by the allowlist */
 } attn_plugin_report;
 /* The report of the load (loading first if not done yet): one entry per
  * candidate file, in discovery order. Strings live as long as the process. */

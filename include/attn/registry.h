@@ -41,16 +41,16 @@ ATTN_API attn_status attn_backend_resolve(const attn_platform *p, const char *na
 /* Generic validation: every failed check of reference §3, in order. Writes
  * up to max reasons into reasons[] (each into its own buffer of reason_size
  * bytes) and returns the number of reasons (0 = valid). */
-#define ATTN_REASON_MAX 256
+#define ATTN_REASON_MAX  256
 #define ATTN_REASONS_MAX 16
 ATTN_API int attn_backend_validate(const attn_backend_desc *d, const attn_platform *p,
-                                   const attn_selector_config *cfg,
-                                   char reasons[][ATTN_REASON_MAX], int max);
+                                   const attn_selector_config *cfg, char reasons[][ATTN_REASON_MAX],
+                                   int max);
 /* get_preferred_block_size(default) of reference §3. */
-ATTN_API int attn_backend_preferred_block_size(const attn_backend_desc *d,
-                                               const attn_platform *p, int default_size);
-ATTN_API bool attn_backend_supports_block_size(const attn_backend_desc *d,
-                                               const attn_platform *p, int block_size);
+ATTN_API int attn_backend_preferred_block_size(const attn_backend_desc *d, const attn_platform *p,
+                                               int default_size);
+ATTN_API bool attn_backend_supports_block_size(const attn_backend_desc *d, const attn_platform *p,
+                                               int block_size);
 
 ATTN_EXTERN_C_END
 

@@ -83,14 +83,14 @@ typedef enum attn_elem {
     ATTN_ELEM_COUNT
 } attn_elem;
 
-ATTN_API const char *attn_dtype_name(attn_dtype d);      /* "fp16" "bf16" "fp32" */
+ATTN_API const char *attn_dtype_name(attn_dtype d);       /* "fp16" "bf16" "fp32" */
 ATTN_API const char *attn_dtype_torch_name(attn_dtype d); /* "torch.float16" ... */
 /* Accepts fp16|float16|half, bf16|bfloat16, fp32|float32|float (and torch.*). */
 ATTN_API attn_status attn_dtype_parse(const char *s, attn_dtype *out);
 ATTN_API const char *attn_kv_dtype_name(attn_kv_dtype k); /* "None" for ATTN_KV_NONE */
 ATTN_API attn_status attn_kv_dtype_parse(const char *s, attn_kv_dtype *out);
-ATTN_API bool attn_kv_dtype_is_quantized(attn_kv_dtype k); /* fp8*, *_per_token_head, nvfp4 */
-ATTN_API const char *attn_attn_type_name(attn_attn_type t); /* "decoder" ... */
+ATTN_API bool attn_kv_dtype_is_quantized(attn_kv_dtype k);       /* fp8*, *_per_token_head, nvfp4 */
+ATTN_API const char *attn_attn_type_name(attn_attn_type t);      /* "decoder" ... */
 ATTN_API const char *attn_attn_type_enum_name(attn_attn_type t); /* "AttentionType.DECODER" */
 ATTN_API attn_status attn_attn_type_parse(const char *s, attn_attn_type *out);
 ATTN_API const char *attn_layout_name(attn_kv_layout l);

@@ -117,8 +117,8 @@ attn_status attn__fa_build_for_capture(void *state, const attn_common_metadata *
     attn__fa_state *s = state;
     if (!s || !cm || !md)
         return attn__fail(ATTN_NULL_ARGUMENT, "FlashAttention capture: NULL argument");
-    attn_status st = attn__capture_check(s->cg, s->type_name, cm, s->max_reqs, s->max_tokens,
-                                         s->max_blocks);
+    attn_status st =
+        attn__capture_check(s->cg, s->type_name, cm, s->max_reqs, s->max_tokens, s->max_blocks);
     return st == ATTN_OK ? attn__fa_build(state, 0, cm, false, md) : st;
 }
 
@@ -130,9 +130,9 @@ attn_status attn__fa_update_block_table(void *state, const void *md, const int32
     const attn_fa_metadata *src = md;
     if (!s || !src || !new_md)
         return attn__fail(ATTN_NULL_ARGUMENT, "FlashAttention update_block_table: NULL argument");
-    attn_status ust = attn__update_args(s->type_name, src->num_reqs, s->max_reqs,
-                                        src->num_actual_tokens, block_table, block_table_stride,
-                                        slot_mapping);
+    attn_status ust =
+        attn__update_args(s->type_name, src->num_reqs, s->max_reqs, src->num_actual_tokens,
+                          block_table, block_table_stride, slot_mapping);
     if (ust != ATTN_OK) return ust;
     if (src->use_cascade) {
         if (src->prefix_num_blocks > block_table_stride)

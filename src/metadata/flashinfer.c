@@ -180,8 +180,8 @@ static attn_status attn__fi_build_for_capture(void *state, const attn_common_met
     attn__fi_state *s = state;
     if (!s || !cm || !md)
         return attn__fail(ATTN_NULL_ARGUMENT, TYPE_NAME " capture: NULL argument");
-    attn_status st = attn__capture_check(s->cg, TYPE_NAME, cm, s->max_reqs, s->max_tokens,
-                                         s->max_blocks);
+    attn_status st =
+        attn__capture_check(s->cg, TYPE_NAME, cm, s->max_reqs, s->max_tokens, s->max_blocks);
     return st == ATTN_OK ? attn__fi_build(state, 0, cm, false, md) : st;
 }
 
@@ -193,9 +193,9 @@ static attn_status attn__fi_update_block_table(void *state, const void *md,
     const attn_flashinfer_metadata *src = md;
     if (!s || !src || !new_md)
         return attn__fail(ATTN_NULL_ARGUMENT, TYPE_NAME " update_block_table: NULL argument");
-    attn_status ust = attn__update_args(TYPE_NAME, src->num_reqs, s->max_reqs,
-                                        src->num_actual_tokens, block_table, block_table_stride,
-                                        slot_mapping);
+    attn_status ust =
+        attn__update_args(TYPE_NAME, src->num_reqs, s->max_reqs, src->num_actual_tokens,
+                          block_table, block_table_stride, slot_mapping);
     if (ust != ATTN_OK) return ust;
     int prefix_blocks = src->use_cascade ? src->common_prefix_len / src->page_size : 0;
     for (int r = 0; r < src->num_reqs; r++) {

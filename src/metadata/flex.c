@@ -162,8 +162,8 @@ static attn_status attn__flex_build_for_capture(void *state, const attn_common_m
     attn__flex_state *s = state;
     if (!s || !cm || !md)
         return attn__fail(ATTN_NULL_ARGUMENT, TYPE_NAME " capture: NULL argument");
-    attn_status st = attn__capture_check(s->cg, TYPE_NAME, cm, s->max_reqs, s->max_tokens,
-                                         s->max_blocks);
+    attn_status st =
+        attn__capture_check(s->cg, TYPE_NAME, cm, s->max_reqs, s->max_tokens, s->max_blocks);
     return st == ATTN_OK ? attn__flex_build(state, 0, cm, false, md) : st;
 }
 
@@ -175,9 +175,9 @@ static attn_status attn__flex_update_block_table(void *state, const void *md,
     const attn_flex_metadata *src = md;
     if (!s || !src || !new_md)
         return attn__fail(ATTN_NULL_ARGUMENT, TYPE_NAME " update_block_table: NULL argument");
-    attn_status ust = attn__update_args(TYPE_NAME, src->num_reqs, s->max_reqs,
-                                        src->num_actual_tokens, block_table, block_table_stride,
-                                        slot_mapping);
+    attn_status ust =
+        attn__update_args(TYPE_NAME, src->num_reqs, s->max_reqs, src->num_actual_tokens,
+                          block_table, block_table_stride, slot_mapping);
     if (ust != ATTN_OK) return ust;
     s->md = *src;
     s->md.block_table = block_table;

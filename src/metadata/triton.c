@@ -116,8 +116,8 @@ static attn_status attn__triton_build_for_capture(void *state, const attn_common
     attn__triton_state *s = state;
     if (!s || !cm || !md)
         return attn__fail(ATTN_NULL_ARGUMENT, TYPE_NAME " capture: NULL argument");
-    attn_status st = attn__capture_check(s->cg, TYPE_NAME, cm, s->max_reqs, s->max_tokens,
-                                         s->max_blocks);
+    attn_status st =
+        attn__capture_check(s->cg, TYPE_NAME, cm, s->max_reqs, s->max_tokens, s->max_blocks);
     return st == ATTN_OK ? attn__triton_build(state, 0, cm, false, md) : st;
 }
 
@@ -130,9 +130,9 @@ static attn_status attn__triton_update_block_table(void *state, const void *md,
     const attn_triton_metadata *src = md;
     if (!s || !src || !new_md)
         return attn__fail(ATTN_NULL_ARGUMENT, TYPE_NAME " update_block_table: NULL argument");
-    attn_status ust = attn__update_args(TYPE_NAME, src->num_reqs, s->max_reqs,
-                                        src->num_actual_tokens, block_table, block_table_stride,
-                                        slot_mapping);
+    attn_status ust =
+        attn__update_args(TYPE_NAME, src->num_reqs, s->max_reqs, src->num_actual_tokens,
+                          block_table, block_table_stride, slot_mapping);
     if (ust != ATTN_OK) return ust;
     s->md = *src;
     s->md.block_table = block_table;

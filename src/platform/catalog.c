@@ -17,29 +17,23 @@
     (C(FA2) | C(FA3) | C(FA4) | C(FLASHINFER) | C(FLASHINFER_CUBIN) | C(FLASHMLA))
 #define ATTN__CUDA_WHEEL_TEXT                                                                      \
     "installed: a standard CUDA wheel (fa2, fa3, fa4, flashinfer, flashinfer_cubin, flashmla)"
-#define ATTN__X86_BASE (F(SSE42) | F(AVX) | F(AVX2) | F(FMA) | F(F16C))
+#define ATTN__X86_BASE    (F(SSE42) | F(AVX) | F(AVX2) | F(FMA) | F(F16C))
 #define ATTN__AVX512_BASE (F(AVX512F) | F(AVX512BW) | F(AVX512VL) | F(AVX512DQ) | F(AVX512_VNNI))
 
 #define ATTN__CUDA(nm, dev, cap, gib, what)                                                        \
-    {.name = nm,                                                                                   \
-     .kind = ATTN_PLATFORM_CUDA,                                                                   \
-     .device_name = dev,                                                                           \
-     .capability = cap,                                                                            \
-     .memory_gib = gib,                                                                            \
-     .installed_given = true,                                                                      \
-     .installed = ATTN__CUDA_WHEEL,                                                                \
-     .description = dev " (" what ", cc " cap ", " #gib " GiB); " ATTN__CUDA_WHEEL_TEXT}
+    {                                                                                              \
+        .name = nm, .kind = ATTN_PLATFORM_CUDA, .device_name = dev, .capability = cap,             \
+        .memory_gib = gib, .installed_given = true, .installed = ATTN__CUDA_WHEEL,                 \
+        .description = dev " (" what ", cc " cap ", " #gib " GiB); " ATTN__CUDA_WHEEL_TEXT         \
+    }
 
 #define ATTN__ROCM(nm, dev, gfx, gib, what)                                                        \
-    {.name = nm,                                                                                   \
-     .kind = ATTN_PLATFORM_ROCM,                                                                   \
-     .device_name = dev,                                                                           \
-     .capability = gfx,                                                                            \
-     .memory_gib = gib,                                                                            \
-     .installed_given = true,                                                                      \
-     .installed = 0,                                                                               \
-     .description = dev " (" what ", " gfx ", " #gib " GiB); installed: none (aiter absent: "      \
-                         "declare it with --installed aiter)"}
+    {                                                                                              \
+        .name = nm, .kind = ATTN_PLATFORM_ROCM, .device_name = dev, .capability = gfx,             \
+        .memory_gib = gib, .installed_given = true, .installed = 0,                                \
+        .description = dev " (" what ", " gfx ", " #gib " GiB); installed: none (aiter absent: "   \
+                           "declare it with --installed aiter)"                                    \
+    }
 
 static const attn__machine_spec attn__catalog[] = {
     ATTN__CUDA("h100", "NVIDIA H100 80GB HBM3", "9.0", 80, "Hopper"),

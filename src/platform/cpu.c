@@ -134,17 +134,14 @@ attn_status attn__cpu_feature_parse(const char *tok, attn_cpu_feature *out)
 void attn__cpu_feature_list(uint64_t bits, char *buf, size_t size)
 {
     size_t o = 0;
-    if (size == 0)
-        return;
+    if (size == 0) return;
     buf[0] = '\0';
     for (int f = 0; f < ATTN_CPU_FEATURE_COUNT; f++) {
-        if (!(bits & (1ull << f)) || o >= size)
-            continue;
+        if (!(bits & (1ull << f)) || o >= size) continue;
         int n = snprintf(buf + o, size - o, "%s%s", o ? " " : "", attn__cpu_tokens[f]);
         o += n > 0 ? (size_t)n : 0;
     }
-    if (!bits)
-        snprintf(buf, size, "-");
+    if (!bits) snprintf(buf, size, "-");
 }
 
 /* Bits of every feature whose token starts with prefix ("avx512", "amx"). */
@@ -153,8 +150,7 @@ static uint64_t attn__cpu_group(const char *prefix)
     uint64_t bits = 0;
     size_t n = strlen(prefix);
     for (int f = 0; f < ATTN_CPU_FEATURE_COUNT; f++)
-        if (!strncmp(attn__cpu_tokens[f], prefix, n))
-            bits |= 1ull << f;
+        if (!strncmp(attn__cpu_tokens[f], prefix, n)) bits |= 1ull << f;
     return bits;
 }
 
@@ -175,8 +171,7 @@ attn_status attn_cpu_parse_mask(const char *s, uint64_t *masked_bits)
             len--;
         char tok[64];
         if (len >= sizeof tok)
-            return attn__fail(ATTN_INVALID_ARGUMENT, "CPU mask token '%.*s...' is too long", 32,
-                              p);
+            return attn__fail(ATTN_INVALID_ARGUMENT, "CPU mask token '%.*s...' is too long", 32, p);
         memcpy(tok, p, len);
         tok[len] = '\0';
         const char *name = tok[0] == '-' ? tok + 1 : tok;
@@ -205,8 +200,7 @@ attn_status attn_cpu_parse_mask(const char *s, uint64_t *masked_bits)
             }
             hidden |= 1ull << f;
         }
-        if (!end)
-            break;
+        if (!end) break;
         p = end + 1;
     }
     *masked_bits = attn__cpu_hide_closure(hidden);
@@ -221,16 +215,14 @@ static void attn__cpu_tidy(char *s)
     bool space = true;
     for (const char *r = s; *r; r++) {
         if (isspace((unsigned char)*r)) {
-            if (!space)
-                *w++ = ' ';
+            if (!space) *w++ = ' ';
             space = true;
         } else {
             *w++ = *r;
             space = false;
         }
     }
-    if (w > s && w[-1] == ' ')
-        w--;
+    if (w > s && w[-1] == ' ') w--;
     *w = '\0';
 }
 
@@ -257,8 +249,7 @@ static bool attn__amx_permission(void)
 static void attn__cpu_detect_arch(attn_cpu_info *ci)
 {
     unsigned a, b, c, d;
-    if (!__get_cpuid(0, &a, &b, &c, &d))
-        return;
+    if (!__get_cpuid(0, &a, &b, &c, &d)) return;
     unsigned max_leaf = a;
     memcpy(ci->vendor, &b, 4);
     memcpy(ci->vendor + 4, &d, 4);
@@ -266,15 +257,13 @@ static void attn__cpu_detect_arch(attn_cpu_info *ci)
     ci->vendor[12] = '\0';
 
     unsigned c1 = 0, b7 = 0, c7 = 0, d7 = 0, a71 = 0;
-    if (__get_cpuid(1, &a, &b, &c, &d))
-        c1 = c;
+    if (__get_cpuid(1, &a, &b, &c, &d)) c1 = c;
     if (max_leaf >= 7 && __get_cpuid_count(7, 0, &a, &b, &c, &d)) {
         unsigned max_sub = a;
         b7 = b;
         c7 = c;
         d7 = d;
-        if (max_sub >= 1 && __get_cpuid_count(7, 1, &a, &b, &c, &d))
-            a71 = a;
+        if (max_sub >= 1 && __get_cpuid_count(7, 1, &a, &b, &c, &d)) a71 = a;
     }
 
     uint64_t p = 0;
@@ -298,19 +287,16 @@ static void attn__cpu_detect_arch(attn_cpu_info *ci)
 
     /* OS support: XCR0 says which register states the kernel saves. */
     uint64_t xcr0 = (c1 >> 27 & 1) ? attn__xgetbv0() : 0; /* OSXSAVE */
-    bool os_avx = (xcr0 & 0x6) == 0x6;                     /* SSE | AVX */
-    bool os_avx512 = os_avx && (xcr0 & 0xe0) == 0xe0;      /* opmask | ZMM_Hi256 | Hi16_ZMM */
-    bool os_amx = (xcr0 & (3ull << 17)) == (3ull << 17);   /* XTILECFG | XTILEDATA */
+    bool os_avx = (xcr0 & 0x6) == 0x6;                    /* SSE | AVX */
+    bool os_avx512 = os_avx && (xcr0 & 0xe0) == 0xe0;     /* opmask | ZMM_Hi256 | Hi16_ZMM */
+    bool os_amx = (xcr0 & (3ull << 17)) == (3ull << 17);  /* XTILECFG | XTILEDATA */
     uint64_t avx_state = B(AVX) | B(AVX2) | B(FMA) | B(F16C);
     uint64_t avx512_state = attn__cpu_group("avx512");
     uint64_t amx_state = attn__cpu_group("amx");
     uint64_t u = p;
-    if (!os_avx)
-        u &= ~(avx_state | avx512_state | amx_state);
-    if (!os_avx512)
-        u &= ~avx512_state;
-    if ((u & amx_state) && !(os_amx && attn__amx_permission()))
-        u &= ~amx_state;
+    if (!os_avx) u &= ~(avx_state | avx512_state | amx_state);
+    if (!os_avx512) u &= ~avx512_state;
+    if ((u & amx_state) && !(os_amx && attn__amx_permission())) u &= ~amx_state;
     ci->usable = attn__cpu_require_closure(u);
 
     if (__get_cpuid(0x80000000, &a, &b, &c, &d) && a >= 0x80000004) {
@@ -329,22 +315,20 @@ static void attn__cpu_detect_arch(attn_cpu_info *ci)
 #elif defined(ATTN__CPU_ARM64)
 /* Values of the Linux arm64 hwcap bits (asm/hwcap.h), spelled out so any
  * libc's headers do. */
-#define ATTN__HWCAP_ASIMD (1ul << 1)
+#define ATTN__HWCAP_ASIMD   (1ul << 1)
 #define ATTN__HWCAP_ASIMDHP (1ul << 10)
-#define ATTN__HWCAP_SVE (1ul << 22)
-#define ATTN__HWCAP2_BF16 (1ul << 14)
+#define ATTN__HWCAP_SVE     (1ul << 22)
+#define ATTN__HWCAP2_BF16   (1ul << 14)
 
 /* A "model name" (or, failing that, implementer/part) from /proc/cpuinfo. */
 static void attn__cpu_arm_model(attn_cpu_info *ci)
 {
     FILE *f = fopen("/proc/cpuinfo", "r");
-    if (!f)
-        return;
+    if (!f) return;
     char line[256], impl[32] = "", part[32] = "";
     while (fgets(line, sizeof line, f)) {
         char *colon = strchr(line, ':');
-        if (!colon)
-            continue;
+        if (!colon) continue;
         char *v = colon + 1;
         attn__cpu_tidy(v);
         if (!strncmp(line, "model name", 10) && !ci->model[0])
@@ -388,8 +372,7 @@ static int attn__cpu_count(void)
     CPU_ZERO(&set);
     if (sched_getaffinity(0, sizeof set, &set) == 0) {
         int n = CPU_COUNT(&set);
-        if (n > 0)
-            return n;
+        if (n > 0) return n;
     }
 #endif
     long n = sysconf(_SC_NPROCESSORS_ONLN);
@@ -409,10 +392,8 @@ static void attn__cpu_init(void)
         struct utsname u;
         snprintf(ci->arch, sizeof ci->arch, "%.15s", uname(&u) == 0 ? u.machine : "unknown");
     }
-    if (!ci->vendor[0])
-        snprintf(ci->vendor, sizeof ci->vendor, "unknown");
-    if (!ci->model[0])
-        snprintf(ci->model, sizeof ci->model, "%s CPU", ci->arch);
+    if (!ci->vendor[0]) snprintf(ci->vendor, sizeof ci->vendor, "unknown");
+    if (!ci->model[0]) snprintf(ci->model, sizeof ci->model, "%s CPU", ci->arch);
     ci->logical_cores = attn__cpu_count();
     long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
     ci->memory_bytes = pages > 0 && psz > 0 ? (uint64_t)pages * (uint64_t)psz : 0;
@@ -443,8 +424,7 @@ const attn_cpu_info *attn_cpu_info_get(void)
 
 bool attn_cpu_has(attn_cpu_feature f)
 {
-    if ((unsigned)f >= ATTN_CPU_FEATURE_COUNT)
-        return false;
+    if ((unsigned)f >= ATTN_CPU_FEATURE_COUNT) return false;
     return (attn_cpu_info_get()->usable >> f) & 1;
 }
 
@@ -453,8 +433,7 @@ static void attn__cpu_write_bits(attn__jw *w, const char *key, uint64_t bits)
     attn__jw_key(w, key);
     attn__jw_arr_begin(w);
     for (int f = 0; f < ATTN_CPU_FEATURE_COUNT; f++)
-        if (bits & (1ull << f))
-            attn__jw_str(w, attn__cpu_tokens[f]);
+        if (bits & (1ull << f)) attn__jw_str(w, attn__cpu_tokens[f]);
     attn__jw_arr_end(w);
 }
 

@@ -32,8 +32,7 @@ static void attn__cuda_err(char *buf, size_t size, const char *what, attn__CUres
                            attn__cuGetErrorName_fn get_name)
 {
     const char *name = NULL;
-    if (get_name && get_name(r, &name) != 0)
-        name = NULL;
+    if (get_name && get_name(r, &name) != 0) name = NULL;
     if (name)
         snprintf(buf, size, "%s failed: CUresult %d (%s)", what, r, name);
     else
@@ -46,14 +45,12 @@ static void attn__cuda_init(void)
     static const char *const names[] = {"libcuda.so.1", "libcuda.so", NULL};
     void *h = attn__probe_dlopen("ATTN_CUDA_LIBRARY", names, pr->library, sizeof pr->library,
                                  pr->reason, sizeof pr->reason);
-    if (!h)
-        return;
+    if (!h) return;
 
     const char *missing = NULL;
 #define ATTN__CU_SYM(var, type, sym)                                                               \
     type var = (type)dlsym(h, sym);                                                                \
-    if (!var && !missing)                                                                          \
-        missing = sym;
+    if (!var && !missing) missing = sym;
     ATTN__CU_SYM(cu_init, attn__cuInit_fn, "cuInit")
     ATTN__CU_SYM(get_count, attn__cuDeviceGetCount_fn, "cuDeviceGetCount")
     ATTN__CU_SYM(get_dev, attn__cuDeviceGet_fn, "cuDeviceGet")
@@ -99,8 +96,7 @@ static void attn__cuda_init(void)
             snprintf(what, sizeof what, "querying CUDA device %d", i);
             attn__cuda_err(pr->reason, sizeof pr->reason, what, r, err_name);
             memset(d, 0, sizeof *d);
-            if (pr->listed == 0)
-                return; /* device 0 is the one that matters: not usable */
+            if (pr->listed == 0) return; /* device 0 is the one that matters: not usable */
             break;
         }
         d->name[sizeof d->name - 1] = '\0';

@@ -19,7 +19,7 @@
 #include "attn/cpu.h"
 #include "util/strbuf.h"
 
-#define ATTN__PROBE_MAX_DEVICES 16
+#define ATTN__PROBE_MAX_DEVICES      16
 #define ATTN__PROBE_MAX_CL_PLATFORMS 8
 
 typedef struct attn__gpu_device {
@@ -31,27 +31,27 @@ typedef struct attn__gpu_device {
 } attn__gpu_device;
 
 typedef struct attn__gpu_probe {
-    bool present;         /* runtime loaded, initialised and reported >= 1 device */
-    char library[256];    /* the library that loaded ("" when none did) */
-    char reason[512];     /* why not present; "" when present */
-    int device_count;     /* as reported by the runtime */
-    int listed;           /* entries filled in devices[] (<= ATTN__PROBE_MAX_DEVICES) */
+    bool present;      /* runtime loaded, initialised and reported >= 1 device */
+    char library[256]; /* the library that loaded ("" when none did) */
+    char reason[512];  /* why not present; "" when present */
+    int device_count;  /* as reported by the runtime */
+    int listed;        /* entries filled in devices[] (<= ATTN__PROBE_MAX_DEVICES) */
     attn__gpu_device devices[ATTN__PROBE_MAX_DEVICES];
-    void *handle;         /* dlopen handle, kept open for the process; NULL if none */
+    void *handle; /* dlopen handle, kept open for the process; NULL if none */
 } attn__gpu_probe;
 
 typedef struct attn__opencl_device {
-    int platform;         /* index into attn__opencl_probe.platforms */
+    int platform; /* index into attn__opencl_probe.platforms */
     char name[128];
     char vendor[128];
-    char version[128];    /* CL_DEVICE_VERSION */
+    char version[128]; /* CL_DEVICE_VERSION */
     char driver_version[64];
-    const char *type;     /* "cpu" "gpu" "accelerator" "custom" "default" */
+    const char *type; /* "cpu" "gpu" "accelerator" "custom" "default" */
     unsigned compute_units;
     uint64_t global_mem_bytes;
     uint64_t max_alloc_bytes;
-    bool fp16;            /* cl_khr_fp16 in the extensions */
-    bool fp64;            /* cl_khr_fp64 */
+    bool fp16;              /* cl_khr_fp16 in the extensions */
+    bool fp64;              /* cl_khr_fp64 */
     const char *extensions; /* space-separated; never NULL ("" if unknown) */
 } attn__opencl_device;
 
@@ -59,16 +59,16 @@ typedef struct attn__opencl_platform {
     char name[128];
     char vendor[128];
     char version[128];
-    int device_count;     /* devices of this platform listed in the probe */
+    int device_count; /* devices of this platform listed in the probe */
 } attn__opencl_platform;
 
 typedef struct attn__opencl_probe {
-    bool present;         /* ICD loader found and >= 1 device */
+    bool present; /* ICD loader found and >= 1 device */
     char library[256];
     char reason[512];
     int platform_count;
     attn__opencl_platform platforms[ATTN__PROBE_MAX_CL_PLATFORMS];
-    int device_count;     /* entries in devices[] */
+    int device_count; /* entries in devices[] */
     attn__opencl_device devices[ATTN__PROBE_MAX_DEVICES];
     void *handle;
 } attn__opencl_probe;

@@ -21,30 +21,30 @@ typedef uint64_t attn__cl_ulong;
 typedef void *attn__cl_platform_id;
 typedef void *attn__cl_device_id;
 
-#define ATTN__CL_PLATFORM_VERSION 0x0901
-#define ATTN__CL_PLATFORM_NAME 0x0902
-#define ATTN__CL_PLATFORM_VENDOR 0x0903
-#define ATTN__CL_DEVICE_TYPE 0x1000
-#define ATTN__CL_DEVICE_MAX_COMPUTE_UNITS 0x1002
+#define ATTN__CL_PLATFORM_VERSION          0x0901
+#define ATTN__CL_PLATFORM_NAME             0x0902
+#define ATTN__CL_PLATFORM_VENDOR           0x0903
+#define ATTN__CL_DEVICE_TYPE               0x1000
+#define ATTN__CL_DEVICE_MAX_COMPUTE_UNITS  0x1002
 #define ATTN__CL_DEVICE_MAX_MEM_ALLOC_SIZE 0x1010
-#define ATTN__CL_DEVICE_GLOBAL_MEM_SIZE 0x101F
-#define ATTN__CL_DEVICE_NAME 0x102B
-#define ATTN__CL_DEVICE_VENDOR 0x102C
-#define ATTN__CL_DRIVER_VERSION 0x102D
-#define ATTN__CL_DEVICE_VERSION 0x102F
-#define ATTN__CL_DEVICE_EXTENSIONS 0x1030
-#define ATTN__CL_DEVICE_TYPE_ALL 0xFFFFFFFFull
-#define ATTN__CL_PLATFORM_NOT_FOUND_KHR (-1001)
+#define ATTN__CL_DEVICE_GLOBAL_MEM_SIZE    0x101F
+#define ATTN__CL_DEVICE_NAME               0x102B
+#define ATTN__CL_DEVICE_VENDOR             0x102C
+#define ATTN__CL_DRIVER_VERSION            0x102D
+#define ATTN__CL_DEVICE_VERSION            0x102F
+#define ATTN__CL_DEVICE_EXTENSIONS         0x1030
+#define ATTN__CL_DEVICE_TYPE_ALL           0xFFFFFFFFull
+#define ATTN__CL_PLATFORM_NOT_FOUND_KHR    (-1001)
 
 typedef attn__cl_int (*attn__clGetPlatformIDs_fn)(attn__cl_uint n, attn__cl_platform_id *ids,
-                                                   attn__cl_uint *count);
+                                                  attn__cl_uint *count);
 typedef attn__cl_int (*attn__clGetPlatformInfo_fn)(attn__cl_platform_id id, attn__cl_uint param,
-                                                    size_t size, void *value, size_t *ret);
+                                                   size_t size, void *value, size_t *ret);
 typedef attn__cl_int (*attn__clGetDeviceIDs_fn)(attn__cl_platform_id id, attn__cl_ulong type,
-                                                 attn__cl_uint n, attn__cl_device_id *ids,
-                                                 attn__cl_uint *count);
+                                                attn__cl_uint n, attn__cl_device_id *ids,
+                                                attn__cl_uint *count);
 typedef attn__cl_int (*attn__clGetDeviceInfo_fn)(attn__cl_device_id id, attn__cl_uint param,
-                                                  size_t size, void *value, size_t *ret);
+                                                 size_t size, void *value, size_t *ret);
 
 static attn__opencl_probe attn__ocl;
 static pthread_once_t attn__ocl_once = PTHREAD_ONCE_INIT;
@@ -53,8 +53,7 @@ static void attn__ocl_platform_str(attn__clGetPlatformInfo_fn fn, attn__cl_platf
                                    attn__cl_uint param, char *buf, size_t size)
 {
     buf[0] = '\0';
-    if (fn(id, param, size - 1, buf, NULL) != 0)
-        buf[0] = '\0';
+    if (fn(id, param, size - 1, buf, NULL) != 0) buf[0] = '\0';
     buf[size - 1] = '\0';
 }
 
@@ -62,8 +61,7 @@ static void attn__ocl_device_str(attn__clGetDeviceInfo_fn fn, attn__cl_device_id
                                  attn__cl_uint param, char *buf, size_t size)
 {
     buf[0] = '\0';
-    if (fn(id, param, size - 1, buf, NULL) != 0)
-        buf[0] = '\0';
+    if (fn(id, param, size - 1, buf, NULL) != 0) buf[0] = '\0';
     buf[size - 1] = '\0';
 }
 
@@ -72,11 +70,9 @@ static void attn__ocl_device_str(attn__clGetDeviceInfo_fn fn, attn__cl_device_id
 static const char *attn__ocl_extensions(attn__clGetDeviceInfo_fn fn, attn__cl_device_id id)
 {
     size_t n = 0;
-    if (fn(id, ATTN__CL_DEVICE_EXTENSIONS, 0, NULL, &n) != 0 || n == 0)
-        return "";
+    if (fn(id, ATTN__CL_DEVICE_EXTENSIONS, 0, NULL, &n) != 0 || n == 0) return "";
     char *s = calloc(1, n + 1);
-    if (!s)
-        return "";
+    if (!s) return "";
     if (fn(id, ATTN__CL_DEVICE_EXTENSIONS, n, s, NULL) != 0) {
         free(s);
         return "";
@@ -88,21 +84,16 @@ static bool attn__ocl_has_ext(const char *exts, const char *name)
 {
     size_t n = strlen(name);
     for (const char *p = exts; (p = strstr(p, name)) != NULL; p += n)
-        if ((p == exts || p[-1] == ' ') && (p[n] == ' ' || p[n] == '\0'))
-            return true;
+        if ((p == exts || p[-1] == ' ') && (p[n] == ' ' || p[n] == '\0')) return true;
     return false;
 }
 
 static const char *attn__ocl_type_name(attn__cl_ulong t)
 {
-    if (t & 4)
-        return "gpu";
-    if (t & 2)
-        return "cpu";
-    if (t & 8)
-        return "accelerator";
-    if (t & 16)
-        return "custom";
+    if (t & 4) return "gpu";
+    if (t & 2) return "cpu";
+    if (t & 8) return "accelerator";
+    if (t & 16) return "custom";
     return "default";
 }
 
@@ -112,8 +103,7 @@ static void attn__ocl_init(void)
     static const char *const names[] = {"libOpenCL.so.1", "libOpenCL.so", NULL};
     void *h = attn__probe_dlopen("ATTN_OPENCL_LIBRARY", names, pr->library, sizeof pr->library,
                                  pr->reason, sizeof pr->reason);
-    if (!h)
-        return;
+    if (!h) return;
     attn__clGetPlatformIDs_fn get_platforms =
         (attn__clGetPlatformIDs_fn)dlsym(h, "clGetPlatformIDs");
     attn__clGetPlatformInfo_fn platform_info =
@@ -140,8 +130,7 @@ static void attn__ocl_init(void)
         snprintf(pr->reason, sizeof pr->reason, "clGetPlatformIDs failed: error %d", (int)r);
         return;
     }
-    if (np > ATTN__PROBE_MAX_CL_PLATFORMS)
-        np = ATTN__PROBE_MAX_CL_PLATFORMS;
+    if (np > ATTN__PROBE_MAX_CL_PLATFORMS) np = ATTN__PROBE_MAX_CL_PLATFORMS;
     for (attn__cl_uint i = 0; i < np; i++) {
         attn__opencl_platform *pl = &pr->platforms[pr->platform_count++];
         attn__ocl_platform_str(platform_info, ids[i], ATTN__CL_PLATFORM_NAME, pl->name,
@@ -154,8 +143,7 @@ static void attn__ocl_init(void)
         attn__cl_uint nd = 0;
         if (get_devices(ids[i], ATTN__CL_DEVICE_TYPE_ALL, ATTN__PROBE_MAX_DEVICES, devs, &nd) != 0)
             nd = 0;
-        if (nd > ATTN__PROBE_MAX_DEVICES)
-            nd = ATTN__PROBE_MAX_DEVICES;
+        if (nd > ATTN__PROBE_MAX_DEVICES) nd = ATTN__PROBE_MAX_DEVICES;
         for (attn__cl_uint k = 0; k < nd && pr->device_count < ATTN__PROBE_MAX_DEVICES; k++) {
             attn__opencl_device *d = &pr->devices[pr->device_count++];
             pl->device_count++;
@@ -170,8 +158,7 @@ static void attn__ocl_init(void)
                                  sizeof d->driver_version);
             attn__cl_ulong type = 0, mem = 0, alloc = 0;
             attn__cl_uint cu = 0;
-            if (device_info(devs[k], ATTN__CL_DEVICE_TYPE, sizeof type, &type, NULL) != 0)
-                type = 0;
+            if (device_info(devs[k], ATTN__CL_DEVICE_TYPE, sizeof type, &type, NULL) != 0) type = 0;
             if (device_info(devs[k], ATTN__CL_DEVICE_MAX_COMPUTE_UNITS, sizeof cu, &cu, NULL))
                 cu = 0;
             if (device_info(devs[k], ATTN__CL_DEVICE_GLOBAL_MEM_SIZE, sizeof mem, &mem, NULL))

@@ -54,12 +54,18 @@ static atomic_uint_fast64_t attn__platform_next_id = 1;
 const char *attn_platform_kind_name(attn_platform_kind k)
 {
     switch (k) {
-    case ATTN_PLATFORM_CPU: return "cpu";
-    case ATTN_PLATFORM_CUDA: return "cuda";
-    case ATTN_PLATFORM_ROCM: return "rocm";
-    case ATTN_PLATFORM_XPU: return "xpu";
-    case ATTN_PLATFORM_OPENCL: return "opencl";
-    default: return "unspecified";
+    case ATTN_PLATFORM_CPU:
+        return "cpu";
+    case ATTN_PLATFORM_CUDA:
+        return "cuda";
+    case ATTN_PLATFORM_ROCM:
+        return "rocm";
+    case ATTN_PLATFORM_XPU:
+        return "xpu";
+    case ATTN_PLATFORM_OPENCL:
+        return "opencl";
+    default:
+        return "unspecified";
     }
 }
 
@@ -148,8 +154,7 @@ attn_status attn__parse_installed(const char *csv, const char *what, uint32_t *o
             }
             bits |= 1u << c;
         }
-        if (!end)
-            break;
+        if (!end) break;
         p = end + 1;
     }
     *out = bits;
@@ -159,8 +164,7 @@ attn_status attn__parse_installed(const char *csv, const char *what, uint32_t *o
 attn_platform *attn__platform_alloc(attn_platform_kind kind)
 {
     attn_platform *p = calloc(1, sizeof *p);
-    if (!p)
-        return NULL;
+    if (!p) return NULL;
     p->kind = kind;
     p->device_count = 1;
     for (int s = 0; s < ATTN_SETTING_COUNT; s++)
@@ -197,12 +201,9 @@ bool attn_platform_is_simulated(const attn_platform *p)
 
 bool attn_platform_capability(const attn_platform *p, int *major, int *minor)
 {
-    if (!p || !p->has_cc)
-        return false;
-    if (major)
-        *major = p->cc_major;
-    if (minor)
-        *minor = p->cc_minor;
+    if (!p || !p->has_cc) return false;
+    if (major) *major = p->cc_major;
+    if (minor) *minor = p->cc_minor;
     return true;
 }
 
@@ -228,8 +229,7 @@ bool attn_platform_has_component(const attn_platform *p, attn_component c)
 
 bool attn_platform_setting(const attn_platform *p, attn_setting s)
 {
-    if ((unsigned)s >= ATTN_SETTING_COUNT)
-        return false;
+    if ((unsigned)s >= ATTN_SETTING_COUNT) return false;
     return p ? p->settings[s] : attn__setting_defaults[s];
 }
 
@@ -239,8 +239,7 @@ attn_status attn_platform_set_installed(attn_platform *p, const char *csv)
     ATTN__CHECK_NULL(csv);
     uint32_t bits;
     attn_status st = attn__parse_installed(csv, "installed", &bits);
-    if (st != ATTN_OK)
-        return st;
+    if (st != ATTN_OK) return st;
     p->installed = bits;
     return ATTN_OK;
 }
@@ -263,8 +262,10 @@ attn_status attn_platform_set_setting(attn_platform *p, const char *key_eq_value
     ATTN__CHECK_NULL(key_eq_value);
     const char *eq = strchr(key_eq_value, '=');
     if (!eq)
-        return attn__fail(ATTN_INVALID_ARGUMENT, "setting '%s': expected key=value (e.g. "
-                          "rocm_use_aiter=true)", key_eq_value);
+        return attn__fail(ATTN_INVALID_ARGUMENT,
+                          "setting '%s': expected key=value (e.g. "
+                          "rocm_use_aiter=true)",
+                          key_eq_value);
     char key[64];
     size_t klen = (size_t)(eq - key_eq_value);
     if (klen == 0 || klen >= sizeof key)
@@ -274,8 +275,7 @@ attn_status attn_platform_set_setting(attn_platform *p, const char *key_eq_value
     key[klen] = '\0';
     attn_setting s;
     attn_status st = attn_setting_parse(key, &s);
-    if (st != ATTN_OK)
-        return st;
+    if (st != ATTN_OK) return st;
     bool v;
     if (!attn__parse_bool(eq + 1, &v))
         return attn__fail(ATTN_INVALID_ARGUMENT,
@@ -287,8 +287,7 @@ attn_status attn_platform_set_setting(attn_platform *p, const char *key_eq_value
 int attn_platform_priorities(const attn_platform *p, const attn_selector_config *cfg,
                              const char **names, int max)
 {
-    if (!p || !cfg || !p->ops || !p->ops->priorities)
-        return 0;
+    if (!p || !cfg || !p->ops || !p->ops->priorities) return 0;
     return p->ops->priorities(p, cfg, names, max);
 }
 
@@ -322,8 +321,7 @@ void attn__platform_write_json(attn__jw *w, const attn_platform *p)
     attn__jw_key(w, "installed");
     attn__jw_arr_begin(w);
     for (int c = 0; c < ATTN_COMPONENT_COUNT; c++)
-        if ((p->installed >> c) & 1u)
-            attn__jw_str(w, attn__component_tokens[c]);
+        if ((p->installed >> c) & 1u) attn__jw_str(w, attn__component_tokens[c]);
     attn__jw_arr_end(w);
     attn__jw_key(w, "settings");
     attn__jw_obj_begin(w);
@@ -349,8 +347,7 @@ attn_status attn_platform_to_json(const attn_platform *p, char **out)
     attn__jw_init(&w, &sb, false);
     attn__platform_write_json(&w, p);
     char *s = attn__sb_take(&sb);
-    if (!s)
-        return attn__fail(ATTN_OUT_OF_MEMORY, "describing platform '%s'", p->name);
+    if (!s) return attn__fail(ATTN_OUT_OF_MEMORY, "describing platform '%s'", p->name);
     *out = s;
     return ATTN_OK;
 }
@@ -367,8 +364,7 @@ static void attn__settings_from_env(attn_platform *p)
         var[o] = '\0';
         const char *v = getenv(var);
         bool b;
-        if (!v || !*v)
-            continue;
+        if (!v || !*v) continue;
         if (attn__parse_bool(v, &b))
             p->settings[s] = b;
         else
@@ -403,8 +399,7 @@ attn_status attn_platform_detect(attn_platform **out)
             return attn__fail(ATTN_PLATFORM_UNAVAILABLE,
                               "ROCm device 0 (%s): its gfx arch could not be determined", d->name);
         attn_status st = attn__rocm_capability(d->gfx_arch, &maj, &min);
-        if (st != ATTN_OK)
-            return st;
+        if (st != ATTN_OK) return st;
         if (!(p = attn__platform_alloc(ATTN_PLATFORM_ROCM)))
             return attn__fail(ATTN_OUT_OF_MEMORY, "detecting the platform");
         snprintf(p->device_name, sizeof p->device_name, "%s", d->name);
@@ -440,8 +435,7 @@ attn_status attn__platform_open_opencl(attn_platform **out)
         return attn__fail(ATTN_PLATFORM_UNAVAILABLE, "no OpenCL device: %s", cl->reason);
     const attn__opencl_device *d = &cl->devices[0];
     attn_platform *p = attn__platform_alloc(ATTN_PLATFORM_OPENCL);
-    if (!p)
-        return attn__fail(ATTN_OUT_OF_MEMORY, "opening the OpenCL platform");
+    if (!p) return attn__fail(ATTN_OUT_OF_MEMORY, "opening the OpenCL platform");
     snprintf(p->name, sizeof p->name, "opencl");
     snprintf(p->device_name, sizeof p->device_name, "%s", d->name);
     snprintf(p->description, sizeof p->description,
@@ -466,18 +460,13 @@ attn_status attn_platform_open(const char *spec, attn_platform **out)
     ATTN__CHECK_NULL(spec);
     ATTN__CHECK_NULL(out);
     *out = NULL;
-    if (!*spec)
-        return attn__fail(ATTN_INVALID_ARGUMENT, "empty machine spec");
+    if (!*spec) return attn__fail(ATTN_INVALID_ARGUMENT, "empty machine spec");
     attn_status st = attn__catalog_open(spec, out);
-    if (st != ATTN_NOT_FOUND)
-        return st;
-    if (!strcasecmp(spec, "local"))
-        return attn_platform_detect(out);
-    if (!strcasecmp(spec, "opencl"))
-        return attn__platform_open_opencl(out);
+    if (st != ATTN_NOT_FOUND) return st;
+    if (!strcasecmp(spec, "local")) return attn_platform_detect(out);
+    if (!strcasecmp(spec, "opencl")) return attn__platform_open_opencl(out);
     st = attn__sim_open_bare(spec, out);
-    if (st != ATTN_NOT_FOUND)
-        return st;
+    if (st != ATTN_NOT_FOUND) return st;
     size_t n = strlen(spec);
     if ((n > 5 && !strcasecmp(spec + n - 5, ".json")) || attn__is_file(spec))
         return attn__sim_open_file(spec, out);
@@ -493,8 +482,7 @@ attn_status attn_platform_open(const char *spec, attn_platform **out)
         for (int i = 0; dirs[i]; i++) {
             char path[1024];
             snprintf(path, sizeof path, "%s/machines/%s.json", dirs[i], spec);
-            if (attn__is_file(path))
-                return attn__sim_open_file(path, out);
+            if (attn__is_file(path)) return attn__sim_open_file(path, out);
         }
     }
     char names[512] = "";
@@ -522,13 +510,13 @@ static void attn__current_init(void)
     if (env && *env) {
         st = attn_platform_open(env, &p);
         if (st != ATTN_OK)
-            snprintf(attn__current_error, sizeof attn__current_error, "ATTN_PLATFORM='%s': %s",
-                     env, attn_last_error());
+            snprintf(attn__current_error, sizeof attn__current_error, "ATTN_PLATFORM='%s': %s", env,
+                     attn_last_error());
     } else {
         st = attn_platform_detect(&p);
         if (st != ATTN_OK)
-            snprintf(attn__current_error, sizeof attn__current_error,
-                     "detecting this machine: %s", attn_last_error());
+            snprintf(attn__current_error, sizeof attn__current_error, "detecting this machine: %s",
+                     attn_last_error());
     }
     attn__current_status = st;
     attn__current = st == ATTN_OK ? p : NULL;

@@ -14,8 +14,8 @@ typedef struct attn__platform_ops {
     attn_platform_kind kind;
     const char *device_family; /* the "for cuda with ..." word of messages */
     /* Ordered candidate names for this configuration. */
-    int (*priorities)(const attn_platform *p, const attn_selector_config *cfg,
-                      const char **names, int max);
+    int (*priorities)(const attn_platform *p, const attn_selector_config *cfg, const char **names,
+                      int max);
     /* Fill sel (already initialised with platform, request and config). */
     attn_status (*select)(const attn_platform *p, const char *requested,
                           const attn_selector_config *cfg, attn_selection *sel);
@@ -26,7 +26,7 @@ const attn__platform_ops *attn__platform_ops_for(attn_platform_kind kind);
 
 struct attn_platform {
     attn_platform_kind kind;
-    char name[64];         /* catalog name or "local" */
+    char name[64]; /* catalog name or "local" */
     char device_name[128];
     char description[256];
     bool simulated;
@@ -35,11 +35,11 @@ struct attn_platform {
     char gfx_arch[32];
     uint64_t memory_bytes;
     int device_count;
-    uint32_t installed;                  /* bit per attn_component */
+    uint32_t installed; /* bit per attn_component */
     bool settings[ATTN_SETTING_COUNT];
-    attn_cpu_info cpu;                   /* CPU platforms (real or simulated) */
+    attn_cpu_info cpu; /* CPU platforms (real or simulated) */
     const attn__platform_ops *ops;
-    uint64_t id;                         /* unique per platform object (cache key) */
+    uint64_t id; /* unique per platform object (cache key) */
 };
 
 #endif

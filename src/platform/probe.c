@@ -28,8 +28,7 @@ void *attn__probe_dlopen(const char *env_override, const char *const *names, cha
             return h;
         }
         const char *e = dlerror();
-        if (!reason[0])
-            snprintf(reason, reason_size, "%s", e ? e : "cannot be loaded");
+        if (!reason[0]) snprintf(reason, reason_size, "%s", e ? e : "cannot be loaded");
     }
     return NULL;
 }

@@ -25,8 +25,10 @@ static bool attn__rocm_cap_parse(const char *gfx, int *major, int *minor, char *
 {
     size_t len = strcspn(gfx, ":");
     if (len < 3 || strncmp(gfx, "gfx", 3) != 0) {
-        snprintf(err, errsz, "invalid ROCm gfx arch '%s': expected 'gfx' followed by digits "
-                             "(gfx942)", gfx);
+        snprintf(err, errsz,
+                 "invalid ROCm gfx arch '%s': expected 'gfx' followed by digits "
+                 "(gfx942)",
+                 gfx);
         return false;
     }
     size_t nd = 0;
@@ -40,16 +42,15 @@ static bool attn__rocm_cap_parse(const char *gfx, int *major, int *minor, char *
         }
     }
     if (nd < 2 || nd >= 5) {
-        snprintf(err, errsz, "invalid ROCm gfx arch '%s': expected 2 to 4 digits after 'gfx'",
-                 gfx);
+        snprintf(err, errsz, "invalid ROCm gfx arch '%s': expected 2 to 4 digits after 'gfx'", gfx);
         return false;
     }
     const char *d = gfx + 3;
     int maj = nd == 4 ? (d[0] - '0') * 10 + (d[1] - '0') : d[0] - '0';
     int min = nd == 4 ? d[2] - '0' : d[1] - '0';
     if (maj < 9 || maj > 12) {
-        snprintf(err, errsz, "invalid ROCm gfx arch '%s': major version %d is outside 9..12",
-                 gfx, maj);
+        snprintf(err, errsz, "invalid ROCm gfx arch '%s': major version %d is outside 9..12", gfx,
+                 maj);
         return false;
     }
     *major = maj;
@@ -92,11 +93,9 @@ static bool attn__rocm_scan_props(const char *buf, size_t size, char *out, size_
         size_t n = 0;
         while (o + n < size && n < 256 && buf[o + n] && isprint((unsigned char)buf[o + n]))
             n++;
-        if (o + n >= size || buf[o + n] != '\0')
-            continue;
+        if (o + n >= size || buf[o + n] != '\0') continue;
         size_t keep = strcspn(buf + o, ":");
-        if (keep >= outsz)
-            continue;
+        if (keep >= outsz) continue;
         memcpy(out, buf + o, keep);
         out[keep] = '\0';
         return true;
@@ -115,13 +114,11 @@ static bool attn__rocm_sysfs_gfx(int index, char *out, size_t outsz)
 {
     const char *root = "/sys/class/kfd/kfd/topology/nodes";
     DIR *dir = opendir(root);
-    if (!dir)
-        return false;
+    if (!dir) return false;
     int nodes[256], n = 0;
     struct dirent *e;
     while ((e = readdir(dir)) && n < 256)
-        if (isdigit((unsigned char)e->d_name[0]))
-            nodes[n++] = atoi(e->d_name);
+        if (isdigit((unsigned char)e->d_name[0])) nodes[n++] = atoi(e->d_name);
     closedir(dir);
     qsort(nodes, (size_t)n, sizeof nodes[0], attn__rocm_cmp_int);
     int gpu = 0;
@@ -129,15 +126,12 @@ static bool attn__rocm_sysfs_gfx(int index, char *out, size_t outsz)
         char path[128], line[256];
         snprintf(path, sizeof path, "%s/%d/properties", root, nodes[i]);
         FILE *f = fopen(path, "r");
-        if (!f)
-            continue;
+        if (!f) continue;
         long v = 0;
         while (fgets(line, sizeof line, f))
-            if (sscanf(line, "gfx_target_version %ld", &v) == 1)
-                break;
+            if (sscanf(line, "gfx_target_version %ld", &v) == 1) break;
         fclose(f);
-        if (v <= 0)
-            continue; /* a CPU node */
+        if (v <= 0) continue; /* a CPU node */
         if (gpu++ == index) {
             /* major*10000 + minor*100 + stepping; stepping is one hex digit */
             snprintf(out, outsz, "gfx%ld%ld%lx", v / 10000, (v / 100) % 100, v % 100);
@@ -164,8 +158,7 @@ static void attn__rocm_init(void)
                                         NULL};
     void *h = attn__probe_dlopen("ATTN_HIP_LIBRARY", names, pr->library, sizeof pr->library,
                                  pr->reason, sizeof pr->reason);
-    if (!h)
-        return;
+    if (!h) return;
     attn__hipGetDeviceCount_fn get_count =
         (attn__hipGetDeviceCount_fn)dlsym(h, "hipGetDeviceCount");
     if (!get_count) {
@@ -182,8 +175,7 @@ static void attn__rocm_init(void)
     /* ROCm 6 renamed the symbol for its new struct; both carry gcnArchName. */
     attn__hipGetDeviceProperties_fn get_props =
         (attn__hipGetDeviceProperties_fn)dlsym(h, "hipGetDevicePropertiesR0600");
-    if (!get_props)
-        get_props = (attn__hipGetDeviceProperties_fn)dlsym(h, "hipGetDeviceProperties");
+    if (!get_props) get_props = (attn__hipGetDeviceProperties_fn)dlsym(h, "hipGetDeviceProperties");
     attn__hipGetErrorName_fn err_name = (attn__hipGetErrorName_fn)dlsym(h, "hipGetErrorName");
 
     pr->handle = h;
@@ -207,8 +199,7 @@ static void attn__rocm_init(void)
     for (int i = 0; i < count && pr->listed < ATTN__PROBE_MAX_DEVICES; i++) {
         attn__gpu_device *d = &pr->devices[pr->listed];
         int dev = i;
-        if (get_dev && get_dev(&dev, i) != 0)
-            dev = i;
+        if (get_dev && get_dev(&dev, i) != 0) dev = i;
         bool have_props = false;
         if (props && get_props) {
             memset(props, 0, ATTN__HIP_PROPS_BYTES);
@@ -222,11 +213,9 @@ static void attn__rocm_init(void)
                 d->name[0] = '\0';
         }
         d->name[sizeof d->name - 1] = '\0';
-        if (!d->name[0])
-            snprintf(d->name, sizeof d->name, "AMD GPU %d", i);
+        if (!d->name[0]) snprintf(d->name, sizeof d->name, "AMD GPU %d", i);
         size_t mem = 0;
-        if (total_mem && total_mem(&mem, dev) == 0)
-            d->memory_bytes = mem;
+        if (total_mem && total_mem(&mem, dev) == 0) d->memory_bytes = mem;
         if (!(have_props &&
               attn__rocm_scan_props(props, ATTN__HIP_PROPS_BYTES, d->gfx_arch, sizeof d->gfx_arch)))
             attn__rocm_sysfs_gfx(i, d->gfx_arch, sizeof d->gfx_arch);

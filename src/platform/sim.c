@@ -39,8 +39,7 @@
 uint32_t attn__default_installed(attn_platform_kind kind)
 {
     if (kind == ATTN_PLATFORM_CUDA)
-        return (1u << ATTN_COMPONENT_FA2) | (1u << ATTN_COMPONENT_FA3) |
-               (1u << ATTN_COMPONENT_FA4);
+        return (1u << ATTN_COMPONENT_FA2) | (1u << ATTN_COMPONENT_FA3) | (1u << ATTN_COMPONENT_FA4);
     return 0;
 }
 
@@ -51,12 +50,10 @@ static bool attn__parse_cuda_cc(const char *s, int *major, int *minor)
     const char *p = s;
     while (isdigit((unsigned char)*p) && na < 3)
         a = a * 10 + (*p++ - '0'), na++;
-    if (*p++ != '.')
-        return false;
+    if (*p++ != '.') return false;
     while (isdigit((unsigned char)*p) && nb < 3)
         b = b * 10 + (*p++ - '0'), nb++;
-    if (*p || na < 1 || na > 2 || nb < 1 || nb > 2 || a < 1)
-        return false;
+    if (*p || na < 1 || na > 2 || nb < 1 || nb > 2 || a < 1) return false;
     *major = a;
     *minor = b;
     return true;
@@ -78,8 +75,7 @@ static attn_status attn__spec_fail(attn_status st, const char *origin, const cha
     return attn__fail(st, "%s: field '%s': %s", origin, field, what);
 }
 
-static attn_status attn__check_len(const char *origin, const char *field, const char *v,
-                                   size_t cap)
+static attn_status attn__check_len(const char *origin, const char *field, const char *v, size_t cap)
 {
     if (v && strlen(v) >= cap)
         return ATTN__BAD(ATTN_INVALID_ARGUMENT, field, "longer than %zu characters", cap - 1);
@@ -87,13 +83,11 @@ static attn_status attn__check_len(const char *origin, const char *field, const 
 }
 
 /* Builds with messages prefixed by origin ("machine spec 'x.json'"). */
-static attn_status attn__build(const attn__machine_spec *s, const char *origin,
-                               attn_platform **out)
+static attn_status attn__build(const attn__machine_spec *s, const char *origin, attn_platform **out)
 {
     attn_status st;
     *out = NULL;
-    if (!s->name || !*s->name)
-        return ATTN__BAD(ATTN_INVALID_ARGUMENT, "name", "must not be empty");
+    if (!s->name || !*s->name) return ATTN__BAD(ATTN_INVALID_ARGUMENT, "name", "must not be empty");
     if ((st = attn__check_len(origin, "name", s->name, sizeof((attn_platform *)0)->name)) ||
         (st = attn__check_len(origin, "description", s->description,
                               sizeof((attn_platform *)0)->description)) ||
@@ -115,7 +109,8 @@ static attn_status attn__build(const attn__machine_spec *s, const char *origin,
     const char *kn = attn_platform_kind_name(s->kind);
     if (s->kind == ATTN_PLATFORM_CUDA) {
         if (!s->capability)
-            return ATTN__BAD(ATTN_PARSE_ERROR, "capability", "required for platform cuda "
+            return ATTN__BAD(ATTN_PARSE_ERROR, "capability",
+                             "required for platform cuda "
                              "(\"major.minor\", e.g. \"9.0\")");
         if (!attn__parse_cuda_cc(s->capability, &maj, &min))
             return ATTN__BAD(ATTN_INVALID_ARGUMENT, "capability",
@@ -140,16 +135,14 @@ static attn_status attn__build(const attn__machine_spec *s, const char *origin,
     bool has_cpu_fields = s->cpu_vendor || s->cpu_model || s->cpu_arch || s->cpu_cores ||
                           s->cpu_features || s->cpu_copy_host;
     if (has_cpu_fields && s->kind != ATTN_PLATFORM_CPU)
-        return ATTN__BAD(ATTN_INVALID_ARGUMENT, "cpu", "only allowed for platform cpu, not %s",
-                         kn);
+        return ATTN__BAD(ATTN_INVALID_ARGUMENT, "cpu", "only allowed for platform cpu, not %s", kn);
     if (s->cpu_cores < 0 || s->cpu_cores > 65536)
         return ATTN__BAD(ATTN_INVALID_ARGUMENT, "cpu.cores", "%d is outside 1..65536",
                          s->cpu_cores);
     uint64_t feats = s->cpu_features;
     bool x86 = false, arm = false;
     for (int f = 0; f < ATTN_CPU_FEATURE_COUNT; f++) {
-        if (!(feats & (1ull << f)))
-            continue;
+        if (!(feats & (1ull << f))) continue;
         if (attn__cpu_feature_is_x86((attn_cpu_feature)f))
             x86 = true;
         else
@@ -166,8 +159,7 @@ static attn_status attn__build(const attn__machine_spec *s, const char *origin,
         return ATTN__BAD(ATTN_INVALID_ARGUMENT, "cpu.features", "mixes x86 and arm features");
 
     attn_platform *p = attn__platform_alloc(s->kind);
-    if (!p)
-        return attn__fail(ATTN_OUT_OF_MEMORY, "%s: building the machine", origin);
+    if (!p) return attn__fail(ATTN_OUT_OF_MEMORY, "%s: building the machine", origin);
     p->simulated = true;
     snprintf(p->name, sizeof p->name, "%s", s->name);
     if (s->kind == ATTN_PLATFORM_CUDA || s->kind == ATTN_PLATFORM_ROCM) {
@@ -181,8 +173,7 @@ static attn_status attn__build(const attn__machine_spec *s, const char *origin,
     p->device_count = s->device_count ? s->device_count : 1;
     p->installed = s->installed_given ? s->installed : attn__default_installed(s->kind);
     for (int k = 0; k < ATTN_SETTING_COUNT; k++)
-        if (s->setting_given[k])
-            p->settings[k] = s->setting[k];
+        if (s->setting_given[k]) p->settings[k] = s->setting[k];
 
     const attn_cpu_info *host = attn_cpu_info_get();
     if (s->kind == ATTN_PLATFORM_CPU) {
@@ -190,20 +181,23 @@ static attn_status attn__build(const attn__machine_spec *s, const char *origin,
         if (s->cpu_copy_host || !has_cpu_fields) {
             *ci = *host;
         } else {
-            const char *model = s->cpu_model ? s->cpu_model
+            const char *model = s->cpu_model     ? s->cpu_model
                                 : s->device_name ? s->device_name
                                                  : "Simulated CPU";
             snprintf(ci->vendor, sizeof ci->vendor, "%s",
                      s->cpu_vendor ? s->cpu_vendor : "unknown");
             snprintf(ci->model, sizeof ci->model, "%s", model);
             snprintf(ci->arch, sizeof ci->arch, "%s",
-                     s->cpu_arch ? s->cpu_arch : arm ? "aarch64" : x86 ? "x86_64" : host->arch);
+                     s->cpu_arch ? s->cpu_arch
+                     : arm       ? "aarch64"
+                     : x86       ? "x86_64"
+                                 : host->arch);
             ci->logical_cores = s->cpu_cores ? s->cpu_cores : 1;
             ci->present = ci->usable = feats;
             ci->masked = 0;
         }
-        ci->memory_bytes = s->memory_gib > 0 ? (uint64_t)(s->memory_gib * ATTN__GIB + 0.5)
-                                             : host->memory_bytes;
+        ci->memory_bytes =
+            s->memory_gib > 0 ? (uint64_t)(s->memory_gib * ATTN__GIB + 0.5) : host->memory_bytes;
         p->memory_bytes = ci->memory_bytes;
         snprintf(p->device_name, sizeof p->device_name, "%s",
                  s->device_name ? s->device_name : ci->model);
@@ -241,8 +235,7 @@ attn_status attn__sim_open_bare(const char *spec, attn_platform **out)
     char name[64];
     char origin[128];
     size_t n = strlen(spec);
-    if (n >= sizeof name)
-        return ATTN_NOT_FOUND;
+    if (n >= sizeof name) return ATTN_NOT_FOUND;
     for (size_t i = 0; i <= n; i++)
         name[i] = (char)tolower((unsigned char)spec[i]);
     snprintf(origin, sizeof origin, "machine spec '%s'", spec);
@@ -282,8 +275,7 @@ static attn_status attn__j_str(const attn__json *obj, const char *key, const cha
                                const char *origin, bool nullable, const char **out)
 {
     const attn__json *v = attn__json_get(obj, key);
-    if (!v || (nullable && attn__json_type_of(v) == ATTN_JSON_NULL))
-        return ATTN_OK;
+    if (!v || (nullable && attn__json_type_of(v) == ATTN_JSON_NULL)) return ATTN_OK;
     if (attn__json_type_of(v) != ATTN_JSON_STRING)
         return ATTN__BAD(ATTN_PARSE_ERROR, field, "expected a string, got %s", attn__jtype(v));
     *out = attn__json_string(v);
@@ -295,8 +287,7 @@ static attn_status attn__j_int(const attn__json *obj, const char *key, const cha
 {
     const attn__json *v = attn__json_get(obj, key);
     long long i;
-    if (!v)
-        return ATTN_OK;
+    if (!v) return ATTN_OK;
     if (attn__json_type_of(v) != ATTN_JSON_NUMBER || !attn__json_is_int(v, &i))
         return ATTN__BAD(ATTN_PARSE_ERROR, field, "expected an integer, got %s",
                          attn__json_type_of(v) == ATTN_JSON_NUMBER ? "a fraction" : attn__jtype(v));
@@ -306,8 +297,8 @@ static attn_status attn__j_int(const attn__json *obj, const char *key, const cha
     return ATTN_OK;
 }
 
-static attn_status attn__j_keys(const attn__json *obj, const char *const *known,
-                                const char *prefix, const char *origin)
+static attn_status attn__j_keys(const attn__json *obj, const char *const *known, const char *prefix,
+                                const char *origin)
 {
     for (size_t i = 0; i < attn__json_len(obj); i++) {
         const char *k = attn__json_key_at(obj, i);
@@ -372,10 +363,9 @@ static attn_status attn__j_cpu(const attn__json *cpu, attn__machine_spec *s, con
 static attn_status attn__sim_from_tree(const attn__json *root, const char *origin,
                                        const char *default_name, attn_platform **out)
 {
-    static const char *const known[] = {"name",         "description", "platform",
-                                        "device_name",  "capability",  "memory_gib",
-                                        "device_count", "installed",   "settings",
-                                        "cpu",          NULL};
+    static const char *const known[] = {
+        "name",         "description", "platform", "device_name", "capability", "memory_gib",
+        "device_count", "installed",   "settings", "cpu",         NULL};
     attn__machine_spec s = {0};
     attn_status st;
     if (attn__json_type_of(root) != ATTN_JSON_OBJECT)
@@ -389,8 +379,7 @@ static attn_status attn__sim_from_tree(const attn__json *root, const char *origi
         (st = attn__j_str(root, "platform", "platform", origin, false, &platform)) ||
         (st = attn__j_str(root, "device_name", "device_name", origin, false, &s.device_name)) ||
         (st = attn__j_str(root, "capability", "capability", origin, true, &s.capability)) ||
-        (st = attn__j_int(root, "device_count", "device_count", origin, 1, 4096,
-                          &s.device_count)))
+        (st = attn__j_int(root, "device_count", "device_count", origin, 1, 4096, &s.device_count)))
         return st;
     if (!platform)
         return ATTN__BAD(ATTN_PARSE_ERROR, "platform",
@@ -414,16 +403,17 @@ static attn_status attn__sim_from_tree(const attn__json *root, const char *origi
                              attn__jtype(mem));
         double g = attn__json_number(mem);
         if (!(g > 0 && g <= 1048576.0))
-            return ATTN__BAD(ATTN_INVALID_ARGUMENT, "memory_gib", "%g is outside (0, 1048576]",
-                             g);
+            return ATTN__BAD(ATTN_INVALID_ARGUMENT, "memory_gib", "%g is outside (0, 1048576]", g);
         s.memory_gib = g;
     }
 
     const attn__json *inst = attn__json_get(root, "installed");
     if (inst) {
         if (attn__json_type_of(inst) != ATTN_JSON_ARRAY)
-            return ATTN__BAD(ATTN_PARSE_ERROR, "installed", "expected an array of component "
-                             "names, got %s", attn__jtype(inst));
+            return ATTN__BAD(ATTN_PARSE_ERROR, "installed",
+                             "expected an array of component "
+                             "names, got %s",
+                             attn__jtype(inst));
         s.installed_given = true;
         for (size_t i = 0; i < attn__json_len(inst); i++) {
             const attn__json *e = attn__json_at(inst, i);
@@ -461,8 +451,7 @@ static attn_status attn__sim_from_tree(const attn__json *root, const char *origi
     }
 
     const attn__json *cpu = attn__json_get(root, "cpu");
-    if (cpu && (st = attn__j_cpu(cpu, &s, origin)))
-        return st;
+    if (cpu && (st = attn__j_cpu(cpu, &s, origin))) return st;
     return attn__build(&s, origin, out);
 }
 
@@ -502,8 +491,7 @@ attn_status attn__sim_open_file(const char *path, attn_platform **out)
     char name[64];
     snprintf(name, sizeof name, "%s", base);
     size_t n = strlen(name);
-    if (n > 5 && !strcasecmp(name + n - 5, ".json"))
-        name[n - 5] = '\0';
+    if (n > 5 && !strcasecmp(name + n - 5, ".json")) name[n - 5] = '\0';
     char origin[512];
     snprintf(origin, sizeof origin, "machine spec '%s'", path);
     st = attn__sim_from_text(text, len, origin, name, out);

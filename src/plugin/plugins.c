@@ -96,14 +96,12 @@ static int cmp_strp(const void *a, const void *b)
 
 static bool grow(void **arr, int *cap, int need, size_t elem)
 {
-    if (need <= *cap)
-        return true;
+    if (need <= *cap) return true;
     int ncap = *cap ? *cap * 2 : 8;
     while (ncap < need)
         ncap *= 2;
     void *p = realloc(*arr, (size_t)ncap * elem);
-    if (!p)
-        return false;
+    if (!p) return false;
     *arr = p;
     *cap = ncap;
     return true;
@@ -136,13 +134,11 @@ static attn_status journal_prepare(reg_entry *e, const char *name)
 
 static attn_status api_register_backend(const char *name, const char *locator)
 {
-    if (g_current < 0)
-        return api_not_in_init();
+    if (g_current < 0) return api_not_in_init();
     ATTN__CHECK_NULL(name);
     reg_entry e;
     attn_status s = journal_prepare(&e, name);
-    if (s == ATTN_OK)
-        s = attn_register_backend(name, locator);
+    if (s == ATTN_OK) s = attn_register_backend(name, locator);
     if (s != ATTN_OK) {
         free(e.name);
         return s;
@@ -153,13 +149,11 @@ static attn_status api_register_backend(const char *name, const char *locator)
 
 static attn_status api_register_backend_object(const char *name, const attn_backend *b)
 {
-    if (g_current < 0)
-        return api_not_in_init();
+    if (g_current < 0) return api_not_in_init();
     ATTN__CHECK_NULL(name);
     reg_entry e;
     attn_status s = journal_prepare(&e, name);
-    if (s == ATTN_OK)
-        s = attn_register_backend_object(name, b);
+    if (s == ATTN_OK) s = attn_register_backend_object(name, b);
     if (s != ATTN_OK) {
         free(e.name);
         return s;
@@ -170,10 +164,8 @@ static attn_status api_register_backend_object(const char *name, const attn_back
 
 static void api_log(int level, const char *msg)
 {
-    if (level < ATTN_LOG_ERROR)
-        level = ATTN_LOG_ERROR;
-    if (level > ATTN_LOG_DEBUG)
-        level = ATTN_LOG_DEBUG;
+    if (level < ATTN_LOG_ERROR) level = ATTN_LOG_ERROR;
+    if (level > ATTN_LOG_DEBUG) level = ATTN_LOG_DEBUG;
     if (g_current >= 0)
         attn_log((attn_log_level)level, "[plugin %s] %s", g_recs[g_current].name,
                  msg ? msg : "(null)");
@@ -203,17 +195,15 @@ static void plugin_fail(int idx, void *handle, bool keep_open, const char *fmt, 
     plugin_rec *r = &g_recs[idx];
     r->loaded = false;
     r->error = strdup(reason);
-    if (!r->error)
-        g_status = ATTN_OUT_OF_MEMORY;
+    if (!r->error) g_status = ATTN_OUT_OF_MEMORY;
     attn_log(ATTN_LOG_WARN, "Failed to load plugin %s: %s", r->name, reason);
-    if (handle && !keep_open)
-        dlclose(handle);
+    if (handle && !keep_open) dlclose(handle);
 }
 
 /* Checks that sym was found in the plugin file itself and has the expected
  * ELF symbol type; writes why not into why. */
-static bool own_symbol(void *handle, const void *sym, int want_type, const char *symname,
-                       char *why, size_t whysz)
+static bool own_symbol(void *handle, const void *sym, int want_type, const char *symname, char *why,
+                       size_t whysz)
 {
     struct link_map *plugin_map = NULL;
     if (dlinfo(handle, RTLD_DI_LINKMAP, &plugin_map) != 0 || !plugin_map) {
@@ -276,8 +266,7 @@ static void load_one(int idx)
     dlerror();
     void *init_sym = dlsym(h, ATTN_PLUGIN_INIT_SYMBOL);
     if (!init_sym) {
-        plugin_fail(idx, h, false, "no entry point '%s': %s", ATTN_PLUGIN_INIT_SYMBOL,
-                    dl_text());
+        plugin_fail(idx, h, false, "no entry point '%s': %s", ATTN_PLUGIN_INIT_SYMBOL, dl_text());
         return;
     }
     if (!own_symbol(h, init_sym, STT_FUNC, ATTN_PLUGIN_INIT_SYMBOL, why, sizeof why)) {
@@ -321,17 +310,16 @@ static void load_one(int idx)
         attn__registry_snapshot_restore(snap);
         for (int i = first; i < g_nregs; i++)
             g_regs[i].undone = true;
-        plugin_fail(idx, h, made > 0,
-                    "attn_plugin_init failed with %s%s%s; rolled back %d registration%s",
-                    attn_status_name(st), detail[0] ? ": " : "", detail, made,
-                    made == 1 ? "" : "s");
+        plugin_fail(
+            idx, h, made > 0, "attn_plugin_init failed with %s%s%s; rolled back %d registration%s",
+            attn_status_name(st), detail[0] ? ": " : "", detail, made, made == 1 ? "" : "s");
         return;
     }
     attn__registry_snapshot_free(snap);
     r->loaded = true;
     attn_clear_error();
-    attn_log(ATTN_LOG_INFO, "Loaded plugin %s from %s (%d registration%s)", r->name, r->path,
-             made, made == 1 ? "" : "s");
+    attn_log(ATTN_LOG_INFO, "Loaded plugin %s from %s (%d registration%s)", r->name, r->path, made,
+             made == 1 ? "" : "s");
 }
 
 /* ---- discovery ---------------------------------------------------------------- */
@@ -339,23 +327,20 @@ static void load_one(int idx)
 static int find_rec(const char *name)
 {
     for (int i = 0; i < g_nrecs; i++)
-        if (strcmp(g_recs[i].name, name) == 0)
-            return i;
+        if (strcmp(g_recs[i].name, name) == 0) return i;
     return -1;
 }
 
 static plugin_rec *add_rec(const char *dir, const char *file)
 {
-    if (!grow((void **)&g_recs, &g_caprecs, g_nrecs + 1, sizeof *g_recs))
-        return NULL;
+    if (!grow((void **)&g_recs, &g_caprecs, g_nrecs + 1, sizeof *g_recs)) return NULL;
     plugin_rec *r = &g_recs[g_nrecs];
     memset(r, 0, sizeof *r);
     r->name = plugin_name_of(file);
     attn__sb sb;
     attn__sb_init(&sb);
     attn__sb_puts(&sb, dir);
-    if (!ends_with(dir, "/"))
-        attn__sb_putc(&sb, '/');
+    if (!ends_with(dir, "/")) attn__sb_putc(&sb, '/');
     attn__sb_puts(&sb, file);
     r->path = attn__sb_take(&sb);
     if (!r->name || !r->path) {
@@ -381,22 +366,17 @@ static int list_folder(const char *dir, char ***out)
     int n = 0, cap = 0;
     struct dirent *de;
     while ((de = readdir(d)) != NULL) {
-        if (strlen(de->d_name) <= 3 || !ends_with(de->d_name, ".so"))
-            continue;
+        if (strlen(de->d_name) <= 3 || !ends_with(de->d_name, ".so")) continue;
         char full[4096];
         struct stat st;
         snprintf(full, sizeof full, "%s/%s", dir, de->d_name);
-        if (stat(full, &st) != 0 || !S_ISREG(st.st_mode))
-            continue;
-        if (!grow((void **)&names, &cap, n + 1, sizeof *names))
-            break;
+        if (stat(full, &st) != 0 || !S_ISREG(st.st_mode)) continue;
+        if (!grow((void **)&names, &cap, n + 1, sizeof *names)) break;
         names[n] = strdup(de->d_name);
-        if (names[n])
-            n++;
+        if (names[n]) n++;
     }
     closedir(d);
-    if (n > 1)
-        qsort(names, (size_t)n, sizeof *names, cmp_strp);
+    if (n > 1) qsort(names, (size_t)n, sizeof *names, cmp_strp);
     *out = names;
     return n;
 }
@@ -415,8 +395,7 @@ static bool allowlist_has(const char *allow, const char *name)
         const char *end = p;
         while (end > start && (end[-1] == ' ' || end[-1] == '\t'))
             end--;
-        if ((size_t)(end - start) == len && memcmp(start, name, len) == 0)
-            return true;
+        if ((size_t)(end - start) == len && memcmp(start, name, len) == 0) return true;
     }
     return false;
 }
@@ -445,8 +424,7 @@ static void scan_and_load(const char *path, const char *allow)
                             g_recs[dup].path);
             } else if (allow && !allowlist_has(allow, r->name)) {
                 r->skipped = true;
-                attn_log(ATTN_LOG_DEBUG, "Plugin %s is not in ATTN_PLUGINS; not loaded",
-                         r->name);
+                attn_log(ATTN_LOG_DEBUG, "Plugin %s is not in ATTN_PLUGINS; not loaded", r->name);
             } else {
                 load_one(idx);
             }
@@ -479,8 +457,7 @@ static void run_loader(void)
 
 attn_status attn_plugins_load(void)
 {
-    if (g_in_loader)
-        return ATTN_OK;
+    if (g_in_loader) return ATTN_OK;
     pthread_once(&g_once, run_loader);
     return g_status;
 }
@@ -514,8 +491,7 @@ attn_status attn_plugins_report(int i, attn_plugin_report *out)
 
 const char *attn_plugins_owner(const char *name)
 {
-    if (!name)
-        return NULL;
+    if (!name) return NULL;
     attn_plugins_load();
     for (int i = g_nregs - 1; i >= 0; i--) {
         const reg_entry *e = &g_regs[i];
@@ -552,8 +528,7 @@ attn_status attn_plugins_to_json(char **out)
         attn__jw_key(&w, "registered");
         attn__jw_arr_begin(&w);
         for (int j = 0; j < g_nregs; j++)
-            if (g_regs[j].plugin == i && !g_regs[j].undone)
-                attn__jw_str(&w, g_regs[j].name);
+            if (g_regs[j].plugin == i && !g_regs[j].undone) attn__jw_str(&w, g_regs[j].name);
         attn__jw_arr_end(&w);
         attn__jw_obj_end(&w);
     }

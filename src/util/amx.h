@@ -25,12 +25,9 @@ static inline __attribute__((always_inline)) void attn__amx_store_acc(void *base
 {
     char *b = base;
     TSTORE(0, b, stride);
-    if (n > 1)
-        TSTORE(1, b + step, stride);
-    if (n > 2)
-        TSTORE(2, b + 2 * step, stride);
-    if (n > 3)
-        TSTORE(3, b + 3 * step, stride);
+    if (n > 1) TSTORE(1, b + step, stride);
+    if (n > 2) TSTORE(2, b + 2 * step, stride);
+    if (n > 3) TSTORE(3, b + 3 * step, stride);
 }
 
 static inline __attribute__((always_inline)) void attn__amx_load_acc(const void *base, long step,
@@ -38,12 +35,9 @@ static inline __attribute__((always_inline)) void attn__amx_load_acc(const void 
 {
     const char *b = base;
     TLOAD(0, b, stride);
-    if (n > 1)
-        TLOAD(1, b + step, stride);
-    if (n > 2)
-        TLOAD(2, b + 2 * step, stride);
-    if (n > 3)
-        TLOAD(3, b + 3 * step, stride);
+    if (n > 1) TLOAD(1, b + step, stride);
+    if (n > 2) TLOAD(2, b + 2 * step, stride);
+    if (n > 3) TLOAD(3, b + 3 * step, stride);
 }
 
 typedef struct {

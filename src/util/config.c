@@ -7,8 +7,7 @@
 
 void attn_selector_config_init(attn_selector_config *cfg)
 {
-    if (!cfg)
-        return;
+    if (!cfg) return;
     memset(cfg, 0, sizeof *cfg);
     cfg->dtype = ATTN_DTYPE_BF16;
     cfg->kv_cache_dtype = ATTN_KV_AUTO;
@@ -30,11 +29,20 @@ bool attn_selector_config_equal(const attn_selector_config *a, const attn_select
 uint64_t attn_selector_config_hash(const attn_selector_config *c)
 {
     /* FNV-1a over the fields (not the struct bytes: padding is undefined). */
-    int64_t f[] = {c->head_size,  c->dtype,         c->kv_cache_dtype,
-                   c->block_size, c->use_mla,       c->has_sink,
-                   c->use_sparse, c->use_mm_prefix, c->use_per_head_quant_scales,
-                   c->attn_type,  c->has_sliding_window, c->use_non_causal,
-                   c->use_batch_invariant, c->num_heads};
+    int64_t f[] = {c->head_size,
+                   c->dtype,
+                   c->kv_cache_dtype,
+                   c->block_size,
+                   c->use_mla,
+                   c->has_sink,
+                   c->use_sparse,
+                   c->use_mm_prefix,
+                   c->use_per_head_quant_scales,
+                   c->attn_type,
+                   c->has_sliding_window,
+                   c->use_non_causal,
+                   c->use_batch_invariant,
+                   c->num_heads};
     uint64_t h = 1469598103934665603ull;
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
         uint64_t v = (uint64_t)f[i];
@@ -60,10 +68,10 @@ int attn_selector_config_repr(const attn_selector_config *c, char *buf, size_t s
                     "block_size=%s, use_mla=%s, has_sink=%s, use_sparse=%s, use_mm_prefix=%s, "
                     "use_per_head_quant_scales=%s, attn_type=%s, has_sliding_window=%s, "
                     "use_non_causal=%s, use_batch_invariant=%s)",
-                    c->head_size, attn_dtype_torch_name(c->dtype), kv, block,
-                    ATTN__B(c->use_mla), ATTN__B(c->has_sink), ATTN__B(c->use_sparse),
-                    ATTN__B(c->use_mm_prefix), ATTN__B(c->use_per_head_quant_scales),
-                    attn_attn_type_enum_name(c->attn_type), ATTN__B(c->has_sliding_window),
-                    ATTN__B(c->use_non_causal), ATTN__B(c->use_batch_invariant));
+                    c->head_size, attn_dtype_torch_name(c->dtype), kv, block, ATTN__B(c->use_mla),
+                    ATTN__B(c->has_sink), ATTN__B(c->use_sparse), ATTN__B(c->use_mm_prefix),
+                    ATTN__B(c->use_per_head_quant_scales), attn_attn_type_enum_name(c->attn_type),
+                    ATTN__B(c->has_sliding_window), ATTN__B(c->use_non_causal),
+                    ATTN__B(c->use_batch_invariant));
 #undef ATTN__B
 }

@@ -32,8 +32,7 @@ typedef struct {
 
 static void attn__jp_error(attn__jp *p, const char *what)
 {
-    if (p->failed)
-        return;
+    if (p->failed) return;
     p->failed = true;
     size_t line = 1, col = 1;
     for (size_t i = 0; i < p->pos && i < p->len; i++) {
@@ -44,8 +43,7 @@ static void attn__jp_error(attn__jp *p, const char *what)
             col++;
         }
     }
-    if (p->err && p->errsz)
-        snprintf(p->err, p->errsz, "line %zu, column %zu: %s", line, col, what);
+    if (p->err && p->errsz) snprintf(p->err, p->errsz, "line %zu, column %zu: %s", line, col, what);
 }
 
 static void attn__jp_ws(attn__jp *p)
@@ -62,19 +60,16 @@ static void attn__jp_ws(attn__jp *p)
 static attn__json *attn__jv_new(attn__json_type t)
 {
     attn__json *v = calloc(1, sizeof *v);
-    if (v)
-        v->type = t;
+    if (v) v->type = t;
     return v;
 }
 
 void attn__json_free(attn__json *v)
 {
-    if (!v)
-        return;
+    if (!v) return;
     for (size_t i = 0; i < v->n; i++) {
         attn__json_free(v->items[i]);
-        if (v->keys)
-            free(v->keys[i]);
+        if (v->keys) free(v->keys[i]);
     }
     free(v->items);
     free(v->keys);
@@ -87,20 +82,17 @@ static bool attn__jv_push(attn__json *v, char *key, attn__json *item)
     if (v->n == v->cap) {
         size_t cap = v->cap ? v->cap * 2 : 4;
         attn__json **items = realloc(v->items, cap * sizeof *items);
-        if (!items)
-            return false;
+        if (!items) return false;
         v->items = items;
         if (v->type == ATTN_JSON_OBJECT) {
             char **keys = realloc(v->keys, cap * sizeof *keys);
-            if (!keys)
-                return false;
+            if (!keys) return false;
             v->keys = keys;
         }
         v->cap = cap;
     }
     v->items[v->n] = item;
-    if (v->type == ATTN_JSON_OBJECT)
-        v->keys[v->n] = key;
+    if (v->type == ATTN_JSON_OBJECT) v->keys[v->n] = key;
     v->n++;
     return true;
 }
@@ -150,8 +142,7 @@ static char *attn__jp_string(attn__jp *p)
     size_t start = p->pos;
     size_t end = start;
     while (end < p->len && p->s[end] != '"') {
-        if (p->s[end] == '\\')
-            end++;
+        if (p->s[end] == '\\') end++;
         end++;
     }
     if (end >= p->len) {
@@ -179,14 +170,30 @@ static char *attn__jp_string(attn__jp *p)
         p->pos++;
         char e = p->s[p->pos++];
         switch (e) {
-        case '"': out[o++] = '"'; break;
-        case '\\': out[o++] = '\\'; break;
-        case '/': out[o++] = '/'; break;
-        case 'b': out[o++] = '\b'; break;
-        case 'f': out[o++] = '\f'; break;
-        case 'n': out[o++] = '\n'; break;
-        case 'r': out[o++] = '\r'; break;
-        case 't': out[o++] = '\t'; break;
+        case '"':
+            out[o++] = '"';
+            break;
+        case '\\':
+            out[o++] = '\\';
+            break;
+        case '/':
+            out[o++] = '/';
+            break;
+        case 'b':
+            out[o++] = '\b';
+            break;
+        case 'f':
+            out[o++] = '\f';
+            break;
+        case 'n':
+            out[o++] = '\n';
+            break;
+        case 'r':
+            out[o++] = '\r';
+            break;
+        case 't':
+            out[o++] = '\t';
+            break;
         case 'u': {
             unsigned cp;
             if (p->pos + 4 > end || attn__hex4(p->s + p->pos, &cp)) {
@@ -242,8 +249,7 @@ static attn__json *attn__jp_container(attn__jp *p, int depth, bool object)
                 goto fail;
             }
             key = attn__jp_string(p);
-            if (!key)
-                goto fail;
+            if (!key) goto fail;
             attn__jp_ws(p);
             if (p->pos >= p->len || p->s[p->pos] != ':') {
                 free(key);
@@ -285,8 +291,7 @@ static attn__json *attn__jp_number(attn__jp *p)
     size_t start = p->pos;
     const char *s = p->s;
     size_t i = p->pos;
-    if (i < p->len && s[i] == '-')
-        i++;
+    if (i < p->len && s[i] == '-') i++;
     if (i >= p->len || !(s[i] >= '0' && s[i] <= '9')) {
         attn__jp_error(p, "invalid number");
         return NULL;
@@ -308,8 +313,7 @@ static attn__json *attn__jp_number(attn__jp *p)
     }
     if (i < p->len && (s[i] == 'e' || s[i] == 'E')) {
         i++;
-        if (i < p->len && (s[i] == '+' || s[i] == '-'))
-            i++;
+        if (i < p->len && (s[i] == '+' || s[i] == '-')) i++;
         if (i >= p->len || !(s[i] >= '0' && s[i] <= '9')) {
             attn__jp_error(p, "invalid number");
             return NULL;
@@ -357,14 +361,11 @@ static attn__json *attn__jp_value(attn__jp *p, int depth)
         return NULL;
     }
     char c = p->s[p->pos];
-    if (c == '{')
-        return attn__jp_container(p, depth, true);
-    if (c == '[')
-        return attn__jp_container(p, depth, false);
+    if (c == '{') return attn__jp_container(p, depth, true);
+    if (c == '[') return attn__jp_container(p, depth, false);
     if (c == '"') {
         char *s = attn__jp_string(p);
-        if (!s)
-            return NULL;
+        if (!s) return NULL;
         attn__json *v = attn__jv_new(ATTN_JSON_STRING);
         if (!v) {
             free(s);
@@ -374,13 +375,11 @@ static attn__json *attn__jp_value(attn__jp *p, int depth)
         v->str = s;
         return v;
     }
-    if (c == '-' || (c >= '0' && c <= '9'))
-        return attn__jp_number(p);
+    if (c == '-' || (c >= '0' && c <= '9')) return attn__jp_number(p);
     attn__json *v = NULL;
     if (attn__jp_lit(p, "true")) {
         v = attn__jv_new(ATTN_JSON_BOOL);
-        if (v)
-            v->b = true;
+        if (v) v->b = true;
     } else if (attn__jp_lit(p, "false")) {
         v = attn__jv_new(ATTN_JSON_BOOL);
     } else if (attn__jp_lit(p, "null")) {
@@ -389,8 +388,7 @@ static attn__json *attn__jp_value(attn__jp *p, int depth)
         attn__jp_error(p, "unexpected character");
         return NULL;
     }
-    if (!v)
-        attn__jp_error(p, "out of memory");
+    if (!v) attn__jp_error(p, "out of memory");
     return v;
 }
 
@@ -401,8 +399,7 @@ attn_status attn__json_parse(const char *text, size_t len, attn__json **out, cha
     ATTN__CHECK_NULL(out);
     *out = NULL;
     attn__jp p = {.s = text, .len = len, .pos = 0, .err = err, .errsz = errsz};
-    if (err && errsz)
-        err[0] = '\0';
+    if (err && errsz) err[0] = '\0';
     attn__json *v = attn__jp_value(&p, 0);
     if (v) {
         attn__jp_ws(&p);
@@ -412,8 +409,7 @@ attn_status attn__json_parse(const char *text, size_t len, attn__json **out, cha
             v = NULL;
         }
     }
-    if (!v)
-        return attn__fail(ATTN_PARSE_ERROR, "JSON %s", err ? err : "parse error");
+    if (!v) return attn__fail(ATTN_PARSE_ERROR, "JSON %s", err ? err : "parse error");
     *out = v;
     return ATTN_OK;
 }
@@ -424,8 +420,7 @@ attn_status attn__read_file(const char *path, char **text, size_t *len)
     ATTN__CHECK_NULL(text);
     *text = NULL;
     FILE *f = fopen(path, "rb");
-    if (!f)
-        return attn__fail(ATTN_IO_ERROR, "cannot open '%s': %s", path, strerror(errno));
+    if (!f) return attn__fail(ATTN_IO_ERROR, "cannot open '%s': %s", path, strerror(errno));
     char *buf = NULL;
     size_t n = 0, cap = 0;
     for (;;) {
@@ -447,8 +442,7 @@ attn_status attn__read_file(const char *path, char **text, size_t *len)
         }
         size_t r = fread(buf + n, 1, cap - n - 1, f);
         n += r;
-        if (r == 0)
-            break;
+        if (r == 0) break;
     }
     bool bad = ferror(f);
     fclose(f);
@@ -458,8 +452,7 @@ attn_status attn__read_file(const char *path, char **text, size_t *len)
     }
     buf[n] = '\0';
     *text = buf;
-    if (len)
-        *len = n;
+    if (len) *len = n;
     return ATTN_OK;
 }
 
@@ -486,13 +479,10 @@ double attn__json_number(const attn__json *v)
 
 bool attn__json_is_int(const attn__json *v, long long *out)
 {
-    if (!v || v->type != ATTN_JSON_NUMBER)
-        return false;
+    if (!v || v->type != ATTN_JSON_NUMBER) return false;
     double d = v->num;
-    if (!(d >= -9.0e18 && d <= 9.0e18) || floor(d) != d)
-        return false;
-    if (out)
-        *out = (long long)d;
+    if (!(d >= -9.0e18 && d <= 9.0e18) || floor(d) != d) return false;
+    if (out) *out = (long long)d;
     return true;
 }
 
@@ -518,10 +508,8 @@ const char *attn__json_key_at(const attn__json *v, size_t i)
 
 const attn__json *attn__json_get(const attn__json *v, const char *key)
 {
-    if (!v || v->type != ATTN_JSON_OBJECT || !key)
-        return NULL;
+    if (!v || v->type != ATTN_JSON_OBJECT || !key) return NULL;
     for (size_t i = v->n; i-- > 0;)
-        if (!strcmp(v->keys[i], key))
-            return v->items[i];
+        if (!strcmp(v->keys[i], key)) return v->items[i];
     return NULL;
 }

@@ -29,8 +29,7 @@ static void attn__log_init(void)
         else if (!strcasecmp(e, "debug"))
             lvl = ATTN_LOG_DEBUG;
     }
-    if (attn__level < 0)
-        attn__level = lvl;
+    if (attn__level < 0) attn__level = lvl;
 }
 
 void attn_log_set_sink(attn_log_sink sink, void *user)
@@ -57,8 +56,7 @@ void attn_log(attn_log_level level, const char *fmt, ...)
 {
     static const char *const tag[] = {"ERROR", "WARNING", "INFO", "DEBUG"};
     pthread_once(&attn__log_once, attn__log_init);
-    if ((int)level > attn__level)
-        return;
+    if ((int)level > attn__level) return;
     char msg[4096];
     va_list ap;
     va_start(ap, fmt);

@@ -21,10 +21,8 @@ void attn__sb_free(attn__sb *sb)
 
 static bool attn__sb_reserve(attn__sb *sb, size_t extra)
 {
-    if (sb->oom)
-        return false;
-    if (sb->len + extra + 1 <= sb->cap)
-        return true;
+    if (sb->oom) return false;
+    if (sb->len + extra + 1 <= sb->cap) return true;
     size_t cap = sb->cap ? sb->cap : 256;
     while (cap < sb->len + extra + 1)
         cap *= 2;
@@ -44,8 +42,7 @@ char *attn__sb_take(attn__sb *sb)
         attn__sb_free(sb);
         return NULL;
     }
-    if (!attn__sb_reserve(sb, 0))
-        return NULL;
+    if (!attn__sb_reserve(sb, 0)) return NULL;
     sb->data[sb->len] = '\0';
     char *p = sb->data;
     attn__sb_init(sb);
@@ -54,8 +51,7 @@ char *attn__sb_take(attn__sb *sb)
 
 void attn__sb_putn(attn__sb *sb, const char *s, size_t n)
 {
-    if (!attn__sb_reserve(sb, n))
-        return;
+    if (!attn__sb_reserve(sb, n)) return;
     memcpy(sb->data + sb->len, s, n);
     sb->len += n;
     sb->data[sb->len] = '\0';
@@ -78,14 +74,12 @@ void attn__sb_printf(attn__sb *sb, const char *fmt, ...)
     char tmp[512];
     int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
     va_end(ap);
-    if (n < 0)
-        return;
+    if (n < 0) return;
     if ((size_t)n < sizeof tmp) {
         attn__sb_putn(sb, tmp, (size_t)n);
         return;
     }
-    if (!attn__sb_reserve(sb, (size_t)n))
-        return;
+    if (!attn__sb_reserve(sb, (size_t)n)) return;
     va_start(ap, fmt);
     vsnprintf(sb->data + sb->len, (size_t)n + 1, fmt, ap);
     va_end(ap);
@@ -101,13 +95,27 @@ void attn__sb_json_str(attn__sb *sb, const char *s)
     attn__sb_putc(sb, '"');
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
         switch (*p) {
-        case '"': attn__sb_puts(sb, "\\\""); break;
-        case '\\': attn__sb_puts(sb, "\\\\"); break;
-        case '\n': attn__sb_puts(sb, "\\n"); break;
-        case '\r': attn__sb_puts(sb, "\\r"); break;
-        case '\t': attn__sb_puts(sb, "\\t"); break;
-        case '\b': attn__sb_puts(sb, "\\b"); break;
-        case '\f': attn__sb_puts(sb, "\\f"); break;
+        case '"':
+            attn__sb_puts(sb, "\\\"");
+            break;
+        case '\\':
+            attn__sb_puts(sb, "\\\\");
+            break;
+        case '\n':
+            attn__sb_puts(sb, "\\n");
+            break;
+        case '\r':
+            attn__sb_puts(sb, "\\r");
+            break;
+        case '\t':
+            attn__sb_puts(sb, "\\t");
+            break;
+        case '\b':
+            attn__sb_puts(sb, "\\b");
+            break;
+        case '\f':
+            attn__sb_puts(sb, "\\f");
+            break;
         default:
             if (*p < 0x20)
                 attn__sb_printf(sb, "\\u%04x", *p);
@@ -123,12 +131,10 @@ void attn__sb_py_str(attn__sb *sb, const char *s)
     /* Python's repr picks double quotes when the text has a single quote and
      * no double quote. */
     char q = '\'';
-    if (strchr(s, '\'') && !strchr(s, '"'))
-        q = '"';
+    if (strchr(s, '\'') && !strchr(s, '"')) q = '"';
     attn__sb_putc(sb, q);
     for (const char *p = s; *p; p++) {
-        if (*p == q || *p == '\\')
-            attn__sb_putc(sb, '\\');
+        if (*p == q || *p == '\\') attn__sb_putc(sb, '\\');
         if (*p == '\n') {
             attn__sb_puts(sb, "\\n");
             continue;
@@ -149,8 +155,7 @@ void attn__jw_init(attn__jw *w, attn__sb *sb, bool pretty)
 
 static void attn__jw_indent(attn__jw *w)
 {
-    if (!w->pretty)
-        return;
+    if (!w->pretty) return;
     attn__sb_putc(w->sb, '\n');
     for (int i = 0; i < w->depth; i++)
         attn__sb_puts(w->sb, "  ");
@@ -164,8 +169,7 @@ static void attn__jw_sep(attn__jw *w)
         return;
     }
     if (w->depth > 0) {
-        if (!w->first[w->depth])
-            attn__sb_putc(w->sb, ',');
+        if (!w->first[w->depth]) attn__sb_putc(w->sb, ',');
         w->first[w->depth] = false;
         attn__jw_indent(w);
     }
@@ -175,25 +179,34 @@ static void attn__jw_open(attn__jw *w, char c)
 {
     attn__jw_sep(w);
     attn__sb_putc(w->sb, c);
-    if (w->depth + 1 < ATTN__JW_MAX_DEPTH)
-        w->depth++;
+    if (w->depth + 1 < ATTN__JW_MAX_DEPTH) w->depth++;
     w->first[w->depth] = true;
 }
 
 static void attn__jw_close(attn__jw *w, char c)
 {
     bool empty = w->first[w->depth];
-    if (w->depth > 0)
-        w->depth--;
-    if (!empty)
-        attn__jw_indent(w);
+    if (w->depth > 0) w->depth--;
+    if (!empty) attn__jw_indent(w);
     attn__sb_putc(w->sb, c);
 }
 
-void attn__jw_obj_begin(attn__jw *w) { attn__jw_open(w, '{'); }
-void attn__jw_obj_end(attn__jw *w) { attn__jw_close(w, '}'); }
-void attn__jw_arr_begin(attn__jw *w) { attn__jw_open(w, '['); }
-void attn__jw_arr_end(attn__jw *w) { attn__jw_close(w, ']'); }
+void attn__jw_obj_begin(attn__jw *w)
+{
+    attn__jw_open(w, '{');
+}
+void attn__jw_obj_end(attn__jw *w)
+{
+    attn__jw_close(w, '}');
+}
+void attn__jw_arr_begin(attn__jw *w)
+{
+    attn__jw_open(w, '[');
+}
+void attn__jw_arr_end(attn__jw *w)
+{
+    attn__jw_close(w, ']');
+}
 
 void attn__jw_key(attn__jw *w, const char *key)
 {

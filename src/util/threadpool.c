@@ -84,16 +84,14 @@ static void run_share(attn__pool *p, int tid)
     if (p->chunk > 0) {
         for (;;) {
             int64_t b = atomic_fetch_add_explicit(&p->next, p->chunk, memory_order_relaxed);
-            if (b >= p->n)
-                break;
+            if (b >= p->n) break;
             int64_t e = b + p->chunk < p->n ? b + p->chunk : p->n;
             p->fn(p->ctx, b, e, tid);
         }
     } else {
         int64_t t = p->nthreads;
         int64_t b = p->n * tid / t, e = p->n * (tid + 1) / t;
-        if (b < e)
-            p->fn(p->ctx, b, e, tid);
+        if (b < e) p->fn(p->ctx, b, e, tid);
     }
     tl_tid = saved;
 }
@@ -121,8 +119,7 @@ static void *worker_main(void *arg)
                 break;
             }
         }
-        if (atomic_load(&p->stop))
-            break;
+        if (atomic_load(&p->stop)) break;
         seen = atomic_load(&p->gen);
         run_share(p, tid);
         if (atomic_fetch_sub(&p->pending, 1) == 1 && atomic_load(&p->caller_sleeping)) {
@@ -141,16 +138,14 @@ int attn__pool_default_threads(void)
         char *end = NULL;
         errno = 0;
         long v = strtol(env, &end, 10);
-        if (errno == 0 && end && *end == '\0' && v >= 1 && v <= 4096)
-            return (int)v;
+        if (errno == 0 && end && *end == '\0' && v >= 1 && v <= 4096) return (int)v;
         attn_log(ATTN_LOG_WARN, "ATTN_NUM_THREADS='%s' is not a positive integer; ignored", env);
     }
     cpu_set_t set;
     CPU_ZERO(&set);
     if (sched_getaffinity(0, sizeof set, &set) == 0) {
         int c = CPU_COUNT(&set);
-        if (c >= 1)
-            return c;
+        if (c >= 1) return c;
     }
     return 1;
 }
@@ -160,11 +155,9 @@ attn_status attn__pool_create(int nthreads, attn__pool **out)
     ATTN__CHECK_NULL(out);
     *out = NULL;
     if (nthreads < 1 || nthreads > 4096)
-        return attn__fail(ATTN_INVALID_ARGUMENT, "thread pool size %d outside [1, 4096]",
-                          nthreads);
+        return attn__fail(ATTN_INVALID_ARGUMENT, "thread pool size %d outside [1, 4096]", nthreads);
     attn__pool *p = calloc(1, sizeof *p);
-    if (!p)
-        return attn__fail(ATTN_OUT_OF_MEMORY, "thread pool: out of memory");
+    if (!p) return attn__fail(ATTN_OUT_OF_MEMORY, "thread pool: out of memory");
     p->nthreads = nthreads;
     pthread_mutex_init(&p->dispatch_mu, NULL);
     pthread_mutex_init(&p->mu, NULL);
@@ -184,8 +177,7 @@ attn_status attn__pool_create(int nthreads, attn__pool **out)
         }
         for (int i = 1; i < nthreads; i++) {
             attn__worker_arg *wa = malloc(sizeof *wa);
-            if (!wa)
-                break;
+            if (!wa) break;
             wa->pool = p;
             wa->tid = i;
             if (pthread_create(&p->threads[i - 1], NULL, worker_main, wa) != 0) {
@@ -207,8 +199,7 @@ attn_status attn__pool_create(int nthreads, attn__pool **out)
 
 void attn__pool_destroy(attn__pool *p)
 {
-    if (!p)
-        return;
+    if (!p) return;
     pthread_mutex_lock(&p->mu);
     atomic_store(&p->stop, true);
     pthread_cond_broadcast(&p->wake_cv);
@@ -260,10 +251,8 @@ static void run_inline(int64_t n, int64_t chunk, attn__pool_fn fn, void *ctx, in
 
 void attn__pool_for(attn__pool *p, int64_t n, int64_t chunk, attn__pool_fn fn, void *ctx)
 {
-    if (n <= 0 || !fn)
-        return;
-    if (!p)
-        p = attn__pool_global();
+    if (n <= 0 || !fn) return;
+    if (!p) p = attn__pool_global();
     /* nested call from inside a job, a one-thread pool, or a single chunk */
     int64_t nchunks = chunk > 0 ? (n + chunk - 1) / chunk : n;
     if (tl_tid >= 0 || p->nthreads == 1 || nchunks == 1) {

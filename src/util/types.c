@@ -7,8 +7,7 @@
 #include "util/error.h"
 
 static const char *const attn__dtype_names[] = {"fp16", "bf16", "fp32"};
-static const char *const attn__dtype_torch[] = {"torch.float16", "torch.bfloat16",
-                                                "torch.float32"};
+static const char *const attn__dtype_torch[] = {"torch.float16", "torch.bfloat16", "torch.float32"};
 
 const char *attn_dtype_name(attn_dtype d)
 {
@@ -24,13 +23,12 @@ attn_status attn_dtype_parse(const char *s, attn_dtype *out)
 {
     ATTN__CHECK_NULL(s);
     ATTN__CHECK_NULL(out);
-    if (!strncmp(s, "torch.", 6))
-        s += 6;
+    if (!strncmp(s, "torch.", 6)) s += 6;
     static const struct {
         const char *n;
         attn_dtype d;
-    } m[] = {{"fp16", ATTN_DTYPE_FP16},  {"float16", ATTN_DTYPE_FP16}, {"half", ATTN_DTYPE_FP16},
-             {"bf16", ATTN_DTYPE_BF16},  {"bfloat16", ATTN_DTYPE_BF16}, {"fp32", ATTN_DTYPE_FP32},
+    } m[] = {{"fp16", ATTN_DTYPE_FP16},    {"float16", ATTN_DTYPE_FP16},  {"half", ATTN_DTYPE_FP16},
+             {"bf16", ATTN_DTYPE_BF16},    {"bfloat16", ATTN_DTYPE_BF16}, {"fp32", ATTN_DTYPE_FP32},
              {"float32", ATTN_DTYPE_FP32}, {"float", ATTN_DTYPE_FP32}};
     for (size_t i = 0; i < sizeof m / sizeof m[0]; i++) {
         if (!strcasecmp(s, m[i].n)) {
@@ -38,8 +36,7 @@ attn_status attn_dtype_parse(const char *s, attn_dtype *out)
             return ATTN_OK;
         }
     }
-    return attn__fail(ATTN_INVALID_ARGUMENT, "unknown dtype '%s' (expected fp16, bf16 or fp32)",
-                      s);
+    return attn__fail(ATTN_INVALID_ARGUMENT, "unknown dtype '%s' (expected fp16, bf16 or fp32)", s);
 }
 
 static const char *const attn__kv_names[] = {
@@ -50,8 +47,7 @@ static const char *const attn__kv_names[] = {
 
 const char *attn_kv_dtype_name(attn_kv_dtype k)
 {
-    if (k == ATTN_KV_NONE)
-        return "None";
+    if (k == ATTN_KV_NONE) return "None";
     return (unsigned)k < ATTN_KV_COUNT ? attn__kv_names[k] : "?";
 }
 
@@ -73,16 +69,15 @@ attn_status attn_kv_dtype_parse(const char *s, attn_kv_dtype *out)
     char list[512] = "";
     size_t o = 0;
     for (int i = 0; i < ATTN_KV_COUNT && o < sizeof list; i++)
-        o += (size_t)snprintf(list + o, sizeof list - o, "%s'%s'", i ? ", " : "",
-                              attn__kv_names[i]);
+        o +=
+            (size_t)snprintf(list + o, sizeof list - o, "%s'%s'", i ? ", " : "", attn__kv_names[i]);
     return attn__fail(ATTN_INVALID_ARGUMENT, "Invalid kv_cache_dtype: %s. Valid values are: (%s)",
                       s, list);
 }
 
 bool attn_kv_dtype_is_quantized(attn_kv_dtype k)
 {
-    if (k == ATTN_KV_NONE || (unsigned)k >= ATTN_KV_COUNT)
-        return false;
+    if (k == ATTN_KV_NONE || (unsigned)k >= ATTN_KV_COUNT) return false;
     const char *n = attn__kv_names[k];
     size_t l = strlen(n);
     return !strncmp(n, "fp8", 3) || (l > 14 && !strcmp(n + l - 14, "per_token_head")) ||
@@ -91,9 +86,9 @@ bool attn_kv_dtype_is_quantized(attn_kv_dtype k)
 
 static const char *const attn__type_names[] = {"decoder", "encoder", "encoder_only",
                                                "encoder_decoder"};
-static const char *const attn__type_enum[] = {
-    "AttentionType.DECODER", "AttentionType.ENCODER", "AttentionType.ENCODER_ONLY",
-    "AttentionType.ENCODER_DECODER"};
+static const char *const attn__type_enum[] = {"AttentionType.DECODER", "AttentionType.ENCODER",
+                                              "AttentionType.ENCODER_ONLY",
+                                              "AttentionType.ENCODER_DECODER"};
 
 const char *attn_attn_type_name(attn_attn_type t)
 {
@@ -124,19 +119,26 @@ attn_status attn_attn_type_parse(const char *s, attn_attn_type *out)
 const char *attn_layout_name(attn_kv_layout l)
 {
     switch (l) {
-    case ATTN_LAYOUT_NHD: return "NHD";
-    case ATTN_LAYOUT_HND: return "HND";
-    default: return "default";
+    case ATTN_LAYOUT_NHD:
+        return "NHD";
+    case ATTN_LAYOUT_HND:
+        return "HND";
+    default:
+        return "default";
     }
 }
 
 const char *attn_cg_support_name(attn_cg_support c)
 {
     switch (c) {
-    case ATTN_CG_ALWAYS: return "ALWAYS";
-    case ATTN_CG_UNIFORM_BATCH: return "UNIFORM_BATCH";
-    case ATTN_CG_UNIFORM_SINGLE_TOKEN_DECODE: return "UNIFORM_SINGLE_TOKEN_DECODE";
-    default: return "NEVER";
+    case ATTN_CG_ALWAYS:
+        return "ALWAYS";
+    case ATTN_CG_UNIFORM_BATCH:
+        return "UNIFORM_BATCH";
+    case ATTN_CG_UNIFORM_SINGLE_TOKEN_DECODE:
+        return "UNIFORM_SINGLE_TOKEN_DECODE";
+    default:
+        return "NEVER";
     }
 }
 
@@ -155,9 +157,12 @@ size_t attn_elem_size(attn_elem e)
 attn_elem attn_dtype_elem(attn_dtype d)
 {
     switch (d) {
-    case ATTN_DTYPE_FP16: return ATTN_ELEM_F16;
-    case ATTN_DTYPE_BF16: return ATTN_ELEM_BF16;
-    default: return ATTN_ELEM_F32;
+    case ATTN_DTYPE_FP16:
+        return ATTN_ELEM_F16;
+    case ATTN_DTYPE_BF16:
+        return ATTN_ELEM_BF16;
+    default:
+        return ATTN_ELEM_F32;
     }
 }
 
@@ -166,12 +171,22 @@ attn_status attn_kv_dtype_elem(attn_kv_dtype k, attn_dtype model, attn_elem *out
     ATTN__CHECK_NULL(out);
     switch (k) {
     case ATTN_KV_NONE:
-    case ATTN_KV_AUTO: *out = attn_dtype_elem(model); return ATTN_OK;
-    case ATTN_KV_FLOAT16: *out = ATTN_ELEM_F16; return ATTN_OK;
-    case ATTN_KV_BFLOAT16: *out = ATTN_ELEM_BF16; return ATTN_OK;
+    case ATTN_KV_AUTO:
+        *out = attn_dtype_elem(model);
+        return ATTN_OK;
+    case ATTN_KV_FLOAT16:
+        *out = ATTN_ELEM_F16;
+        return ATTN_OK;
+    case ATTN_KV_BFLOAT16:
+        *out = ATTN_ELEM_BF16;
+        return ATTN_OK;
     case ATTN_KV_FP8:
-    case ATTN_KV_FP8_E4M3: *out = ATTN_ELEM_FP8_E4M3; return ATTN_OK;
-    case ATTN_KV_FP8_E5M2: *out = ATTN_ELEM_FP8_E5M2; return ATTN_OK;
+    case ATTN_KV_FP8_E4M3:
+        *out = ATTN_ELEM_FP8_E4M3;
+        return ATTN_OK;
+    case ATTN_KV_FP8_E5M2:
+        *out = ATTN_ELEM_FP8_E5M2;
+        return ATTN_OK;
     default:
         return attn__fail(ATTN_UNSUPPORTED, "kv_cache_dtype %s has no element storage in libattn",
                           attn_kv_dtype_name(k));

@@ -46,8 +46,7 @@ FAKE_API int cuDeviceGet(int *dev, int ordinal)
 
 FAKE_API int cuDeviceGetName(char *name, int len, int dev)
 {
-    if (!strcmp(fake_env("FAKE_CUDA_MODE", "ok"), "query_fail"))
-        return 999;
+    if (!strcmp(fake_env("FAKE_CUDA_MODE", "ok"), "query_fail")) return 999;
     const char *n = dev == 0 ? "NVIDIA H100 80GB HBM3" : "NVIDIA A100-SXM4-80GB";
     strncpy(name, n, (size_t)len);
     return 0;
@@ -110,8 +109,7 @@ FAKE_API int hipDeviceTotalMem(size_t *bytes, int dev)
 FAKE_API int hipGetDevicePropertiesR0600(void *prop, int dev)
 {
     (void)dev;
-    if (!strcmp(fake_env("FAKE_HIP_NOPROPS", "0"), "1"))
-        return 1;
+    if (!strcmp(fake_env("FAKE_HIP_NOPROPS", "0"), "1")) return 1;
     char *p = prop;
     strcpy(p, "AMD Instinct MI300X");
     memset(p + 256, 0x7f, 16); /* non-string bytes before the field */

@@ -30,12 +30,9 @@ ATTN_API attn_status attn_plugin_init(const attn_plugin_api *api)
     attn_test_plugin_mark("init_fail");
     g_register = api->register_backend;
     attn_status s = api->register_backend_object("ATTN_TEST_ROLLBACK", &g_backend);
-    if (s == ATTN_OK)
-        s = api->register_backend_object("CUSTOM", &g_backend);
-    if (s == ATTN_OK)
-        s = api->register_backend("FLASH_ATTN", "builtin:REFERENCE");
-    if (s != ATTN_OK)
-        return s;
+    if (s == ATTN_OK) s = api->register_backend_object("CUSTOM", &g_backend);
+    if (s == ATTN_OK) s = api->register_backend("FLASH_ATTN", "builtin:REFERENCE");
+    if (s != ATTN_OK) return s;
     return api->fail(ATTN_PLUGIN_ERROR, "init_fail gives up after registering 3 backends");
 }
 

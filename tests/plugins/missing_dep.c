@@ -8,7 +8,6 @@ ATTN_API const uint32_t attn_plugin_abi = ATTN_PLUGIN_ABI_VERSION;
 ATTN_API attn_status attn_plugin_init(const attn_plugin_api *api)
 {
     attn_test_plugin_mark("missing_dep");
-    if (attn_missingdep_answer() != 42)
-        return ATTN_INTERNAL;
+    if (attn_missingdep_answer() != 42) return ATTN_INTERNAL;
     return api->register_backend("ATTN_TEST_MISSING_DEP", "builtin:REFERENCE");
 }

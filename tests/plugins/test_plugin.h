@@ -13,8 +13,7 @@
 static inline void attn_test_plugin_mark(const char *test_case)
 {
     const char *dir = getenv("ATTN_TEST_MARKER_DIR");
-    if (!dir || !*dir)
-        return;
+    if (!dir || !*dir) return;
     char path[4096];
     snprintf(path, sizeof path, "%s/%s.ran", dir, test_case);
     FILE *f = fopen(path, "w");

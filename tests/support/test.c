@@ -39,8 +39,7 @@ const char *attn_test_reference_dir(void)
 int attn_test_run(const char *cmd, char **out)
 {
     FILE *f = popen(cmd, "r");
-    if (!f)
-        return -1;
+    if (!f) return -1;
     size_t cap = 4096, n = 0;
     char *buf = malloc(cap);
     if (!buf) {
@@ -52,8 +51,7 @@ int attn_test_run(const char *cmd, char **out)
         n += r;
         if (cap - n < 1024) {
             char *nb = realloc(buf, cap * 2);
-            if (!nb)
-                break;
+            if (!nb) break;
             buf = nb;
             cap *= 2;
         }

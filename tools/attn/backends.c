@@ -359,18 +359,15 @@ static int attn__bk_text_out(const attn_platform *p)
     /* Plugins that failed or were filtered out are as important to see as the
      * ones that registered something. */
     int np = attn_plugins_count();
-    if (np > 0)
-        printf("\nplugins (ATTN_PLUGIN_PATH):\n");
+    if (np > 0) printf("\nplugins (ATTN_PLUGIN_PATH):\n");
     for (int i = 0; i < np; i++) {
         attn_plugin_report rep;
-        if (attn_plugins_report(i, &rep) != ATTN_OK)
-            continue;
+        if (attn_plugins_report(i, &rep) != ATTN_OK) continue;
         const char *state = rep.loaded                 ? "loaded"
                             : rep.skipped_by_allowlist ? "skipped (not in ATTN_PLUGINS)"
                                                        : "failed";
         printf("  %-20s %s  %s", rep.name, state, rep.path);
-        if (rep.error)
-            printf("\n    why: %s", rep.error);
+        if (rep.error) printf("\n    why: %s", rep.error);
         printf("\n");
     }
     return ATTN_EXIT_OK;
@@ -536,8 +533,8 @@ int attn_cmd_backends(int argc, char **argv)
     attn_plugins_load(); /* idempotent; concurrent callers wait for the one load */
     const attn_platform *p = NULL;
     attn_platform *owned = NULL;
-    attn_status st = (attn_status)attn_cli_machine(machine, installed, settings, num_settings, &p,
-                                                    &owned);
+    attn_status st =
+        (attn_status)attn_cli_machine(machine, installed, settings, num_settings, &p, &owned);
     if (st != ATTN_OK) {
         fprintf(stderr, "attn backends: %s\n", attn_last_error());
         attn_platform_free(owned);

@@ -31,11 +31,11 @@
 const attn_backend *const attn__bench_builtin_backends[] = {&attn__backend_cpu_attn,
                                                             &attn__backend_reference};
 
-#define BENCH_HEADS 32
+#define BENCH_HEADS    32
 #define BENCH_KV_HEADS 8
-#define BENCH_HEAD 128
-#define MAX_SHAPES 256
-#define MAX_LIST 16
+#define BENCH_HEAD     128
+#define MAX_SHAPES     256
+#define MAX_LIST       16
 
 typedef struct {
     bool prefill;
@@ -61,7 +61,7 @@ typedef struct {
     double max_seconds; /* per shape and backend */
     bool json;
     bool progress;
-    bool hot; /* reuse the same blocks: cache-resident KV, compute-bound figures */
+    bool hot;            /* reuse the same blocks: cache-resident KV, compute-bound figures */
     size_t buffer_bytes; /* 0: default (>= 1 GiB); also the KV pool's minimum */
 } opts_t;
 
@@ -134,8 +134,7 @@ static bool parse_list(const char *s, int *out, int *n, long lo, long hi)
     snprintf(buf, sizeof buf, "%s", s);
     for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
         long v;
-        if (*n >= MAX_LIST || !attn_cli_int("bench", "list", tok, lo, hi, &v))
-            return false;
+        if (*n >= MAX_LIST || !attn_cli_int("bench", "list", tok, lo, hi, &v)) return false;
         out[(*n)++] = (int)v;
     }
     return *n > 0;
@@ -172,8 +171,7 @@ static attn_status pool_make(pool_t *p, const attn_backend *b, attn_kv_dtype kv,
                                 : ATTN_LAYOUT_NHD;
     attn_status st = attn_kv_layout_compute(b->desc, layout, num_blocks, bs, BENCH_KV_HEADS,
                                             BENCH_HEAD, 0, kv, ATTN_DTYPE_BF16, &p->li);
-    if (st != ATTN_OK)
-        return st;
+    if (st != ATTN_OK) return st;
     size_t bytes = (size_t)p->li.bytes_per_layer;
     p->bytes = (bytes + 4095) / 4096 * 4096;
     /* transparent huge pages where allowed, like the bandwidth buffer */
@@ -211,8 +209,7 @@ static attn_status pool_make(pool_t *p, const attn_backend *b, attn_kv_dtype kv,
 
 static void pool_free(pool_t *p)
 {
-    if (p->data)
-        munmap(p->data, p->bytes);
+    if (p->data) munmap(p->data, p->bytes);
     p->data = NULL;
 }
 
@@ -301,8 +298,7 @@ static void measure(const backend_t *be, const shape_t *sh, pool_t *pool, const 
     double spent = 0, warm_spent = 0;
     int n = 0, warm = 0;
     while (n < o->repeats) {
-        if (rot + per_call > pool->num_blocks || o->hot)
-            rot = 0;
+        if (rot + per_call > pool->num_blocks || o->hot) rot = 0;
         for (int i = 0; i < per_call; i++)
             bt[i] = rot + i;
         rot += per_call;
@@ -316,12 +312,8 @@ static void measure(const backend_t *be, const shape_t *sh, pool_t *pool, const 
             snprintf(res->error, sizeof res->error, "build: %s", attn_last_error());
             goto done;
         }
-        attn_forward_args a = {.layer = &lp,
-                               .common = &cm,
-                               .metadata = md,
-                               .q = q,
-                               .kv = &pool->li.view,
-                               .out = out};
+        attn_forward_args a = {
+            .layer = &lp, .common = &cm, .metadata = md, .q = q, .kv = &pool->li.view, .out = out};
         double t0 = now_s();
         attn_status st = b->kernel->forward(impl, &a);
         double dt = now_s() - t0;
@@ -345,8 +337,7 @@ static void measure(const backend_t *be, const shape_t *sh, pool_t *pool, const 
         }
         spent += dt;
         times[n++] = dt;
-        if (spent > o->max_seconds)
-            break;
+        if (spent > o->max_seconds) break;
     }
     qsort(times, (size_t)n, sizeof(double), cmp_double);
     double med = n % 2 ? times[n / 2] : 0.5 * (times[n / 2 - 1] + times[n / 2]);
@@ -362,10 +353,8 @@ static void measure(const backend_t *be, const shape_t *sh, pool_t *pool, const 
     res->gflops = flops / med / 1e9;
     res->flops_fraction = m->peak_gflops > 0 ? res->gflops / m->peak_gflops : 0;
 done:
-    if (impl && b->kernel->destroy)
-        b->kernel->destroy(impl);
-    if (bstate)
-        bo->destroy(bstate);
+    if (impl && b->kernel->destroy) b->kernel->destroy(impl);
+    if (bstate) bo->destroy(bstate);
     free(q);
     free(out);
     free(qsl);
@@ -441,8 +430,7 @@ static void text_row(const char *backend, const shape_t *sh, const result_t *r, 
     }
     printf("%10.3f %11.0f %7.2f %5.0f%% %8.1f %5.1f%%", r->ms, r->tokens_per_s, r->gbps,
            r->bw_fraction * 100, r->gflops, r->flops_fraction * 100);
-    if (vs)
-        printf(" %10.3f %8.1fx", vs->ok ? vs->ms : NAN, vs->ok ? vs->ms / r->ms : NAN);
+    if (vs) printf(" %10.3f %8.1fx", vs->ok ? vs->ms : NAN, vs->ok ? vs->ms / r->ms : NAN);
     printf("\n");
 }
 
@@ -460,8 +448,7 @@ int attn_cmd_bench(int argc, char **argv)
         const char *v = NULL;
         bool bad = false;
         long x;
-        if (attn_cli_is_help(argv[i]))
-            return usage(stdout);
+        if (attn_cli_is_help(argv[i])) return usage(stdout);
         if (attn_cli_flag(argv, i, "--full")) {
             full = true;
         } else if (attn_cli_flag(argv, i, "--hot")) {
@@ -469,38 +456,30 @@ int attn_cmd_bench(int argc, char **argv)
         } else if (attn_cli_flag(argv, i, "--json")) {
             o.json = true;
         } else if (attn_cli_opt(argc, argv, &i, "--backend", &v, &bad)) {
-            if (bad)
-                return ATTN_EXIT_USAGE;
+            if (bad) return ATTN_EXIT_USAGE;
             backend = v;
         } else if (attn_cli_opt(argc, argv, &i, "--vs", &v, &bad)) {
-            if (bad)
-                return ATTN_EXIT_USAGE;
+            if (bad) return ATTN_EXIT_USAGE;
             vs_name = v;
         } else if (attn_cli_opt(argc, argv, &i, "--phase", &v, &bad)) {
-            if (bad)
-                return ATTN_EXIT_USAGE;
+            if (bad) return ATTN_EXIT_USAGE;
             if (strcmp(v, "decode") && strcmp(v, "prefill"))
                 return attn_cli_usage_error("bench", "--phase must be decode or prefill");
             phase = v;
         } else if (attn_cli_opt(argc, argv, &i, "--batch", &v, &bad)) {
-            if (bad || !parse_list(v, batches, &nb, 1, 4096))
-                return ATTN_EXIT_USAGE;
+            if (bad || !parse_list(v, batches, &nb, 1, 4096)) return ATTN_EXIT_USAGE;
             user_b = true;
         } else if (attn_cli_opt(argc, argv, &i, "--context", &v, &bad)) {
-            if (bad || !parse_list(v, contexts, &nc, 1, 1 << 20))
-                return ATTN_EXIT_USAGE;
+            if (bad || !parse_list(v, contexts, &nc, 1, 1 << 20)) return ATTN_EXIT_USAGE;
             user_c = true;
         } else if (attn_cli_opt(argc, argv, &i, "--prefill", &v, &bad)) {
-            if (bad || !parse_list(v, prefills, &np, 1, 1 << 16))
-                return ATTN_EXIT_USAGE;
+            if (bad || !parse_list(v, prefills, &np, 1, 1 << 16)) return ATTN_EXIT_USAGE;
             user_p = true;
         } else if (attn_cli_opt(argc, argv, &i, "--kv", &v, &bad)) {
-            if (bad)
-                return ATTN_EXIT_USAGE;
+            if (bad) return ATTN_EXIT_USAGE;
             kv_list = v;
         } else if (attn_cli_opt(argc, argv, &i, "--repeats", &v, &bad)) {
-            if (bad || !attn_cli_int("bench", "--repeats", v, 1, 1000, &x))
-                return ATTN_EXIT_USAGE;
+            if (bad || !attn_cli_int("bench", "--repeats", v, 1, 1000, &x)) return ATTN_EXIT_USAGE;
             o.repeats = (int)x;
         } else if (attn_cli_opt(argc, argv, &i, "--max-seconds", &v, &bad)) {
             if (bad || !attn_cli_int("bench", "--max-seconds", v, 1, 3600, &x))
@@ -511,16 +490,14 @@ int attn_cmd_bench(int argc, char **argv)
                 return ATTN_EXIT_USAGE;
             o.block_size = (int)x;
         } else if (attn_cli_opt(argc, argv, &i, "--threads", &v, &bad)) {
-            if (bad || !attn_cli_int("bench", "--threads", v, 1, 4096, &x))
-                return ATTN_EXIT_USAGE;
+            if (bad || !attn_cli_int("bench", "--threads", v, 1, 4096, &x)) return ATTN_EXIT_USAGE;
             setenv("ATTN_NUM_THREADS", v, 1);
         } else if (attn_cli_opt(argc, argv, &i, "--buffer-mb", &v, &bad)) {
             if (bad || !attn_cli_int("bench", "--buffer-mb", v, 1, 1 << 20, &x))
                 return ATTN_EXIT_USAGE;
             o.buffer_bytes = (size_t)x << 20;
         } else if (attn_cli_opt(argc, argv, &i, "--variant", &v, &bad)) {
-            if (bad)
-                return ATTN_EXIT_USAGE;
+            if (bad) return ATTN_EXIT_USAGE;
             variant = v;
         } else {
             return attn_cli_usage_error("bench", "unknown option '%s'", argv[i]);
@@ -529,14 +506,10 @@ int attn_cmd_bench(int argc, char **argv)
     if (full) {
         int fb[] = {1, 4, 16, 64}, fc[] = {1024, 2048, 4096, 8192, 16384, 32768},
             fp[] = {128, 512, 1024, 2048, 4096};
-        if (!user_b)
-            memcpy(batches, fb, sizeof fb), nb = 4;
-        if (!user_c)
-            memcpy(contexts, fc, sizeof fc), nc = 6;
-        if (!user_p)
-            memcpy(prefills, fp, sizeof fp), np = 5;
-        if (!kv_list)
-            kv_list = "bf16,fp8_e4m3,fp8_e5m2";
+        if (!user_b) memcpy(batches, fb, sizeof fb), nb = 4;
+        if (!user_c) memcpy(contexts, fc, sizeof fc), nc = 6;
+        if (!user_p) memcpy(prefills, fp, sizeof fp), np = 5;
+        if (!kv_list) kv_list = "bf16,fp8_e4m3,fp8_e5m2";
     }
     attn_kv_dtype kvs[4];
     int nkv = 0;
@@ -551,8 +524,7 @@ int attn_cmd_bench(int argc, char **argv)
                      !(k == ATTN_KV_FP8 || k == ATTN_KV_FP8_E4M3 || k == ATTN_KV_FP8_E5M2 ||
                        k == ATTN_KV_BFLOAT16))
                 return attn_cli_usage_error("bench", "--kv: unsupported KV dtype '%s'", t);
-            if (nkv < 4)
-                kvs[nkv++] = k;
+            if (nkv < 4) kvs[nkv++] = k;
         }
     }
     /* resolve the backends on the real machine */
@@ -579,10 +551,9 @@ int attn_cmd_bench(int argc, char **argv)
     }
     for (int i = 0; i < nbe; i++) {
         char detail[256] = "";
-        if (bes[i].b->kernel->self_test && bes[i].b->kernel->self_test(detail, sizeof detail) !=
-                                               ATTN_OK)
-            fprintf(stderr, "attn bench: warning: %s self-test failed: %s\n", bes[i].name,
-                    detail);
+        if (bes[i].b->kernel->self_test &&
+            bes[i].b->kernel->self_test(detail, sizeof detail) != ATTN_OK)
+            fprintf(stderr, "attn bench: warning: %s self-test failed: %s\n", bes[i].name, detail);
     }
 
     /* shapes */
@@ -606,8 +577,7 @@ int attn_cmd_bench(int argc, char **argv)
     o.progress = ns > 1;
 
     attn__cpu_machine m;
-    if (o.progress)
-        fprintf(stderr, "attn bench: measuring read bandwidth and peak FMA rate...\n");
+    if (o.progress) fprintf(stderr, "attn bench: measuring read bandwidth and peak FMA rate...\n");
     if (attn__cpu_measure_machine(o.buffer_bytes, &m) != ATTN_OK) {
         fprintf(stderr, "attn bench: machine measurement failed: %s\n", attn_last_error());
         return ATTN_EXIT_ERROR;
@@ -618,27 +588,23 @@ int attn_cmd_bench(int argc, char **argv)
     pool_t pools[2][4];
     memset(pools, 0, sizeof pools);
     result_t *res = calloc((size_t)ns * 2, sizeof(result_t));
-    if (!res)
-        return ATTN_EXIT_ERROR;
+    if (!res) return ATTN_EXIT_ERROR;
     int rc = ATTN_EXIT_OK;
     for (int bi = 0; bi < nbe; bi++)
         for (int k = 0; k < nkv; k++) {
             int need = 0;
             for (int i = 0; i < ns; i++)
                 if (shapes[i].kv == kvs[k]) {
-                    int nbl = shapes[i].batch * ((shapes[i].context + o.block_size - 1) /
-                                                 o.block_size);
-                    if (nbl > need)
-                        need = nbl;
+                    int nbl =
+                        shapes[i].batch * ((shapes[i].context + o.block_size - 1) / o.block_size);
+                    if (nbl > need) need = nbl;
                 }
-            if (!need)
-                continue;
+            if (!need) continue;
             double esz = kvs[k] == ATTN_KV_AUTO || kvs[k] == ATTN_KV_BFLOAT16 ? 2.0 : 1.0;
             double blk_bytes = 2.0 * o.block_size * BENCH_KV_HEADS * BENCH_HEAD * esz;
             double min_bytes = o.buffer_bytes ? (double)o.buffer_bytes : (double)(1 << 30);
             int gib = (int)(min_bytes / blk_bytes);
-            if (need < gib)
-                need = gib;
+            if (need < gib) need = gib;
             if (bi == 1 && bes[1].b->desc->required_layout == bes[0].b->desc->required_layout) {
                 pools[1][k] = pools[0][k]; /* same layout: share the memory */
                 continue;
@@ -656,9 +622,9 @@ int attn_cmd_bench(int argc, char **argv)
             k++;
         for (int bi = 0; bi < nbe; bi++) {
             if (o.progress)
-                fprintf(stderr, "attn bench: [%d/%d] %s %s batch=%d context=%d kv=%s\n", i + 1,
-                        ns, bes[bi].name, shapes[i].prefill ? "prefill" : "decode",
-                        shapes[i].batch, shapes[i].context, kv_label(shapes[i].kv));
+                fprintf(stderr, "attn bench: [%d/%d] %s %s batch=%d context=%d kv=%s\n", i + 1, ns,
+                        bes[bi].name, shapes[i].prefill ? "prefill" : "decode", shapes[i].batch,
+                        shapes[i].context, kv_label(shapes[i].kv));
             measure(&bes[bi], &shapes[i], &pools[bi][k], &o, &m, &res[2 * i + bi]);
         }
     }
@@ -697,8 +663,7 @@ int attn_cmd_bench(int argc, char **argv)
         for (int i = 0; i < ns; i++) {
             json_result(&w, bes[0].name, &shapes[i], &res[2 * i], nbe > 1 ? &res[2 * i + 1] : NULL,
                         vs_name);
-            if (nbe > 1)
-                json_result(&w, bes[1].name, &shapes[i], &res[2 * i + 1], NULL, NULL);
+            if (nbe > 1) json_result(&w, bes[1].name, &shapes[i], &res[2 * i + 1], NULL, NULL);
         }
         attn__jw_arr_end(&w);
         attn__jw_obj_end(&w);
@@ -716,8 +681,7 @@ int attn_cmd_bench(int argc, char **argv)
                BENCH_HEADS, BENCH_KV_HEADS, BENCH_HEAD, o.block_size);
         printf("%-10s %-7s %5s %7s %6s %-9s %10s %11s %7s %6s %8s %6s", "backend", "phase", "batch",
                "context", "qlen", "kv", "ms", "tokens/s", "GB/s", "%bw", "GFLOP/s", "%peak");
-        if (nbe > 1)
-            printf(" %10s %9s", "vs ms", "speedup");
+        if (nbe > 1) printf(" %10s %9s", "vs ms", "speedup");
         printf("\n");
         for (int i = 0; i < ns; i++) {
             text_row(bes[0].name, &shapes[i], &res[2 * i], nbe > 1 ? &res[2 * i + 1] : NULL);
@@ -729,12 +693,10 @@ int attn_cmd_bench(int argc, char **argv)
         }
     }
     for (int i = 0; i < 2 * ns; i++)
-        if (i % 2 < nbe && !res[i].ok)
-            rc = ATTN_EXIT_ERROR;
+        if (i % 2 < nbe && !res[i].ok) rc = ATTN_EXIT_ERROR;
 out:
     for (int k = 0; k < nkv; k++) {
-        if (pools[1][k].data && pools[1][k].data != pools[0][k].data)
-            pool_free(&pools[1][k]);
+        if (pools[1][k].data && pools[1][k].data != pools[0][k].data) pool_free(&pools[1][k]);
         pool_free(&pools[0][k]);
     }
     free(res);

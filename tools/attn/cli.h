@@ -8,9 +8,9 @@
 #include <stdbool.h>
 #include <stdio.h>
 
-#define ATTN_EXIT_OK 0
-#define ATTN_EXIT_ERROR 1
-#define ATTN_EXIT_USAGE 2
+#define ATTN_EXIT_OK     0
+#define ATTN_EXIT_ERROR  1
+#define ATTN_EXIT_USAGE  2
 #define ATTN_EXIT_FAILED 3
 
 int attn_cmd_platforms(int argc, char **argv);
@@ -29,7 +29,8 @@ bool attn_cli_flag(char **argv, int i, const char *name);
 bool attn_cli_is_help(const char *arg);
 /* Parses a decimal int in [lo, hi]; prints "attn <cmd>: --opt: ..." on error. */
 bool attn_cli_int(const char *cmd, const char *opt, const char *s, long lo, long hi, long *out);
-int attn_cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int attn_cli_usage_error(const char *cmd, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 
 struct attn_platform;
 /* The machine a command runs against: --machine M, else ATTN_PLATFORM / this

@@ -20,14 +20,12 @@ bool attn_cli_opt(int argc, char **argv, int *i, const char *name, const char **
 {
     const char *a = argv[*i];
     size_t n = strlen(name);
-    if (strncmp(a, name, n) != 0)
-        return false;
+    if (strncmp(a, name, n) != 0) return false;
     if (a[n] == '=') {
         *val = a + n + 1;
         return true;
     }
-    if (a[n] != '\0')
-        return false;
+    if (a[n] != '\0') return false;
     if (*i + 1 >= argc) {
         fprintf(stderr, "attn: option %s needs a value\n", name);
         *bad = true;
@@ -69,8 +67,7 @@ int attn_cli_machine(const char *machine, const char *installed, const char *con
 {
     attn_status st;
     *owned = NULL;
-    if (!machine && !installed && num_settings == 0)
-        return attn_platform_current(p);
+    if (!machine && !installed && num_settings == 0) return attn_platform_current(p);
     if (machine) {
         st = attn_platform_open(machine, owned);
     } else {

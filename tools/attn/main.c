@@ -25,8 +25,7 @@ static int attn_main_usage(FILE *f, const attn_subcommand *cmds, int n)
                "Decide once which attention kernel runs, then drive it every step.\n\n"
                "commands:\n");
     for (int i = 0; i < n; i++)
-        if (cmds[i].fn)
-            fprintf(f, "  %-10s %s\n", cmds[i].name, cmds[i].summary);
+        if (cmds[i].fn) fprintf(f, "  %-10s %s\n", cmds[i].name, cmds[i].summary);
     fprintf(f, "\nRun 'attn <command> --help' for a command's options.\n"
                "Environment: ATTN_PLATFORM ATTN_BACKEND ATTN_PLUGINS ATTN_PLUGIN_PATH\n"
                "             ATTN_CPU_MASK ATTN_NUM_THREADS ATTN_SELFTEST ATTN_LOG\n");
@@ -45,8 +44,7 @@ int main(int argc, char **argv)
         {"simulate", attn_cmd_simulate, "run machines side by side through startup and serving"},
     };
     int n = (int)(sizeof cmds / sizeof cmds[0]);
-    if (argc < 2)
-        return attn_main_usage(stderr, cmds, n);
+    if (argc < 2) return attn_main_usage(stderr, cmds, n);
     if (attn_cli_is_help(argv[1]) || !strcmp(argv[1], "help"))
         return attn_main_usage(stdout, cmds, n);
     for (int i = 0; i < n; i++) {

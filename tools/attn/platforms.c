@@ -48,14 +48,12 @@ static void attn__installed_text(const attn_platform *p, char *buf, size_t size)
     size_t o = 0;
     buf[0] = '\0';
     for (int c = 0; c < ATTN_COMPONENT_COUNT && o < size; c++) {
-        if (!attn_platform_has_component(p, (attn_component)c))
-            continue;
+        if (!attn_platform_has_component(p, (attn_component)c)) continue;
         int n = snprintf(buf + o, size - o, "%s%s", o ? "," : "",
                          attn_component_name((attn_component)c));
         o += n > 0 ? (size_t)n : 0;
     }
-    if (!buf[0])
-        snprintf(buf, size, "-");
+    if (!buf[0]) snprintf(buf, size, "-");
 }
 
 /* Prints words of text wrapped at ~100 columns, each line indented. */
@@ -67,8 +65,7 @@ static void attn__print_wrapped(const char *label, const char *text, int indent)
         while (*p == ' ')
             p++;
         size_t n = strcspn(p, " ");
-        if (!n)
-            break;
+        if (!n) break;
         if (col + 1 + (int)n > 100 && col > indent + (int)strlen(label)) {
             printf("\n%*s", indent + (int)strlen(label), "");
             col = indent + (int)strlen(label);
@@ -93,8 +90,7 @@ static void attn__print_cpu(const attn_cpu_info *ci, bool real)
     attn__print_wrapped("usable:  ", list, 12);
     if (real) {
         attn__cpu_feature_list(ci->masked, list, sizeof list);
-        if (ci->masked)
-            strncat(list, " (by ATTN_CPU_MASK)", sizeof list - strlen(list) - 1);
+        if (ci->masked) strncat(list, " (by ATTN_CPU_MASK)", sizeof list - strlen(list) - 1);
         attn__print_wrapped("masked:  ", list, 12);
         uint64_t off = ci->present & ~ci->usable & ~ci->masked;
         if (off) {
@@ -139,8 +135,7 @@ static void attn__print_opencl(const attn__opencl_probe *cl)
         printf("            platform %d: %s (%s), %s\n", i, pl->name, pl->vendor, pl->version);
         for (int k = 0; k < cl->device_count; k++) {
             const attn__opencl_device *d = &cl->devices[k];
-            if (d->platform != i)
-                continue;
+            if (d->platform != i) continue;
             char mem[32];
             attn__fmt_gib(d->global_mem_bytes, mem, sizeof mem);
             printf("              device %d: %s [%s], %s, %u compute units, %s, fp16: %s, "
@@ -165,8 +160,7 @@ static void attn__print_machine(const attn_platform *p)
         printf("  capability   %d.%d\n", maj, min);
     else
         printf("  capability   None\n");
-    if (attn_platform_gfx_arch(p))
-        printf("  gfx arch     %s\n", attn_platform_gfx_arch(p));
+    if (attn_platform_gfx_arch(p)) printf("  gfx arch     %s\n", attn_platform_gfx_arch(p));
     attn__fmt_gib(attn_platform_memory_bytes(p), mem, sizeof mem);
     printf("  memory       %s\n", mem);
     printf("  devices      %d\n", attn_platform_device_count(p));
@@ -195,8 +189,7 @@ static void attn__print_catalog(void)
         }
         char cap[32] = "None", mem[32], inst[256];
         int maj, min;
-        if (attn_platform_capability(p, &maj, &min))
-            snprintf(cap, sizeof cap, "%d.%d", maj, min);
+        if (attn_platform_capability(p, &maj, &min)) snprintf(cap, sizeof cap, "%d.%d", maj, min);
         if (attn_platform_gfx_arch(p))
             snprintf(cap + strlen(cap), sizeof cap - strlen(cap), " (%s)",
                      attn_platform_gfx_arch(p));
@@ -271,8 +264,7 @@ static void attn__json_opencl(attn__jw *w, const attn__opencl_probe *cl)
         attn__jw_arr_begin(w);
         for (int k = 0; k < cl->device_count; k++) {
             const attn__opencl_device *d = &cl->devices[k];
-            if (d->platform != i)
-                continue;
+            if (d->platform != i) continue;
             attn__jw_obj_begin(w);
             attn__jw_key(w, "name");
             attn__jw_str(w, d->name);
@@ -300,8 +292,7 @@ static void attn__json_opencl(attn__jw *w, const attn__opencl_probe *cl)
                 while (*p == ' ')
                     p++;
                 size_t n = strcspn(p, " ");
-                if (!n)
-                    break;
+                if (!n) break;
                 char ext[128];
                 snprintf(ext, sizeof ext, "%.*s", (int)(n < sizeof ext ? n : sizeof ext - 1), p);
                 attn__jw_str(w, ext);
@@ -471,13 +462,11 @@ int attn_cmd_platforms(int argc, char **argv)
     const char *machine = NULL;
     for (int i = 1; i < argc; i++) {
         const char *v = NULL;
-        if (attn_cli_is_help(argv[i]))
-            return attn__platforms_usage(stdout);
+        if (attn_cli_is_help(argv[i])) return attn__platforms_usage(stdout);
         if (attn_cli_flag(argv, i, "--json")) {
             json = true;
         } else if (attn_cli_opt(argc, argv, &i, "--machine", &v, &bad)) {
-            if (bad)
-                return ATTN_EXIT_USAGE;
+            if (bad) return ATTN_EXIT_USAGE;
             machine = v;
         } else if (argv[i][0] == '-') {
             return attn_cli_usage_error("platforms", "unknown option '%s'", argv[i]);

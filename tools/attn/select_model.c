@@ -103,8 +103,8 @@ static int parse_opts(int argc, char **argv, opts *o)
 
 static attn_status open_platform(const opts *o, const attn_platform **p, attn_platform **owned)
 {
-    return (attn_status)attn_cli_machine(o->machine, o->installed, o->settings, o->num_settings,
-                                         p, owned);
+    return (attn_status)attn_cli_machine(o->machine, o->installed, o->settings, o->num_settings, p,
+                                         owned);
 }
 
 int attn_cli_select_model(const char *model, int argc, char **argv)

@@ -30,10 +30,7 @@
 
 static const attn__cpu_isa *const g_variants[] = {
 #if defined(__x86_64__)
-    &attn__cpu_isa_amx_bf16,
-    &attn__cpu_isa_avx512_bf16,
-    &attn__cpu_isa_avx512,
-    &attn__cpu_isa_avx2,
+    &attn__cpu_isa_amx_bf16, &attn__cpu_isa_avx512_bf16, &attn__cpu_isa_avx512, &attn__cpu_isa_avx2,
 #endif
     &attn__cpu_isa_portable,
 };
@@ -66,8 +63,7 @@ const attn__cpu_isa *attn__cpu_attn_variant(int i)
 const attn__cpu_isa *attn__cpu_attn_active(void)
 {
     const attn__cpu_isa *f = atomic_load(&g_forced);
-    if (f)
-        return f;
+    if (f) return f;
     pthread_once(&g_sel_once, select_once);
     return g_auto;
 }
@@ -131,13 +127,11 @@ static void scratch_key_init(void)
 static thread_scratch *get_scratch(void)
 {
     pthread_once(&g_scratch_once, scratch_key_init);
-    if (!g_scratch_key_ok)
-        return NULL;
+    if (!g_scratch_key_ok) return NULL;
     thread_scratch *s = pthread_getspecific(g_scratch_key);
     if (!s) {
         s = aligned_alloc(64, (sizeof(thread_scratch) + 63) / 64 * 64);
-        if (!s)
-            return NULL;
+        if (!s) return NULL;
         if (pthread_setspecific(g_scratch_key, s) != 0) {
             free(s);
             return NULL;
@@ -151,8 +145,8 @@ static thread_scratch *get_scratch(void)
 typedef struct {
     const attn_forward_args *a;
     const attn__cpu_isa *isa;
-    const attn__cpu_md *md;        /* NULL: per-request plan */
-    const attn__cpu_tile *tiles;   /* the phase's tiles */
+    const attn__cpu_md *md;      /* NULL: per-request plan */
+    const attn__cpu_tile *tiles; /* the phase's tiles */
     int H, KVH, G, HG, D, Dv;
     int MH; /* > 1: a unit is MH KV heads of a decode tile (run_rows_heads) */
     size_t q_esz, kv_esz;
@@ -172,12 +166,9 @@ static void plan_tile(const fwd_ctx *c, int r, int i0, int n, attn__cpu_tile *t)
     int kv = attn__fwd_kv_len(c->a, r);
     int pos_first = kv - qlen + i0;
     int lo = 0, hi = kv;
-    if (c->causal && pos_first + n < hi)
-        hi = pos_first + n;
-    if (c->window > 0 && pos_first - c->window + 1 > lo)
-        lo = pos_first - c->window + 1;
-    if (hi < lo)
-        hi = lo;
+    if (c->causal && pos_first + n < hi) hi = pos_first + n;
+    if (c->window > 0 && pos_first - c->window + 1 > lo) lo = pos_first - c->window + 1;
+    if (hi < lo) hi = lo;
     t->req = r;
     t->q0 = cm->query_start_loc[r] + i0;
     t->nq = n;
@@ -254,8 +245,7 @@ static void finish_row(const fwd_ctx *c, int64_t tok, int head, float *o, float 
         break;
     }
     }
-    if (a->lse)
-        a->lse[tok * c->H + head] = l > 0.0f ? m + logf(l) : -INFINITY;
+    if (a->lse) a->lse[tok * c->H + head] = l > 0.0f ? m + logf(l) : -INFINITY;
 }
 
 /* Where the key chunk starting at key j lies (at most ATTN_CPU_CHUNK keys,
@@ -280,8 +270,7 @@ static void chunk_at(const fwd_ctx *c, int32_t tok0, const int32_t *bt, int kvh,
         const attn_kv_view *kv = a->kv;
         int bs = kv->block_size;
         int off = j % bs;
-        if (bs - off < n)
-            n = bs - off;
+        if (bs - off < n) n = bs - off;
         int64_t base = bt[j / bs] * kv->stride_block + (int64_t)off * kv->stride_token +
                        (int64_t)kvh * kv->stride_head;
         r->k = (const char *)kv->data + (kv->k_offset + base) * (int64_t)c->kv_esz;
@@ -305,8 +294,7 @@ static void rows_setup(const fwd_ctx *c, const attn__cpu_tile *t, int hgi, threa
     const attn_forward_args *a = c->a;
     const int32_t *qsl = a->common->query_start_loc;
     int Gs = c->G - hgi * ATTN_CPU_MAX_ROWS;
-    if (Gs > ATTN_CPU_MAX_ROWS)
-        Gs = ATTN_CPU_MAX_ROWS;
+    if (Gs > ATTN_CPU_MAX_ROWS) Gs = ATTN_CPU_MAX_ROWS;
     bool prefix = t->flags & ATTN_CPU_TILE_PREFIX;
     int req = t->req;
     ri->Gs = Gs;
@@ -324,20 +312,13 @@ static void rows_setup(const fwd_ctx *c, const attn__cpu_tile *t, int hgi, threa
         int kv = attn__fwd_kv_len(a, req);
         int pos = kv - qlen + (tok - qsl[req]);
         int lo = t->kb, hi = t->ke - 1;
-        if (c->window > 0 && pos - c->window + 1 > lo)
-            lo = pos - c->window + 1;
-        if (c->causal && pos < hi)
-            hi = pos;
-        if (kv - 1 < hi)
-            hi = kv - 1;
-        if (lo < ri->kmin)
-            ri->kmin = lo;
-        if (hi > ri->kmax)
-            ri->kmax = hi;
-        if (lo > ri->lo_max)
-            ri->lo_max = lo;
-        if (hi < ri->hi_min)
-            ri->hi_min = hi;
+        if (c->window > 0 && pos - c->window + 1 > lo) lo = pos - c->window + 1;
+        if (c->causal && pos < hi) hi = pos;
+        if (kv - 1 < hi) hi = kv - 1;
+        if (lo < ri->kmin) ri->kmin = lo;
+        if (hi > ri->kmax) ri->kmax = hi;
+        if (lo > ri->lo_max) ri->lo_max = lo;
+        if (hi < ri->hi_min) ri->hi_min = hi;
         for (int g = 0; g < Gs; g++) {
             int r = i * Gs + g;
             sc->pos[r] = pos;
@@ -409,9 +390,8 @@ static void rows_finish(const fwd_ctx *c, const attn__cpu_tile *t, const rows_in
                 p[c->Dv] = job->m[r];
                 p[c->Dv + 1] = job->l[r];
             } else {
-                const float *pre = (t->flags & ATTN_CPU_TILE_MERGE_PREFIX)
-                                       ? partial_row(c, tok, h0 + g)
-                                       : NULL;
+                const float *pre =
+                    (t->flags & ATTN_CPU_TILE_MERGE_PREFIX) ? partial_row(c, tok, h0 + g) : NULL;
                 finish_row(c, tok, h0 + g, o, job->m[r], job->l[r], pre);
             }
         }
@@ -437,8 +417,7 @@ static void run_rows(fwd_ctx *c, const attn__cpu_tile *t, int kvh, int hgi, thre
                                  sc->vs, sc->s, sc->qrows);
     if (ri.kmin <= ri.kmax) {
         const attn__cpu_isa *k = c->isa;
-        if (k->first && k->first->accepts(&job))
-            k = k->first;
+        if (k->first && k->first->accepts(&job)) k = k->first;
         k->prep_q(&job, sc->qrows);
         const int32_t *bt =
             a->k ? NULL : a->common->block_table + (int64_t)t->req * a->common->block_table_stride;
@@ -448,16 +427,14 @@ static void run_rows(fwd_ctx *c, const attn__cpu_tile *t, int kvh, int hgi, thre
             int n = cur.n;
             /* the next chunk's rows are prefetched while this one computes */
             bool more = j + n <= ri.kmax;
-            if (more)
-                chunk_at(c, qsl[t->req], bt, kvh, j + n, ri.kmax, &nxt);
+            if (more) chunk_at(c, qsl[t->req], bt, kvh, j + n, ri.kmax, &nxt);
             set_prefetch(&job, more ? &nxt : NULL);
             bool masked = !(j >= ri.lo_max && j + n - 1 <= ri.hi_min);
             k->chunk(&job, cur.k, cur.v, cur.stride, n, j, masked);
             j += n;
             cur = nxt;
         }
-        if (k->finish)
-            k->finish(&job);
+        if (k->finish) k->finish(&job);
     }
     rows_finish(c, t, &ri, kvh, h0, &job);
 }
@@ -482,23 +459,20 @@ static void run_rows_heads(fwd_ctx *c, const attn__cpu_tile *t, int kvh0, int nh
     for (int h = 0; h < nh; h++) {
         job[h] = job_make(c, t, &ri, kvh0 + h, (kvh0 + h) * c->G, sc, dh->slope[h], dh->m[h],
                           dh->l[h], dh->o[h], dh->qbuf[h], dh->vs[h], sc->s, sc->qrows);
-        if (ri.kmin > ri.kmax)
-            continue;
+        if (ri.kmin > ri.kmax) continue;
         k->prep_q(&job[h], sc->qrows);
-        if (k->park)
-            k->park(&job[h]);
+        if (k->park) k->park(&job[h]);
     }
     if (ri.kmin <= ri.kmax) {
-        const int32_t *bt = a->common->block_table + (int64_t)t->req * a->common->block_table_stride;
+        const int32_t *bt =
+            a->common->block_table + (int64_t)t->req * a->common->block_table_stride;
         int span = a->kv->block_size;
         int tok0 = qsl[t->req];
         for (int j0 = ri.kmin; j0 <= ri.kmax;) {
             int j1 = (j0 / span + 1) * span - 1; /* last key of this block */
-            if (j1 > ri.kmax)
-                j1 = ri.kmax;
+            if (j1 > ri.kmax) j1 = ri.kmax;
             for (int h = 0; h < nh; h++) {
-                if (k->resume)
-                    k->resume(&job[h]);
+                if (k->resume) k->resume(&job[h]);
                 chunk_ref cur, nxt;
                 chunk_at(c, tok0, bt, kvh0 + h, j0, j1, &cur);
                 for (int j = j0; j <= j1;) {
@@ -518,11 +492,9 @@ static void run_rows_heads(fwd_ctx *c, const attn__cpu_tile *t, int kvh0, int nh
                     bool masked = !(j >= ri.lo_max && j + n - 1 <= ri.hi_min);
                     k->chunk(&job[h], cur.k, cur.v, cur.stride, n, j, masked);
                     j += n;
-                    if (j <= j1)
-                        cur = nxt;
+                    if (j <= j1) cur = nxt;
                 }
-                if (k->park)
-                    k->park(&job[h]);
+                if (k->park) k->park(&job[h]);
             }
             j0 = j1 + 1;
         }
@@ -546,8 +518,7 @@ static void run_tile(fwd_ctx *c, const attn__cpu_tile *t, int kvh, int hgi, thre
         attn__cpu_tile p = *t;
         p.q0 = t->q0 + i0;
         p.nq = t->nq - i0 < tt ? t->nq - i0 : tt;
-        if (t->part >= 0)
-            p.part = t->part + i0;
+        if (t->part >= 0) p.part = t->part + i0;
         run_rows(c, &p, kvh, hgi, sc);
     }
 }
@@ -623,16 +594,14 @@ static void merge_fn(void *ctx, int64_t b, int64_t e, int tid)
                 float M = -INFINITY;
                 for (int p = 0; p < sp->nparts; p++) {
                     const float *pr = partial_row(c, sp->slot0 + (int64_t)p * qlen + q, h);
-                    if (pr[c->Dv + 1] > 0.0f && pr[c->Dv] > M)
-                        M = pr[c->Dv];
+                    if (pr[c->Dv + 1] > 0.0f && pr[c->Dv] > M) M = pr[c->Dv];
                 }
                 float l = 0.0f;
                 memset(o, 0, sizeof(float) * (size_t)c->Dv);
                 if (M > -INFINITY) {
                     for (int p = 0; p < sp->nparts; p++) {
                         const float *pr = partial_row(c, sp->slot0 + (int64_t)p * qlen + q, h);
-                        if (!(pr[c->Dv + 1] > 0.0f))
-                            continue;
+                        if (!(pr[c->Dv + 1] > 0.0f)) continue;
                         float f = expf(pr[c->Dv] - M);
                         for (int d = 0; d < c->Dv; d++)
                             o[d] += pr[d] * f;
@@ -659,12 +628,10 @@ static int heads_per_unit(const fwd_ctx *c, const attn__cpu_tile *tiles, int n)
         return 1;
     attn_elem kv = c->a->kv->elem;
     int mh = attn__cpu_dec_heads(c->KVH, c->G, kv == ATTN_ELEM_BF16 || kv == ATTN_ELEM_F16);
-    if (mh <= 1)
-        return 1;
+    if (mh <= 1) return 1;
     int maxq = 0;
     for (int i = 0; i < n; i++)
-        if (tiles[i].nq > maxq)
-            maxq = tiles[i].nq;
+        if (tiles[i].nq > maxq) maxq = tiles[i].nq;
     attn__cpu_job probe = {
         .R = maxq * c->G,
         .D = c->D,
@@ -679,8 +646,7 @@ static int heads_per_unit(const fwd_ctx *c, const attn__cpu_tile *tiles, int n)
 attn_status attn__cpu_attn_forward_isa(const attn__cpu_isa *isa, const attn_forward_args *a)
 {
     attn_status st = attn__fwd_check(a);
-    if (st != ATTN_OK)
-        return st;
+    if (st != ATTN_OK) return st;
     const attn_layer_params *l = a->layer;
     const attn_common_metadata *cm = a->common;
     int D = l->head_size, Dv = attn__fwd_head_size_v(l);
@@ -702,13 +668,10 @@ attn_status attn__cpu_attn_forward_isa(const attn__cpu_isa *isa, const attn_forw
                           "%d requests, the call has %d / %d / %d / %d",
                           md->num_heads, md->num_kv_heads, md->num_tokens, md->num_reqs,
                           l->num_heads, l->num_kv_heads, cm->num_actual_tokens, cm->num_reqs);
-    if (cm->num_actual_tokens == 0)
-        return ATTN_OK;
-    if (!isa)
-        isa = attn__cpu_attn_active();
+    if (cm->num_actual_tokens == 0) return ATTN_OK;
+    if (!isa) isa = attn__cpu_attn_active();
     /* direct K/V: lengths come from the call, not the build */
-    if (a->k)
-        md = NULL;
+    if (a->k) md = NULL;
     fwd_ctx c = {
         .a = a,
         .isa = isa,
@@ -740,11 +703,9 @@ attn_status attn__cpu_attn_forward_isa(const attn__cpu_isa *isa, const attn_forw
         }
         c.tiles = md->tiles;
         c.MH = heads_per_unit(&c, md->tiles, md->n_tiles);
-        if (c.MH > 1)
-            per = (c.KVH + c.MH - 1) / c.MH;
+        if (c.MH > 1) per = (c.KVH + c.MH - 1) / c.MH;
         attn__pool_for(pool, md->n_tiles * per, 1, tiles_fn, &c);
-        if (md->n_splits > 0)
-            attn__pool_for(pool, md->n_splits, 1, merge_fn, &c);
+        if (md->n_splits > 0) attn__pool_for(pool, md->n_splits, 1, merge_fn, &c);
     }
     if (atomic_load(&c.oom))
         return attn__fail(ATTN_OUT_OF_MEMORY, "CPU_ATTN: no memory for per-thread scratch");
@@ -764,13 +725,30 @@ typedef struct {
 } st_shape;
 
 static const st_shape st_shapes[] = {
-    {"decode+prefill fp32", ATTN_DTYPE_FP32, ATTN_ELEM_F32, 8, 2, 64, 16, 3,
-     {1, 19, 1}, {37, 40, 130}, 1e-4f},
+    {"decode+prefill fp32",
+     ATTN_DTYPE_FP32,
+     ATTN_ELEM_F32,
+     8,
+     2,
+     64,
+     16,
+     3,
+     {1, 19, 1},
+     {37, 40, 130},
+     1e-4f},
     {"decode bf16", ATTN_DTYPE_BF16, ATTN_ELEM_BF16, 8, 2, 128, 16, 2, {1, 1}, {70, 5}, 2e-2f},
-    {"prefill bf16", ATTN_DTYPE_BF16, ATTN_ELEM_BF16, 8, 2, 128, 16, 2, {37, 1}, {60, 90},
-     2e-2f},
-    {"decode+prefill fp8_e4m3", ATTN_DTYPE_FP32, ATTN_ELEM_FP8_E4M3, 4, 1, 64, 32, 2, {1, 24},
-     {50, 33}, 1e-3f},
+    {"prefill bf16", ATTN_DTYPE_BF16, ATTN_ELEM_BF16, 8, 2, 128, 16, 2, {37, 1}, {60, 90}, 2e-2f},
+    {"decode+prefill fp8_e4m3",
+     ATTN_DTYPE_FP32,
+     ATTN_ELEM_FP8_E4M3,
+     4,
+     1,
+     64,
+     32,
+     2,
+     {1, 24},
+     {50, 33},
+     1e-3f},
 };
 
 static uint32_t st_rand(uint32_t *s)
@@ -795,8 +773,7 @@ static attn_status st_run(const st_shape *sh, attn__cpu_forward_fn fwd, void *im
         seq[r] = sh->seq[r];
         int nb = (sh->seq[r] + bs - 1) / bs;
         blocks += nb;
-        if (nb > maxb)
-            maxb = nb;
+        if (nb > maxb) maxb = nb;
     }
     attn_elem qe = attn_dtype_elem(sh->dtype);
     size_t qes = attn_elem_size(qe), kes = attn_elem_size(sh->kv);
@@ -854,20 +831,16 @@ static attn_status st_run(const st_shape *sh, attn__cpu_forward_fn fwd, void *im
                                .block_size = bs};
     attn_forward_args fa = {.layer = &lp, .common = &cm, .q = q, .kv = &kv, .out = ref};
     st = attn__reference_forward(&fa);
-    if (st != ATTN_OK)
-        goto done;
+    if (st != ATTN_OK) goto done;
     fa.out = out;
     st = fwd(impl, &fa);
-    if (st != ATTN_OK)
-        goto done;
+    if (st != ATTN_OK) goto done;
     double maxd = 0, maxw = 0;
     for (int64_t i = 0; i < (int64_t)tokens * H * D; i++) {
         double g = attn__load_elem(out, qe, (size_t)i), w = attn__load_elem(ref, qe, (size_t)i);
         double d = fabs(g - w);
-        if (!(d <= maxd))
-            maxd = isnan(d) ? INFINITY : d;
-        if (fabs(w) > maxw)
-            maxw = fabs(w);
+        if (!(d <= maxd)) maxd = isnan(d) ? INFINITY : d;
+        if (fabs(w) > maxw) maxw = fabs(w);
     }
     *err = maxd / (maxw > 1e-6 ? maxw : 1e-6);
 done:
@@ -882,8 +855,7 @@ done:
 attn_status attn__cpu_attn_self_test_with(attn__cpu_forward_fn fwd, void *impl, char *detail,
                                           size_t size)
 {
-    if (detail && size)
-        detail[0] = '\0';
+    if (detail && size) detail[0] = '\0';
     for (size_t i = 0; i < sizeof st_shapes / sizeof st_shapes[0]; i++) {
         const st_shape *sh = &st_shapes[i];
         double err = INFINITY;
@@ -893,13 +865,12 @@ attn_status attn__cpu_attn_self_test_with(attn__cpu_forward_fn fwd, void *impl, 
                  sh->heads, sh->kv_heads, sh->D, sh->bs);
         if (st != ATTN_OK) {
             if (detail && size)
-                snprintf(detail, size, "max error inf on %s (%s: %s)", shape,
-                         attn_status_name(st), attn_last_error());
+                snprintf(detail, size, "max error inf on %s (%s: %s)", shape, attn_status_name(st),
+                         attn_last_error());
             return attn__fail(ATTN_SELFTEST_FAILED, "max error inf on %s", shape);
         }
         if (!(err <= sh->tol)) {
-            if (detail && size)
-                snprintf(detail, size, "max error %.3g on %s", err, shape);
+            if (detail && size) snprintf(detail, size, "max error %.3g on %s", err, shape);
             return attn__fail(ATTN_SELFTEST_FAILED, "max error %.3g on %s", err, shape);
         }
     }
@@ -980,8 +951,7 @@ const attn_backend_desc attn__desc_cpu_attn = {
     .supports_non_causal = true,
     .supports_batch_invariance = false,
     .attn_types = ATTN_TYPE_BIT(ATTN_TYPE_DECODER) | ATTN_TYPE_BIT(ATTN_TYPE_ENCODER) |
-                  ATTN_TYPE_BIT(ATTN_TYPE_ENCODER_ONLY) |
-                  ATTN_TYPE_BIT(ATTN_TYPE_ENCODER_DECODER),
+                  ATTN_TYPE_BIT(ATTN_TYPE_ENCODER_ONLY) | ATTN_TYPE_BIT(ATTN_TYPE_ENCODER_DECODER),
     .cg_support = ATTN_CG_NEVER,
     .can_return_lse_for_decode = true,
     .required_layout = ATTN_LAYOUT_HND,

@@ -25,9 +25,9 @@ extern const attn_backend attn__backend_cpu_attn;
 extern const attn_backend_desc attn__desc_cpu_attn;
 extern const attn_builder_ops attn__builder_cpu;
 
-#define ATTN_CPU_MAX_ROWS 64   /* query rows (tokens x heads) per unit */
-#define ATTN_CPU_CHUNK 64      /* keys per micro-kernel call */
-#define ATTN_CPU_MAX_HEAD 512  /* largest head size the kernels take */
+#define ATTN_CPU_MAX_ROWS 64  /* query rows (tokens x heads) per unit */
+#define ATTN_CPU_CHUNK    64  /* keys per micro-kernel call */
+#define ATTN_CPU_MAX_HEAD 512 /* largest head size the kernels take */
 
 /* ---- micro-kernel interface ------------------------------------------------ */
 
@@ -40,23 +40,23 @@ typedef enum {
 } attn__cpu_prec;
 
 typedef struct attn__cpu_job {
-    int R;               /* rows */
+    int R; /* rows */
     int D, Dv;
-    attn_elem q_elem;    /* query element (f32, f16, bf16) */
-    attn_elem kv_elem;   /* cache element */
+    attn_elem q_elem;  /* query element (f32, f16, bf16) */
+    attn_elem kv_elem; /* cache element */
     attn__cpu_prec prec;
-    float qk_scale;      /* softmax scale x K dequantisation scale */
-    float softcap;       /* 0 = off */
-    const float *slope;  /* [R] ALiBi slopes or NULL */
-    const int32_t *pos;  /* [R] query positions */
-    const int32_t *lo;   /* [R] first visible key */
-    const int32_t *hi;   /* [R] last visible key */
-    void *qbuf;          /* variant-specific prepared queries */
-    float *o;            /* [R][o_stride] unnormalised output (V dequant not applied) */
+    float qk_scale;     /* softmax scale x K dequantisation scale */
+    float softcap;      /* 0 = off */
+    const float *slope; /* [R] ALiBi slopes or NULL */
+    const int32_t *pos; /* [R] query positions */
+    const int32_t *lo;  /* [R] first visible key */
+    const int32_t *hi;  /* [R] last visible key */
+    void *qbuf;         /* variant-specific prepared queries */
+    float *o;           /* [R][o_stride] unnormalised output (V dequant not applied) */
     int o_stride;
-    float *m, *l;        /* [R] running max and sum */
-    float *s;            /* scratch, [R][ATTN_CPU_CHUNK] */
-    void *scratch;       /* variant-specific scratch, ATTN_CPU_VSCRATCH bytes */
+    float *m, *l;  /* [R] running max and sum */
+    float *s;      /* scratch, [R][ATTN_CPU_CHUNK] */
+    void *scratch; /* variant-specific scratch, ATTN_CPU_VSCRATCH bytes */
     /* the next chunk's K and V rows (pf_n of them, pf_stride elements apart):
      * variants prefetch them while computing this chunk; pf_n 0 = none */
     const void *pf_k, *pf_v;
@@ -112,10 +112,10 @@ extern const attn__cpu_isa attn__cpu_isa_amx_bf16;
  * one KV block are then read head after head, in memory order (the cache
  * is [block][kv head][token][dim]), instead of one head's whole context at
  * a time. */
-#define ATTN_CPU_SD_ROWS 8
-#define ATTN_CPU_SD_QBUF (16 * 1024)
+#define ATTN_CPU_SD_ROWS    8
+#define ATTN_CPU_SD_QBUF    (16 * 1024)
 #define ATTN_CPU_SD_SCRATCH (44 * 1024)
-#define ATTN_CPU_DEC_HEADS 8
+#define ATTN_CPU_DEC_HEADS  8
 #if defined(__x86_64__)
 extern const attn__cpu_isa attn__cpu_isa_stream_decode;
 extern const attn__cpu_isa attn__cpu_isa_stream_decode_amx;
@@ -206,8 +206,7 @@ static inline int attn__cpu_head_groups(int g)
  * 2-6 %. */
 static inline int attn__cpu_dec_heads(int kvh, int g, bool wide_kv)
 {
-    if (g > ATTN_CPU_SD_ROWS || !wide_kv)
-        return 1;
+    if (g > ATTN_CPU_SD_ROWS || !wide_kv) return 1;
     return kvh < ATTN_CPU_DEC_HEADS ? kvh : ATTN_CPU_DEC_HEADS;
 }
 

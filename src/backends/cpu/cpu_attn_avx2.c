@@ -35,8 +35,8 @@ static inline __m256 exp256(__m256 x)
     p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
     p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
     p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)),
-                                  23);
+    __m256i e =
+        _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
     return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
 }
 
@@ -44,11 +44,13 @@ static inline __m256 exp256(__m256 x)
 static inline __m256 load8(const void *src, attn_elem e)
 {
     switch (e) {
-    case ATTN_ELEM_F32: return _mm256_loadu_ps(src);
+    case ATTN_ELEM_F32:
+        return _mm256_loadu_ps(src);
     case ATTN_ELEM_BF16:
-        return _mm256_castsi256_ps(_mm256_slli_epi32(
-            _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)src)), 16));
-    case ATTN_ELEM_F16: return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)src));
+        return _mm256_castsi256_ps(
+            _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)src)), 16));
+    case ATTN_ELEM_F16:
+        return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)src));
     case ATTN_ELEM_FP8_E5M2: {
         __m128i b = _mm_loadl_epi64((const __m128i *)src);
         return _mm256_cvtph_ps(_mm_slli_epi16(_mm_cvtepu8_epi16(b), 8));
@@ -158,12 +160,9 @@ static float softmax_row(attn__cpu_job *j, int r, int n, int key0, bool masked)
     float *s = j->s + (size_t)r * ATTN_CPU_CHUNK;
     int lo = 0, hi = n - 1;
     if (masked) {
-        if (j->lo[r] - key0 > lo)
-            lo = j->lo[r] - key0;
-        if (j->hi[r] - key0 < hi)
-            hi = j->hi[r] - key0;
-        if (lo > hi)
-            return -1.0f;
+        if (j->lo[r] - key0 > lo) lo = j->lo[r] - key0;
+        if (j->hi[r] - key0 < hi) hi = j->hi[r] - key0;
+        if (lo > hi) return -1.0f;
     }
     __m256 sc = _mm256_set1_ps(j->qk_scale);
     __m256 mx = _mm256_set1_ps(-INFINITY);
@@ -186,9 +185,8 @@ static float softmax_row(attn__cpu_job *j, int r, int n, int key0, bool masked)
             x = _mm256_loadu_ps(tmp);
         }
         if (j->slope)
-            x = _mm256_fmadd_ps(slope,
-                                _mm256_add_ps(rel0, _mm256_add_ps(iota, _mm256_set1_ps((float)t))),
-                                x);
+            x = _mm256_fmadd_ps(
+                slope, _mm256_add_ps(rel0, _mm256_add_ps(iota, _mm256_set1_ps((float)t))), x);
         __m256i idx = _mm256_add_epi32(iiota, _mm256_set1_epi32(t));
         __m256i out = _mm256_or_si256(_mm256_cmpgt_epi32(vlo, idx), _mm256_cmpgt_epi32(idx, vhi));
         x = _mm256_blendv_ps(x, ninf, _mm256_castsi256_ps(out));
@@ -228,10 +226,8 @@ static void pv(attn__cpu_job *j, const float *vf, int n, const float *alpha)
         int rows[4];
         int live = 0;
         for (int i = 0; i < nr; i++)
-            if (alpha[r0 + i] >= 0.0f)
-                rows[live++] = r0 + i;
-        if (!live)
-            continue;
+            if (alpha[r0 + i] >= 0.0f) rows[live++] = r0 + i;
+        if (!live) continue;
         for (int i = live; i < 4; i++)
             rows[i] = rows[0];
         const float *p0 = j->s + (size_t)rows[0] * ATTN_CPU_CHUNK;

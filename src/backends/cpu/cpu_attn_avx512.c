@@ -37,8 +37,7 @@ static bool avx512_usable(void)
 {
     return attn_cpu_has(ATTN_CPU_AVX512F) && attn_cpu_has(ATTN_CPU_AVX512BW) &&
            attn_cpu_has(ATTN_CPU_AVX512VL) && attn_cpu_has(ATTN_CPU_AVX512DQ) &&
-           attn_cpu_has(ATTN_CPU_FMA) && attn_cpu_has(ATTN_CPU_F16C) &&
-           attn_cpu_has(ATTN_CPU_AVX2);
+           attn_cpu_has(ATTN_CPU_FMA) && attn_cpu_has(ATTN_CPU_F16C) && attn_cpu_has(ATTN_CPU_AVX2);
 }
 
 static bool avx512_bf16_usable(void)
@@ -46,13 +45,10 @@ static bool avx512_bf16_usable(void)
     return avx512_usable() && attn_cpu_has(ATTN_CPU_AVX512_BF16);
 }
 
-
-
 /* Prefetch key/value row t of the next chunk (see attn__cpu_job.pf_*). */
 static inline void prefetch_next(const attn__cpu_job *j, int t)
 {
-    if (t >= j->pf_n)
-        return;
+    if (t >= j->pf_n) return;
     size_t es = attn_elem_size(j->kv_elem);
     const char *k = (const char *)j->pf_k + (size_t)t * (size_t)j->pf_stride * es;
     const char *v = (const char *)j->pf_v + (size_t)t * (size_t)j->pf_stride * es;
@@ -65,7 +61,6 @@ static inline void prefetch_next(const attn__cpu_job *j, int t)
 
 /* ---- shared math ---------------------------------------------------------------- */
 
-
 /* Scores of row r (s[0..n), scratch row of ATTN_CPU_CHUNK) -> probabilities
  * against the updated running max. Returns the factor for the row's earlier
  * output, or -1 when the row sees none of these keys. Keys past n and
@@ -75,12 +70,9 @@ static float softmax_row(attn__cpu_job *j, int r, int n, int key0, bool masked)
     float *s = j->s + (size_t)r * ATTN_CPU_CHUNK;
     int lo = 0, hi = n - 1;
     if (masked) {
-        if (j->lo[r] - key0 > lo)
-            lo = j->lo[r] - key0;
-        if (j->hi[r] - key0 < hi)
-            hi = j->hi[r] - key0;
-        if (lo > hi)
-            return -1.0f;
+        if (j->lo[r] - key0 > lo) lo = j->lo[r] - key0;
+        if (j->hi[r] - key0 < hi) hi = j->hi[r] - key0;
+        if (lo > hi) return -1.0f;
     }
     int nv = pad16(n);
     __m512 sc = _mm512_set1_ps(j->qk_scale);
@@ -92,8 +84,7 @@ static float softmax_row(attn__cpu_job *j, int r, int n, int key0, bool masked)
     __m512i vlo = _mm512_set1_epi32(lo), vhi = _mm512_set1_epi32(hi);
     for (int t = 0; t < nv; t += 16) {
         __m512 x = _mm512_mul_ps(_mm512_loadu_ps(s + t), sc);
-        if (j->softcap > 0.0f)
-            x = softcap16(x, j->softcap);
+        if (j->softcap > 0.0f) x = softcap16(x, j->softcap);
         if (j->slope)
             x = _mm512_fmadd_ps(
                 slope, _mm512_add_ps(rel0, _mm512_add_ps(fiota, _mm512_set1_ps((float)t))), x);
@@ -121,8 +112,6 @@ static float softmax_row(attn__cpu_job *j, int r, int n, int key0, bool masked)
 }
 
 /* ---- fp32 FMA path ------------------------------------------------------------- */
-
-
 
 static void f32_prep_q(attn__cpu_job *j, const void *const *qrows)
 {
@@ -187,10 +176,8 @@ static void f32_pv(attn__cpu_job *j, const float *vf, int n, const float *alpha)
     for (int r0 = 0; r0 < j->R; r0 += 4) {
         int rows[4], live = 0;
         for (int i = r0; i < j->R && i < r0 + 4; i++)
-            if (alpha[i] >= 0.0f)
-                rows[live++] = i;
-        if (!live)
-            continue;
+            if (alpha[i] >= 0.0f) rows[live++] = i;
+        if (!live) continue;
         for (int i = live; i < 4; i++)
             rows[i] = rows[0];
         const float *p[4];
@@ -216,14 +203,12 @@ static void f32_pv(attn__cpu_job *j, const float *vf, int n, const float *alpha)
                 for (int i = 0; i < 4; i++) {
                     __m512 b = _mm512_set1_ps(p[i][t]);
                     c0[i] = _mm512_fmadd_ps(b, v0, c0[i]);
-                    if (two)
-                        c1[i] = _mm512_fmadd_ps(b, v1, c1[i]);
+                    if (two) c1[i] = _mm512_fmadd_ps(b, v1, c1[i]);
                 }
             }
             for (int i = 3; i >= 0; i--) { /* duplicate rows store the same values */
                 _mm512_storeu_ps(o[i] + d, c0[i]);
-                if (two)
-                    _mm512_storeu_ps(o[i] + d + 16, c1[i]);
+                if (two) _mm512_storeu_ps(o[i] + d + 16, c1[i]);
             }
         }
     }
@@ -258,10 +243,10 @@ static void f32_chunk(attn__cpu_job *j, const void *k, const void *v, int64_t st
  *   kt   [MAX_HEAD/2][CHUNK] u32    K transposed into bf16 pairs (prefill)
  *   vi   [CHUNK/2][MAX_HEAD] u32    V rows interleaved in pairs (prefill)
  *   red  [4][18][16] f32            per-key partial sums for the tree */
-#define DP_KB 0
-#define DP_VB (DP_KB + ATTN_CPU_CHUNK * ATTN_CPU_MAX_HEAD * 2)
-#define DP_KT (DP_VB + ATTN_CPU_CHUNK * ATTN_CPU_MAX_HEAD * 2)
-#define DP_VI (DP_KT + ATTN_CPU_MAX_HEAD / 2 * ATTN_CPU_CHUNK * 4)
+#define DP_KB  0
+#define DP_VB  (DP_KB + ATTN_CPU_CHUNK * ATTN_CPU_MAX_HEAD * 2)
+#define DP_KT  (DP_VB + ATTN_CPU_CHUNK * ATTN_CPU_MAX_HEAD * 2)
+#define DP_VI  (DP_KT + ATTN_CPU_MAX_HEAD / 2 * ATTN_CPU_CHUNK * 4)
 #define DP_RED (DP_VI + ATTN_CPU_CHUNK / 2 * ATTN_CPU_MAX_HEAD * 4)
 #define DP_END (DP_RED + 4 * 18 * 16 * 4)
 _Static_assert(DP_END <= ATTN_CPU_VSCRATCH, "dp scratch too small");
@@ -335,9 +320,10 @@ bool attn__cpu_fp8_bf16_tables(int e4m3, const uint8_t **hi, const uint8_t **lo)
     return g_vbmi;
 }
 
-__attribute__((target("avx512vbmi"))) static void
-fp8_rows_to_bf16_vbmi(uint16_t *dst, int dp, const uint8_t *src, int64_t stride, int n, int d,
-                      int e4m3)
+__attribute__((target("avx512vbmi"))) static void fp8_rows_to_bf16_vbmi(uint16_t *dst, int dp,
+                                                                        const uint8_t *src,
+                                                                        int64_t stride, int n,
+                                                                        int d, int e4m3)
 {
     __m512i th0 = _mm512_loadu_si512(g_fp8_hi[e4m3]), th1 = _mm512_loadu_si512(g_fp8_hi[e4m3] + 64);
     __m512i tl0 = _mm512_loadu_si512(g_fp8_lo[e4m3]), tl1 = _mm512_loadu_si512(g_fp8_lo[e4m3] + 64);
@@ -359,11 +345,10 @@ fp8_rows_to_bf16_vbmi(uint16_t *dst, int dp, const uint8_t *src, int64_t stride,
             __m512i lo = _mm512_permutex2var_epi8(tl0, x, tl1);
             hi = _mm512_ternarylogic_epi32(hi, x, sign, 0xF8);
             __m512i w0 = _mm512_maskz_mov_epi16((__mmask32)m, _mm512_permutex2var_epi8(lo, i0, hi));
-            __m512i w1 = _mm512_maskz_mov_epi16((__mmask32)(m >> 32),
-                                                _mm512_permutex2var_epi8(lo, i1, hi));
+            __m512i w1 =
+                _mm512_maskz_mov_epi16((__mmask32)(m >> 32), _mm512_permutex2var_epi8(lo, i1, hi));
             _mm512_storeu_si512(o + i, w0);
-            if (i + 32 < dp)
-                _mm512_storeu_si512(o + i + 32, w1);
+            if (i + 32 < dp) _mm512_storeu_si512(o + i + 32, w1);
         }
     }
 }
@@ -408,8 +393,7 @@ static inline int dec_perm_dim(int p)
 
 static bool dec_perm(const attn__cpu_job *j)
 {
-    if (j->kv_elem == ATTN_ELEM_BF16 || j->D % 64 != 0 || j->Dv % 64 != 0)
-        return false;
+    if (j->kv_elem == ATTN_ELEM_BF16 || j->D % 64 != 0 || j->Dv % 64 != 0) return false;
     pthread_once(&g_vbmi_once, vbmi_init);
     return g_vbmi;
 }
@@ -467,18 +451,16 @@ static void dp_prep_q(attn__cpu_job *j, const void *const *qrows)
             __m512bh hb = _mm512_cvtne2ps_pbh(b, a);
             /* hi as fp32: bf16 bits in the upper half */
             __m512i hw = (__m512i)hb;
-            __m512 ah = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(
-                                                                  _mm512_castsi512_si256(hw)),
-                                                              16));
-            __m512 bh = _mm512_castsi512_ps(_mm512_slli_epi32(
-                _mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(hw, 1)), 16));
+            __m512 ah = _mm512_castsi512_ps(
+                _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(hw)), 16));
+            __m512 bh = _mm512_castsi512_ps(
+                _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(hw, 1)), 16));
             __m512bh lb = _mm512_cvtne2ps_pbh(_mm512_sub_ps(b, bh), _mm512_sub_ps(a, ah));
             _mm512_storeu_si512(h + i, hw);
             _mm512_storeu_si512(l + i, (__m512i)lb);
         }
     }
 }
-
 
 /* QK for up to 4 rows (the common decode case). VDPBF16PS has a long
  * latency relative to its throughput, so three keys x four rows = twelve
@@ -568,8 +550,7 @@ static void dp_qk_rows(attn__cpu_job *j, const uint16_t *kb, int64_t ks, int n)
             int tn = n - t0 < 16 ? n - t0 : 16;
             for (int t = 0; t < 16; t++) {
                 __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-                if (r0 == 0)
-                    prefetch_next(j, t0 + t);
+                if (r0 == 0) prefetch_next(j, t0 + t);
                 if (t < tn) {
                     const uint16_t *kr = kb + (t0 + t) * ks;
                     for (int d = 0; d < Dp; d += 32) {
@@ -636,21 +617,15 @@ static void dp_qk_packed(attn__cpu_job *j, const uint16_t *kb, int64_t ks, int n
             for (int i = 0; i < 4; i++) {
                 __m512bh q = (__m512bh)_mm512_set1_epi32((int)h[i][p]);
                 acc[i][0] = _mm512_dpbf16_ps(acc[i][0], k0, q);
-                if (nv > 1)
-                    acc[i][1] = _mm512_dpbf16_ps(acc[i][1], k1, q);
-                if (nv > 2)
-                    acc[i][2] = _mm512_dpbf16_ps(acc[i][2], k2, q);
-                if (nv > 3)
-                    acc[i][3] = _mm512_dpbf16_ps(acc[i][3], k3, q);
+                if (nv > 1) acc[i][1] = _mm512_dpbf16_ps(acc[i][1], k1, q);
+                if (nv > 2) acc[i][2] = _mm512_dpbf16_ps(acc[i][2], k2, q);
+                if (nv > 3) acc[i][3] = _mm512_dpbf16_ps(acc[i][3], k3, q);
                 if (split) {
                     __m512bh ql2 = (__m512bh)_mm512_set1_epi32((int)l[i][p]);
                     acc[i][0] = _mm512_dpbf16_ps(acc[i][0], k0, ql2);
-                    if (nv > 1)
-                        acc[i][1] = _mm512_dpbf16_ps(acc[i][1], k1, ql2);
-                    if (nv > 2)
-                        acc[i][2] = _mm512_dpbf16_ps(acc[i][2], k2, ql2);
-                    if (nv > 3)
-                        acc[i][3] = _mm512_dpbf16_ps(acc[i][3], k3, ql2);
+                    if (nv > 1) acc[i][1] = _mm512_dpbf16_ps(acc[i][1], k1, ql2);
+                    if (nv > 2) acc[i][2] = _mm512_dpbf16_ps(acc[i][2], k2, ql2);
+                    if (nv > 3) acc[i][3] = _mm512_dpbf16_ps(acc[i][3], k3, ql2);
                 }
             }
         }
@@ -667,8 +642,7 @@ static void dp_pack_p(attn__cpu_job *j, int r, int n, uint32_t *ph, uint32_t *pl
     int nv = pad32(n);
     for (int t = 0; t < nv; t += 32) {
         __m512 a = _mm512_loadu_ps(s + t), b = _mm512_loadu_ps(s + t + 16);
-        if (t + 16 >= n)
-            b = _mm512_setzero_ps(); /* scores past n are already 0 up to pad16 */
+        if (t + 16 >= n) b = _mm512_setzero_ps(); /* scores past n are already 0 up to pad16 */
         __m512bh hb = _mm512_cvtne2ps_pbh(b, a);
         _mm512_storeu_si512(ph + t / 2, (__m512i)hb);
         if (pl) {
@@ -677,8 +651,8 @@ static void dp_pack_p(attn__cpu_job *j, int r, int n, uint32_t *ph, uint32_t *pl
                 _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(hw)), 16));
             __m512 bh = _mm512_castsi512_ps(
                 _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(hw, 1)), 16));
-            _mm512_storeu_si512(
-                pl + t / 2, (__m512i)_mm512_cvtne2ps_pbh(_mm512_sub_ps(b, bh), _mm512_sub_ps(a, ah)));
+            _mm512_storeu_si512(pl + t / 2, (__m512i)_mm512_cvtne2ps_pbh(_mm512_sub_ps(b, bh),
+                                                                         _mm512_sub_ps(a, ah)));
         }
     }
 }
@@ -697,8 +671,7 @@ static void dp_pv(attn__cpu_job *j, const uint16_t *vb, int64_t vs, int n, const
             dp_pack_p(j, r, n, p2h[live], split ? p2l[live] : NULL);
             rows[live++] = r;
         }
-    if (!live)
-        return;
+    if (!live) return;
     static const uint16_t ilo_tab[32] = {0,  32, 1,  33, 2,  34, 3,  35, 4,  36, 5,
                                          37, 6,  38, 7,  39, 8,  40, 9,  41, 10, 42,
                                          11, 43, 12, 44, 13, 45, 14, 46, 15, 47};
@@ -748,8 +721,8 @@ static void dp_pv(attn__cpu_job *j, const uint16_t *vb, int64_t vs, int n, const
                 } else {
                     const uint16_t *v0 = vb + (2 * tp) * vs + d;
                     __m512i a = _mm512_loadu_si512(v0);
-                    __m512i b = 2 * tp + 1 < n ? _mm512_loadu_si512(v0 + vs)
-                                               : _mm512_setzero_si512();
+                    __m512i b =
+                        2 * tp + 1 < n ? _mm512_loadu_si512(v0 + vs) : _mm512_setzero_si512();
                     w0 = (__m512bh)_mm512_permutex2var_epi16(a, ilo, b);
                     w1 = (__m512bh)_mm512_permutex2var_epi16(a, ihi, b);
                     if (two) {
@@ -911,16 +884,16 @@ static bool amx_job(const attn__cpu_job *j)
 }
 
 /* AMX scratch, after the dp path's K/V staging rows */
-#define AMX_VT DP_KT                            /* [2 ksteps][32 dim tiles] x 1 KiB */
-#define AMX_PT (AMX_VT + 2 * 32 * 1024)         /* [4 row tiles][2 ksteps][hi, lo] x 1 KiB */
+#define AMX_VT  DP_KT                    /* [2 ksteps][32 dim tiles] x 1 KiB */
+#define AMX_PT  (AMX_VT + 2 * 32 * 1024) /* [4 row tiles][2 ksteps][hi, lo] x 1 KiB */
 #define AMX_END (AMX_PT + 4 * 2 * 2 * 1024)
 _Static_assert(AMX_END <= ATTN_CPU_VSCRATCH, "amx scratch too small");
 
 /* qbuf: [plane][row tile][d step] x 1 KiB, plane 1 (lo) at +64 KiB */
 #define AMX_QT(j, plane, rt, ds)                                                                   \
-    ((uint32_t *)(j)->qbuf + ((size_t)(plane) * 64 + (size_t)(rt) * 16 + (size_t)(ds)) * 256)
+    ((uint32_t *)(j)->qbuf + ((size_t)(plane)*64 + (size_t)(rt)*16 + (size_t)(ds)) * 256)
 
-static const uint16_t pair_idx[32] = {0, 16, 1, 17, 2, 18, 3, 19, 4,  20, 5,  21, 6,  22, 7,  23,
+static const uint16_t pair_idx[32] = {0, 16, 1, 17, 2,  18, 3,  19, 4,  20, 5,  21, 6,  22, 7,  23,
                                       8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
 
 static bool amx_dec_job(const attn__cpu_job *j);
@@ -1073,16 +1046,15 @@ static void amx_softmax(attn__cpu_job *j, int n, int key0, float *alpha)
         __mmask16 lanes = j->R - r0 >= 16 ? 0xffff : (__mmask16)((1u << (j->R - r0)) - 1u);
         __m512i vlo = _mm512_maskz_loadu_epi32(lanes, j->lo + r0);
         __m512i vhi = _mm512_maskz_loadu_epi32(lanes, j->hi + r0);
-        __m512 rel = _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_set1_epi32(key0),
-                                                         _mm512_maskz_loadu_epi32(lanes, j->pos + r0)));
+        __m512 rel = _mm512_cvtepi32_ps(_mm512_sub_epi32(
+            _mm512_set1_epi32(key0), _mm512_maskz_loadu_epi32(lanes, j->pos + r0)));
         __m512 slope = j->slope ? _mm512_maskz_loadu_ps(lanes, j->slope + r0) : _mm512_setzero_ps();
         __m512 sc = _mm512_set1_ps(j->qk_scale);
         __m512 mx = ninf;
         for (int t = 0; t < nkp; t++) {
             float *st = j->s + (size_t)t * 64 + r0;
             __m512 x = _mm512_mul_ps(_mm512_loadu_ps(st), sc);
-            if (j->softcap > 0.0f)
-                x = softcap16(x, j->softcap);
+            if (j->softcap > 0.0f) x = softcap16(x, j->softcap);
             if (j->slope)
                 x = _mm512_fmadd_ps(slope, _mm512_add_ps(rel, _mm512_set1_ps((float)t)), x);
             __m512i key = _mm512_set1_epi32(key0 + t);
@@ -1099,9 +1071,9 @@ static void amx_softmax(attn__cpu_job *j, int n, int key0, float *alpha)
         __mmask16 any = _mm512_cmp_ps_mask(mx, ninf, _CMP_NEQ_OQ);
         /* move the anchor for rows seeing keys for the first time, or whose
          * max ran more than AMX_TAU past it */
-        __mmask16 move = any & (~seen | _mm512_cmp_ps_mask(mx, _mm512_add_ps(mold,
-                                                                   _mm512_set1_ps(AMX_TAU)),
-                                                           _CMP_GT_OQ));
+        __mmask16 move =
+            any & (~seen | _mm512_cmp_ps_mask(mx, _mm512_add_ps(mold, _mm512_set1_ps(AMX_TAU)),
+                                              _CMP_GT_OQ));
         __m512 mnew = _mm512_mask_blend_ps(move, mold, mx);
         __m512 al = _mm512_mask_blend_ps(seen & move, _mm512_set1_ps(1.0f),
                                          exp512(_mm512_sub_ps(mold, mnew)));
@@ -1240,12 +1212,9 @@ static void amx_dec_chunk(attn__cpu_job *j, const void *k, const void *v, int64_
             }
         }
     TLOAD(4, pt, 64);
-    if (nkt > 1)
-        TLOAD(5, pt + 256, 64);
-    if (nkt > 2)
-        TLOAD(6, pt + 512, 64);
-    if (nkt > 3)
-        TLOAD(7, pt + 768, 64);
+    if (nkt > 1) TLOAD(5, pt + 256, 64);
+    if (nkt > 2) TLOAD(6, pt + 512, 64);
+    if (nkt > 3) TLOAD(7, pt + 768, 64);
     long vstride = (long)vs * 2;
     size_t vtile = (size_t)16 * (size_t)vs;
     for (int g = 0; g < ndg; g += 2) {
@@ -1253,39 +1222,32 @@ static void amx_dec_chunk(attn__cpu_job *j, const void *k, const void *v, int64_
         float *o = ot + g * 256;
         const uint16_t *vg = vr + g * 32;
         TLOAD(0, o, 64);
-        if (two)
-            TLOAD(3, o + 256, 64);
+        if (two) TLOAD(3, o + 256, 64);
         for (int kt = 0; kt < nkt; kt++) {
             const uint16_t *vk = vg + kt * vtile;
             TLOAD(1, vk, vstride);
-            if (two)
-                TLOAD(2, vk + 32, vstride);
+            if (two) TLOAD(2, vk + 32, vstride);
             switch (kt) {
             case 0:
                 TDP(0, 4, 1);
-                if (two)
-                    TDP(3, 4, 2);
+                if (two) TDP(3, 4, 2);
                 break;
             case 1:
                 TDP(0, 5, 1);
-                if (two)
-                    TDP(3, 5, 2);
+                if (two) TDP(3, 5, 2);
                 break;
             case 2:
                 TDP(0, 6, 1);
-                if (two)
-                    TDP(3, 6, 2);
+                if (two) TDP(3, 6, 2);
                 break;
             default:
                 TDP(0, 7, 1);
-                if (two)
-                    TDP(3, 7, 2);
+                if (two) TDP(3, 7, 2);
                 break;
             }
         }
         TSTORE(0, o, 64);
-        if (two)
-            TSTORE(3, o + 256, 64);
+        if (two) TSTORE(3, o + 256, 64);
         dec_pf(j, &pfc, pfl, pfs);
     }
     dec_pf(j, &pfc, pfl, pfl);
@@ -1388,8 +1350,8 @@ static void amx_chunk(attn__cpu_job *j, const void *k, const void *v, int64_t st
                     __m512 bh = _mm512_castsi512_ps(_mm512_slli_epi32(
                         _mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(hw, 1)), 16));
                     l[i] = _mm512_permutexvar_epi16(
-                        pidx, (__m512i)_mm512_cvtne2ps_pbh(_mm512_sub_ps(b, bh),
-                                                           _mm512_sub_ps(a, ah)));
+                        pidx,
+                        (__m512i)_mm512_cvtne2ps_pbh(_mm512_sub_ps(b, bh), _mm512_sub_ps(a, ah)));
                 }
             }
             transpose16(h);
@@ -1434,30 +1396,25 @@ static void amx_chunk(attn__cpu_job *j, const void *k, const void *v, int64_t st
             for (int kq = 0; kq < nks; kq++) {
                 uint32_t *pa = pt + ((size_t)(rt * 2 + kq) * 2) * 256;
                 TLOAD(4, pa, 64);
-                if (split)
-                    TLOAD(6, pa + 256, 64);
+                if (split) TLOAD(6, pa + 256, 64);
                 uint32_t *vbase = vt + (size_t)(kq * 32 + dt0) * 256;
                 TLOAD(5, vbase, 64);
                 TDP(0, 4, 5);
-                if (split)
-                    TDP(0, 6, 5);
+                if (split) TDP(0, 6, 5);
                 if (nd > 1) {
                     TLOAD(7, vbase + 256, 64);
                     TDP(1, 4, 7);
-                    if (split)
-                        TDP(1, 6, 7);
+                    if (split) TDP(1, 6, 7);
                 }
                 if (nd > 2) {
                     TLOAD(5, vbase + 512, 64);
                     TDP(2, 4, 5);
-                    if (split)
-                        TDP(2, 6, 5);
+                    if (split) TDP(2, 6, 5);
                 }
                 if (nd > 3) {
                     TLOAD(7, vbase + 768, 64);
                     TDP(3, 4, 7);
-                    if (split)
-                        TDP(3, 6, 7);
+                    if (split) TDP(3, 6, 7);
                 }
             }
             attn__amx_store_acc(o, 16 * 4, ostride, nd);

@@ -66,8 +66,7 @@ static attn_status cpu_builder_create(const attn_builder_init *init, void **stat
                           "%d must be positive",
                           init->max_num_reqs, init->max_num_tokens, init->block_size);
     cpu_builder *b = calloc(1, sizeof *b);
-    if (!b)
-        return attn__fail(ATTN_OUT_OF_MEMORY, "CPU_ATTN builder: out of memory");
+    if (!b) return attn__fail(ATTN_OUT_OF_MEMORY, "CPU_ATTN builder: out of memory");
     b->block_size = init->block_size;
     b->max_reqs = init->max_num_reqs;
     b->max_tokens = init->max_num_tokens;
@@ -80,8 +79,8 @@ static attn_status cpu_builder_create(const attn_builder_init *init, void **stat
     b->wide_kv = kvd == ATTN_KV_BFLOAT16 || kvd == ATTN_KV_FLOAT16 ||
                  ((kvd == ATTN_KV_AUTO || kvd == ATTN_KV_NONE) &&
                   (l->dtype == ATTN_DTYPE_BF16 || l->dtype == ATTN_DTYPE_FP16));
-    b->threads = init->num_threads > 0 ? init->num_threads
-                                       : attn__pool_threads(attn__pool_global());
+    b->threads =
+        init->num_threads > 0 ? init->num_threads : attn__pool_threads(attn__pool_global());
     int g = l->num_heads / l->num_kv_heads;
     b->tile_tokens = attn__cpu_tile_tokens(g);
     /* every request can add one partially filled tile */
@@ -105,8 +104,8 @@ static attn_status cpu_builder_create(const attn_builder_init *init, void **stat
     b->md.tiles = calloc((size_t)b->max_tiles, sizeof(attn__cpu_tile));
     b->md.prefix_tiles = calloc((size_t)b->max_prefix_tiles, sizeof(attn__cpu_tile));
     b->md.splits = calloc((size_t)b->max_splits, sizeof(attn__cpu_split));
-    b->md.partials = calloc((size_t)(b->md.partial_slots * slot_bytes / (int64_t)sizeof(float)),
-                            sizeof(float));
+    b->md.partials =
+        calloc((size_t)(b->md.partial_slots * slot_bytes / (int64_t)sizeof(float)), sizeof(float));
     b->order = calloc((size_t)b->max_tiles, sizeof(int32_t));
     b->tmp = calloc((size_t)b->max_tiles, sizeof(attn__cpu_tile));
     if (!b->md.tiles || !b->md.prefix_tiles || !b->md.splits || !b->md.partials || !b->order ||
@@ -127,8 +126,7 @@ static attn_status cpu_builder_create(const attn_builder_init *init, void **stat
 static void cpu_builder_destroy(void *state)
 {
     cpu_builder *b = state;
-    if (!b)
-        return;
+    if (!b) return;
     free(b->md.tiles);
     free(b->md.prefix_tiles);
     free(b->md.splits);
@@ -150,13 +148,10 @@ static void sift(int32_t *o, const attn__cpu_tile *t, int i, int n)
 {
     for (;;) {
         int c = 2 * i + 1;
-        if (c >= n)
-            return;
+        if (c >= n) return;
         /* min-heap on cost, so the sorted array ends up descending */
-        if (c + 1 < n && t[o[c + 1]].cost < t[o[c]].cost)
-            c++;
-        if (t[o[i]].cost <= t[o[c]].cost)
-            return;
+        if (c + 1 < n && t[o[c + 1]].cost < t[o[c]].cost) c++;
+        if (t[o[i]].cost <= t[o[c]].cost) return;
         int32_t x = o[i];
         o[i] = o[c];
         o[c] = x;
@@ -222,12 +217,10 @@ static attn_status cpu_builder_build(void *state, int common_prefix_len,
         P = common_prefix_len;
         for (int r = 0; r < cm->num_reqs; r++) {
             int first_pos = req_kv_len(b, cm, r) - (qsl[r + 1] - qsl[r]);
-            if (first_pos < P)
-                P = first_pos;
+            if (first_pos < P) P = first_pos;
         }
         P = P / bs * bs;
-        if (P < 0)
-            P = 0;
+        if (P < 0) P = 0;
     }
 
     /* decode split size: aim for ~4 units per thread over the decode keys */
@@ -248,8 +241,7 @@ static attn_status cpu_builder_build(void *state, int common_prefix_len,
     int64_t dec_units = (b->num_kv_heads + mh - 1) / mh;
     if (P == 0 && n_dec > 0 && (int64_t)n_dec * dec_units < want_units) {
         int64_t per = dec_keys * dec_units / want_units;
-        if (per < ATTN_CPU_MIN_SPLIT)
-            per = ATTN_CPU_MIN_SPLIT;
+        if (per < ATTN_CPU_MIN_SPLIT) per = ATTN_CPU_MIN_SPLIT;
         split_len = (per + bs - 1) / bs * bs;
     }
 
@@ -260,8 +252,7 @@ static attn_status cpu_builder_build(void *state, int common_prefix_len,
     for (int r = 0; r < cm->num_reqs; r++) {
         int qlen = qsl[r + 1] - qsl[r];
         int kv = req_kv_len(b, cm, r);
-        if (qlen == 0)
-            continue;
+        if (qlen == 0) continue;
         bool decode = qlen <= md->decode_threshold;
         if (decode)
             md->num_decodes++;
@@ -271,8 +262,7 @@ static attn_status cpu_builder_build(void *state, int common_prefix_len,
         int nparts = 1;
         if (decode && split_len > 0 && kv - kb0 > split_len && qlen <= b->tile_tokens) {
             nparts = (int)((kv - kb0 + split_len - 1) / split_len);
-            if (nsplit >= b->max_splits ||
-                slots_used + (int64_t)nparts * qlen > b->split_slots ||
+            if (nsplit >= b->max_splits || slots_used + (int64_t)nparts * qlen > b->split_slots ||
                 nt + nparts > b->max_tiles)
                 nparts = 1;
         }
@@ -290,8 +280,7 @@ static attn_status cpu_builder_build(void *state, int common_prefix_len,
                 t->nq = qlen;
                 t->kb = (int32_t)(kb0 + p * per);
                 t->ke = (int32_t)(kb0 + (p + 1) * per < kv ? kb0 + (p + 1) * per : kv);
-                if (t->kb > t->ke)
-                    t->kb = t->ke;
+                if (t->kb > t->ke) t->kb = t->ke;
                 t->part = (int32_t)(slots_used + (int64_t)p * qlen);
                 t->flags = 0;
                 t->cost = (int64_t)(t->ke - t->kb) * qlen + 64;
@@ -306,12 +295,10 @@ static attn_status cpu_builder_build(void *state, int common_prefix_len,
             attn__cpu_tile *t = &tl[nt++];
             int pos_first = kv - qlen + i0, pos_last = pos_first + n - 1;
             int lo = kb0, hi = kv; /* [lo, hi) */
-            if (self && causal && pos_last + 1 < hi)
-                hi = pos_last + 1;
+            if (self && causal && pos_last + 1 < hi) hi = pos_last + 1;
             if (self && b->window > 0 && pos_first - b->window + 1 > lo)
                 lo = pos_first - b->window + 1;
-            if (hi < lo)
-                hi = lo;
+            if (hi < lo) hi = lo;
             t->req = r;
             t->q0 = qsl[r] + i0;
             t->nq = n;
@@ -357,8 +344,7 @@ static attn_status cpu_builder_build(void *state, int common_prefix_len,
 
 static attn_status cpu_builder_update_block_table(void *state, const void *md,
                                                   const int32_t *block_table, int stride,
-                                                  const int64_t *slot_mapping,
-                                                  const void **new_md)
+                                                  const int64_t *slot_mapping, const void **new_md)
 {
     (void)block_table;
     (void)stride;
@@ -374,8 +360,7 @@ static attn_status cpu_builder_update_block_table(void *state, const void *md,
 static int cpu_builder_describe(const void *mdv, char *buf, size_t size)
 {
     const attn__cpu_md *md = mdv;
-    if (!md)
-        return snprintf(buf, size, "null");
+    if (!md) return snprintf(buf, size, "null");
     int parts = 0;
     for (int i = 0; i < md->n_splits; i++)
         parts += md->splits[i].nparts;

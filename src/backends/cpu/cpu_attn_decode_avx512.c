@@ -41,7 +41,7 @@
 
 #define SD_BLK 16
 #define SD_TAU 8.0f
-#define SD_QS 256 /* query row stride in qbuf (floats): fixed, so addresses fold */
+#define SD_QS  256 /* query row stride in qbuf (floats): fixed, so addresses fold */
 /* Prefetch distance in bytes of K rows: the work between two keys' loads
  * is longer than the scheduler window, so without it a row is requested
  * only just before its use (bf16, D 128, b16 4k, one core: 27.4 ms
@@ -56,19 +56,19 @@
 #ifndef SD_PFB
 #define SD_PFB 2560
 #endif
-#define SD_ACC 0                            /* [8 rows][16 keys][16] f32 partials */
-#define SD_P (SD_ACC + 8 * SD_BLK * 16 * 4) /* [2 blocks][8 rows][16 keys] probabilities */
-#define SD_L (SD_P + 2 * 8 * SD_BLK * 4)    /* [8 rows][16] row sums */
-#define SD_MODE (SD_L + 8 * 16 * 4) /* the job's sd mode, SD_FMA / SD_TILES, parked (int) */
-#define SD_AL (SD_MODE + 64)            /* AMX: [8] pending O rescale factors, then a flag */
-#define SD_PT (SD_AL + 64)              /* AMX: [2 blocks][16 rows][16] P pairs */
-#define SD_OT (SD_PT + 2 * 1024)        /* AMX: [4 dim groups][16 rows][16] f32 O */
-#define SD_VS (SD_OT + 4 * 1024)           /* AMX: [2 slots][16 keys][256 B] staged V rows */
-#define SD_ST (SD_VS + 2 * SD_BLK * 256)   /* AMX: the S^T tile, [16 keys][16] f32 */
-#define SD_XS (SD_ST + 1024)               /* AMX: [8 rows][16 keys] scaled scores */
-#define SD_KS (SD_XS + 8 * SD_BLK * 4)     /* AMX: [2 slots][16 keys][512 B] staged K rows */
-#define SD_END (SD_KS + 2 * SD_BLK * 512)
-#define SD_QT (8 * SD_QS * 4) /* AMX: Q^T tiles in qbuf, [D / 32] x 1 KiB */
+#define SD_ACC  0                              /* [8 rows][16 keys][16] f32 partials */
+#define SD_P    (SD_ACC + 8 * SD_BLK * 16 * 4) /* [2 blocks][8 rows][16 keys] probabilities */
+#define SD_L    (SD_P + 2 * 8 * SD_BLK * 4)    /* [8 rows][16] row sums */
+#define SD_MODE (SD_L + 8 * 16 * 4)        /* the job's sd mode, SD_FMA / SD_TILES, parked (int) */
+#define SD_AL   (SD_MODE + 64)             /* AMX: [8] pending O rescale factors, then a flag */
+#define SD_PT   (SD_AL + 64)               /* AMX: [2 blocks][16 rows][16] P pairs */
+#define SD_OT   (SD_PT + 2 * 1024)         /* AMX: [4 dim groups][16 rows][16] f32 O */
+#define SD_VS   (SD_OT + 4 * 1024)         /* AMX: [2 slots][16 keys][256 B] staged V rows */
+#define SD_ST   (SD_VS + 2 * SD_BLK * 256) /* AMX: the S^T tile, [16 keys][16] f32 */
+#define SD_XS   (SD_ST + 1024)             /* AMX: [8 rows][16 keys] scaled scores */
+#define SD_KS   (SD_XS + 8 * SD_BLK * 4)   /* AMX: [2 slots][16 keys][512 B] staged K rows */
+#define SD_END  (SD_KS + 2 * SD_BLK * 512)
+#define SD_QT   (8 * SD_QS * 4) /* AMX: Q^T tiles in qbuf, [D / 32] x 1 KiB */
 _Static_assert(SD_QT + 8 * 1024 <= ATTN_CPU_SD_QBUF && ATTN_CPU_SD_QBUF <= ATTN_CPU_QBUF,
                "stream decode Q tiles too large");
 _Static_assert(SD_END <= ATTN_CPU_SD_SCRATCH && ATTN_CPU_SD_SCRATCH <= ATTN_CPU_VSCRATCH,
@@ -94,8 +94,7 @@ enum {
 
 static inline int sd_mode(const attn__cpu_job *j)
 {
-    if (j->kv_elem == ATTN_ELEM_BF16)
-        return j->D % 32 == 0 && j->Dv % 32 == 0 ? SD_PAIR : SD_NAT;
+    if (j->kv_elem == ATTN_ELEM_BF16) return j->D % 32 == 0 && j->Dv % 32 == 0 ? SD_PAIR : SD_NAT;
     const uint8_t *hi, *lo;
     if (j->R <= 4 && j->D % 64 == 0 && j->Dv % 64 == 0 &&
         attn__cpu_fp8_bf16_tables(j->kv_elem == ATTN_ELEM_FP8_E4M3, &hi, &lo))
@@ -110,8 +109,7 @@ enum { SD_FMA = 0, SD_TILES = 1 };
 /* position of dim d in a row laid out for mode */
 static inline int sd_pos(int mode, int d)
 {
-    if (mode == SD_PAIR)
-        return (d & ~31) + (d & 1) * 16 + (d & 31) / 2;
+    if (mode == SD_PAIR) return (d & ~31) + (d & 1) * 16 + (d & 31) / 2;
     if (mode == SD_VBMI) {
         int L = (d & 63) / 16, v = (d & 15) / 4, i = d & 3;
         return (d & ~63) + 16 * v + 4 * L + i;
@@ -165,9 +163,8 @@ static inline __attribute__((always_inline)) __m512 sd_load16(const char *src, a
 }
 
 /* NV vectors of a row in the mode's order */
-static inline __attribute__((always_inline)) void sd_row(__m512 *x, const char *src, const int NV,
-                                                         const int MODE, attn_elem e,
-                                                         const sd_tab *tb)
+static inline __attribute__((always_inline)) void
+sd_row(__m512 *x, const char *src, const int NV, const int MODE, attn_elem e, const sd_tab *tb)
 {
     if (MODE == SD_VBMI) {
         const __m512i sign = _mm512_set1_epi32((int)0x80808080u), z = _mm512_setzero_si512();
@@ -245,10 +242,11 @@ static void sd_prep(attn__cpu_job *j, const void *const *qrows)
 }
 
 /* acc[r][t] (+)= K row t (NV vectors from dim d0) . Q row r */
-static inline __attribute__((always_inline)) void
-sd_qk_part(const attn__cpu_job *j, const char *kc, const char *vc, int64_t sb, int t0, int nb,
-           int n, int d0, const int R, const int NV, const int MODE, bool add, attn_elem e,
-           const sd_tab *tb)
+static inline __attribute__((always_inline)) void sd_qk_part(const attn__cpu_job *j, const char *kc,
+                                                             const char *vc, int64_t sb, int t0,
+                                                             int nb, int n, int d0, const int R,
+                                                             const int NV, const int MODE, bool add,
+                                                             attn_elem e, const sd_tab *tb)
 {
     float *acc = (float *)((char *)j->scratch + SD_ACC);
     const float *q = (const float *)j->qbuf + d0;
@@ -256,8 +254,7 @@ sd_qk_part(const attn__cpu_job *j, const char *kc, const char *vc, int64_t sb, i
     int kbytes = j->D * (int)esz, vbytes = j->Dv * (int)esz;
     int ahead = SD_PFB / kbytes > 2 ? SD_PFB / kbytes : 2;
     for (int t = 0; t < nb; t++) {
-        if (d0 == 0)
-            sd_prefetch(j, kc, vc, sb, t0 + t + ahead, n, kbytes, vbytes);
+        if (d0 == 0) sd_prefetch(j, kc, vc, sb, t0 + t + ahead, n, kbytes, vbytes);
         __m512 kv[8];
         sd_row(kv, kc + (t0 + t) * sb + (size_t)d0 * esz, NV, MODE, e, tb);
         /* one accumulator chain per row, two when there are few rows */
@@ -277,8 +274,7 @@ sd_qk_part(const attn__cpu_job *j, const char *kc, const char *vc, int64_t sb, i
         for (int r = 0; r < R; r++) {
             float *dst = acc + (r * SD_BLK + t) * 16;
             __m512 x = R <= 2 ? _mm512_add_ps(a[r], b[r]) : a[r];
-            if (add)
-                x = _mm512_add_ps(x, _mm512_load_ps(dst));
+            if (add) x = _mm512_add_ps(x, _mm512_load_ps(dst));
             _mm512_store_ps(dst, x);
         }
     }
@@ -312,7 +308,7 @@ sd_pv_part(attn__cpu_job *j, const float *p, const char *vc, int64_t sb, int t0,
 /* vector counts a part is specialised for (SD_PAIR parts take multiples
  * of 2, SD_VBMI parts multiples of 4) */
 #define SD_NV_OK(MODE, N) ((MODE) == SD_NAT || (N) % ((MODE) == SD_PAIR ? 2 : 4) == 0)
-#define SD_NV_CASES(X) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8)
+#define SD_NV_CASES(X)    X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8)
 
 /* scores of the block -> probabilities in SD_P (times the V scale); false
  * when no row sees any key of the block */
@@ -322,9 +318,9 @@ static bool sd_softmax(attn__cpu_job *j, float *p, int nb, int key0, bool masked
     const float *acc = (const float *)((char *)j->scratch + SD_ACC);
     float *lv = (float *)((char *)j->scratch + SD_L);
     const __m512 ninf = _mm512_set1_ps(-INFINITY);
-    const __m512i key = _mm512_add_epi32(
-        _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-        _mm512_set1_epi32(key0));
+    const __m512i key =
+        _mm512_add_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                         _mm512_set1_epi32(key0));
     const __m512 vs = _mm512_set1_ps(vscale);
     __mmask16 inb = (__mmask16)((1u << nb) - 1u);
     bool any = false;
@@ -338,11 +334,10 @@ static bool sd_softmax(attn__cpu_job *j, float *p, int nb, int key0, bool masked
             continue;
         }
         any = true;
-        __m512 x = amx ? _mm512_load_ps((const float *)((const char *)j->scratch + SD_XS) +
-                                              r * SD_BLK)
-                             : reduce16(acc + r * SD_BLK * 16);
-        if (j->softcap > 0.0f)
-            x = softcap16(x, j->softcap);
+        __m512 x =
+            amx ? _mm512_load_ps((const float *)((const char *)j->scratch + SD_XS) + r * SD_BLK)
+                : reduce16(acc + r * SD_BLK * 16);
+        if (j->softcap > 0.0f) x = softcap16(x, j->softcap);
         if (j->slope)
             x = _mm512_fmadd_ps(
                 _mm512_set1_ps(j->slope[r]),
@@ -425,17 +420,17 @@ sd_pv_block(attn__cpu_job *j, const float *p, const char *vc, int64_t sb, int t0
  * Blocks are software-pipelined: block b + 1's scores are computed before
  * block b's PV, so the reduction and softmax between a block's QK and its
  * PV (a latency chain) overlap with independent work. */
-static inline __attribute__((always_inline)) void
-sd_rows(attn__cpu_job *j, const char *k, const char *v, int64_t sb, int n, int key0, bool masked,
-        const int R, const int G, const int MODE, attn_elem e)
+static inline __attribute__((always_inline)) void sd_rows(attn__cpu_job *j, const char *k,
+                                                          const char *v, int64_t sb, int n,
+                                                          int key0, bool masked, const int R,
+                                                          const int G, const int MODE, attn_elem e)
 {
     sd_tab tb;
-    if (MODE == SD_VBMI)
-        tb = sd_tables(j);
+    if (MODE == SD_VBMI) tb = sd_tables(j);
     float vscale = e == ATTN_ELEM_FP8_E4M3 && MODE == SD_NAT ? 256.0f : 1.0f;
     float *pb = (float *)((char *)j->scratch + SD_P);
     int nblk = (n + SD_BLK - 1) / SD_BLK;
-#define SD_NB(b) (n - (b) * SD_BLK < SD_BLK ? n - (b) * SD_BLK : SD_BLK)
+#define SD_NB(b) (n - (b)*SD_BLK < SD_BLK ? n - (b)*SD_BLK : SD_BLK)
     sd_qk_block(j, k, v, sb, 0, SD_NB(0), n, R, MODE, e, &tb);
     bool live = sd_softmax(j, pb, SD_NB(0), key0, masked, vscale, false);
     for (int b = 0; b < nblk; b++) {
@@ -443,8 +438,7 @@ sd_rows(attn__cpu_job *j, const char *k, const char *v, int64_t sb, int n, int k
         bool next = false;
         if (b + 1 < nblk)
             sd_qk_block(j, k, v, sb, (b + 1) * SD_BLK, SD_NB(b + 1), n, R, MODE, e, &tb);
-        if (live)
-            sd_pv_block(j, p, v, sb, b * SD_BLK, SD_NB(b), R, G, MODE, e, &tb);
+        if (live) sd_pv_block(j, p, v, sb, b * SD_BLK, SD_NB(b), R, G, MODE, e, &tb);
         if (b + 1 < nblk)
             next = sd_softmax(j, pb + ((b + 1) & 1) * 8 * SD_BLK, SD_NB(b + 1),
                               key0 + (b + 1) * SD_BLK, masked, vscale, false);
@@ -502,19 +496,16 @@ static inline __attribute__((always_inline)) void sd_widen_row(char *dst, const 
  * place (bf16, whole block) or staged into slot (row stride rs) with the
  * rows past nb zeroed; with pf, each row's K and V 1.5 KiB ahead are
  * prefetched as it is staged */
-static inline __attribute__((always_inline)) sd_src sd_stage(attn__cpu_job *j, const char *kc,
-                                                             const char *vc, const char *src,
-                                                             int64_t sb, int t0, int nb, int n,
-                                                             int d, char *slot, int rs, bool pf,
-                                                             const int MODE, const sd_tab *tb)
+static inline __attribute__((always_inline)) sd_src
+sd_stage(attn__cpu_job *j, const char *kc, const char *vc, const char *src, int64_t sb, int t0,
+         int nb, int n, int d, char *slot, int rs, bool pf, const int MODE, const sd_tab *tb)
 {
     size_t esz = MODE == SD_VBMI ? 1 : 2;
     int kbytes = j->D * (int)esz, vbytes = j->Dv * (int)esz;
     int ahead = SD_PFB / kbytes > 2 ? SD_PFB / kbytes : 2;
     bool direct = MODE != SD_VBMI && nb == SD_BLK;
     for (int t = 0; t < nb; t++) {
-        if (pf)
-            sd_prefetch(j, kc, vc, sb, t0 + t + ahead, n, kbytes, vbytes);
+        if (pf) sd_prefetch(j, kc, vc, sb, t0 + t + ahead, n, kbytes, vbytes);
         const char *r = src + (t0 + t) * sb;
         if (MODE == SD_VBMI)
             sd_widen_row(slot + t * rs, r, d, tb);
@@ -522,8 +513,7 @@ static inline __attribute__((always_inline)) sd_src sd_stage(attn__cpu_job *j, c
             for (int i = 0; i < 2 * d; i += 64)
                 _mm512_store_si512(slot + t * rs + i, _mm512_loadu_si512(r + i));
     }
-    if (direct)
-        return (sd_src){src + t0 * sb, (long)sb};
+    if (direct) return (sd_src){src + t0 * sb, (long)sb};
     for (int t = nb; t < SD_BLK; t++)
         for (int i = 0; i < 2 * d; i += 64)
             _mm512_store_si512(slot + t * rs + i, _mm512_setzero_si512());
@@ -576,8 +566,8 @@ static inline __attribute__((always_inline)) void sd_pv_tiles(attn__cpu_job *j, 
     }
     uint32_t *pt = (uint32_t *)((char *)j->scratch + SD_PT) + (b & 1) * 256;
     for (int r = 0; r < R; r++) {
-        __m512i w = _mm512_cvtepu16_epi32(
-            (__m256i)_mm512_cvtneps_pbh(_mm512_load_ps(p + r * SD_BLK)));
+        __m512i w =
+            _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(_mm512_load_ps(p + r * SD_BLK)));
         _mm512_store_si512(pt + r * 16, w);
         _mm512_store_si512(pt + (R + r) * 16, _mm512_slli_epi32(w, 16));
     }
@@ -610,25 +600,22 @@ static inline __attribute__((always_inline)) void sd_rows_amx(attn__cpu_job *j, 
                                                               const int MODE)
 {
     sd_tab tb;
-    if (MODE == SD_VBMI)
-        tb = sd_tables(j);
+    if (MODE == SD_VBMI) tb = sd_tables(j);
     float *pb = (float *)((char *)j->scratch + SD_P);
     char *kslot = (char *)j->scratch + SD_KS, *vslot = (char *)j->scratch + SD_VS;
     int nblk = (n + SD_BLK - 1) / SD_BLK;
 #define SD_STAGE_K(b)                                                                              \
-    sd_stage(j, k, v, k, sb, (b) * SD_BLK, SD_NB(b), n, j->D, kslot + ((b) & 1) * SD_BLK * 512,    \
-             512, true, MODE, &tb)
+    sd_stage(j, k, v, k, sb, (b)*SD_BLK, SD_NB(b), n, j->D, kslot + ((b)&1) * SD_BLK * 512, 512,   \
+             true, MODE, &tb)
 #define SD_STAGE_V(b)                                                                              \
-    sd_stage(j, k, v, v, sb, (b) * SD_BLK, SD_NB(b), n, j->Dv, vslot + ((b) & 1) * SD_BLK * 256,   \
-             256, false, MODE, &tb)
+    sd_stage(j, k, v, v, sb, (b)*SD_BLK, SD_NB(b), n, j->Dv, vslot + ((b)&1) * SD_BLK * 256, 256,  \
+             false, MODE, &tb)
     sd_qk_tiles(j, SD_STAGE_K(0), R);
     bool live = sd_softmax(j, pb, SD_NB(0), key0, masked, 1.0f, true);
     for (int b = 0; b < nblk; b++) {
         bool next = false;
-        if (b + 1 < nblk)
-            sd_qk_tiles(j, SD_STAGE_K(b + 1), R);
-        if (live)
-            sd_pv_tiles(j, pb + (b & 1) * 8 * SD_BLK, SD_STAGE_V(b), b, R);
+        if (b + 1 < nblk) sd_qk_tiles(j, SD_STAGE_K(b + 1), R);
+        if (live) sd_pv_tiles(j, pb + (b & 1) * 8 * SD_BLK, SD_STAGE_V(b), b, R);
         if (b + 1 < nblk)
             next = sd_softmax(j, pb + ((b + 1) & 1) * 8 * SD_BLK, SD_NB(b + 1),
                               key0 + (b + 1) * SD_BLK, masked, 1.0f, true);
@@ -646,26 +633,58 @@ static inline __attribute__((always_inline)) void sd_elem(attn__cpu_job *j, cons
 {
     if (AMX) {
         switch (j->R) {
-        case 1: sd_rows_amx(j, k, v, sb, n, key0, masked, 1, MODE); break;
-        case 2: sd_rows_amx(j, k, v, sb, n, key0, masked, 2, MODE); break;
-        case 3: sd_rows_amx(j, k, v, sb, n, key0, masked, 3, MODE); break;
-        case 4: sd_rows_amx(j, k, v, sb, n, key0, masked, 4, MODE); break;
-        case 5: sd_rows_amx(j, k, v, sb, n, key0, masked, 5, MODE); break;
-        case 6: sd_rows_amx(j, k, v, sb, n, key0, masked, 6, MODE); break;
-        case 7: sd_rows_amx(j, k, v, sb, n, key0, masked, 7, MODE); break;
-        default: sd_rows_amx(j, k, v, sb, n, key0, masked, 8, MODE); break;
+        case 1:
+            sd_rows_amx(j, k, v, sb, n, key0, masked, 1, MODE);
+            break;
+        case 2:
+            sd_rows_amx(j, k, v, sb, n, key0, masked, 2, MODE);
+            break;
+        case 3:
+            sd_rows_amx(j, k, v, sb, n, key0, masked, 3, MODE);
+            break;
+        case 4:
+            sd_rows_amx(j, k, v, sb, n, key0, masked, 4, MODE);
+            break;
+        case 5:
+            sd_rows_amx(j, k, v, sb, n, key0, masked, 5, MODE);
+            break;
+        case 6:
+            sd_rows_amx(j, k, v, sb, n, key0, masked, 6, MODE);
+            break;
+        case 7:
+            sd_rows_amx(j, k, v, sb, n, key0, masked, 7, MODE);
+            break;
+        default:
+            sd_rows_amx(j, k, v, sb, n, key0, masked, 8, MODE);
+            break;
         }
         return;
     }
     switch (j->R) {
-    case 1: sd_rows(j, k, v, sb, n, key0, masked, 1, 8, MODE, e); break;
-    case 2: sd_rows(j, k, v, sb, n, key0, masked, 2, 8, MODE, e); break;
-    case 3: sd_rows(j, k, v, sb, n, key0, masked, 3, 4, MODE, e); break;
-    case 4: sd_rows(j, k, v, sb, n, key0, masked, 4, 4, MODE, e); break;
-    case 5: sd_rows(j, k, v, sb, n, key0, masked, 5, 2, MODE, e); break;
-    case 6: sd_rows(j, k, v, sb, n, key0, masked, 6, 2, MODE, e); break;
-    case 7: sd_rows(j, k, v, sb, n, key0, masked, 7, 2, MODE, e); break;
-    default: sd_rows(j, k, v, sb, n, key0, masked, 8, 2, MODE, e); break;
+    case 1:
+        sd_rows(j, k, v, sb, n, key0, masked, 1, 8, MODE, e);
+        break;
+    case 2:
+        sd_rows(j, k, v, sb, n, key0, masked, 2, 8, MODE, e);
+        break;
+    case 3:
+        sd_rows(j, k, v, sb, n, key0, masked, 3, 4, MODE, e);
+        break;
+    case 4:
+        sd_rows(j, k, v, sb, n, key0, masked, 4, 4, MODE, e);
+        break;
+    case 5:
+        sd_rows(j, k, v, sb, n, key0, masked, 5, 2, MODE, e);
+        break;
+    case 6:
+        sd_rows(j, k, v, sb, n, key0, masked, 6, 2, MODE, e);
+        break;
+    case 7:
+        sd_rows(j, k, v, sb, n, key0, masked, 7, 2, MODE, e);
+        break;
+    default:
+        sd_rows(j, k, v, sb, n, key0, masked, 8, 2, MODE, e);
+        break;
     }
 }
 
@@ -717,8 +736,7 @@ static void sd_finish(attn__cpu_job *j)
     if (ms[1] == SD_TILES) { /* O tiles (even / odd dims) -> rows in dim order */
         int ng = j->Dv / 32;
         float *al = (float *)((char *)j->scratch + SD_AL);
-        if (!ms[2])
-            sd_ot_store(j, ng);
+        if (!ms[2]) sd_ot_store(j, ng);
         attn__amx_release();
         static const int32_t lo_tab[16] = {0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23};
         const __m512i ilo = _mm512_loadu_si512(lo_tab);
@@ -743,8 +761,7 @@ static void sd_finish(attn__cpu_job *j)
         }
         return;
     }
-    if (mode == SD_NAT)
-        return;
+    if (mode == SD_NAT) return;
     float tmp[ATTN_CPU_MAX_HEAD];
     for (int r = 0; r < j->R; r++) {
         float *o = j->o + (size_t)r * j->o_stride;
@@ -776,10 +793,8 @@ const attn__cpu_isa attn__cpu_isa_stream_decode = {
  * pressure), takes any R: the widening happens once per row. */
 static int sd_tile_mode(const attn__cpu_job *j)
 {
-    if (j->prec != ATTN_CPU_PREC_BF16 || j->Dv > 128)
-        return -1;
-    if (j->kv_elem == ATTN_ELEM_BF16)
-        return sd_mode(j) == SD_PAIR ? SD_PAIR : -1;
+    if (j->prec != ATTN_CPU_PREC_BF16 || j->Dv > 128) return -1;
+    if (j->kv_elem == ATTN_ELEM_BF16) return sd_mode(j) == SD_PAIR ? SD_PAIR : -1;
     const uint8_t *hi, *lo;
     if (j->D % 64 == 0 && j->Dv % 64 == 0 &&
         attn__cpu_fp8_bf16_tables(j->kv_elem == ATTN_ELEM_FP8_E4M3, &hi, &lo))

@@ -88,12 +88,9 @@ static void portable_chunk(attn__cpu_job *j, const void *k, const void *v, int64
     for (int r = 0; r < j->R; r++) {
         int lo = 0, hi = n - 1;
         if (masked) {
-            if (j->lo[r] - key0 > lo)
-                lo = j->lo[r] - key0;
-            if (j->hi[r] - key0 < hi)
-                hi = j->hi[r] - key0;
-            if (lo > hi)
-                continue;
+            if (j->lo[r] - key0 > lo) lo = j->lo[r] - key0;
+            if (j->hi[r] - key0 < hi) hi = j->hi[r] - key0;
+            if (lo > hi) continue;
         }
         const float *q = qb + (size_t)r * D;
         float *s = j->s + (size_t)r * ATTN_CPU_CHUNK;
@@ -104,13 +101,10 @@ static void portable_chunk(attn__cpu_job *j, const void *k, const void *v, int64
             for (int d = 0; d < D; d++)
                 acc += q[d] * kr[d];
             acc *= j->qk_scale;
-            if (j->softcap > 0.0f)
-                acc = j->softcap * tanhf(acc / j->softcap);
-            if (j->slope)
-                acc += j->slope[r] * (float)(key0 + t - j->pos[r]);
+            if (j->softcap > 0.0f) acc = j->softcap * tanhf(acc / j->softcap);
+            if (j->slope) acc += j->slope[r] * (float)(key0 + t - j->pos[r]);
             s[t] = acc;
-            if (acc > mx)
-                mx = acc;
+            if (acc > mx) mx = acc;
         }
         float mold = j->m[r];
         float mnew = mold > mx ? mold : mx;

@@ -29,8 +29,7 @@ static uint64_t llc_bytes(void)
         char path[96], buf[64];
         snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/size", i);
         FILE *f = fopen(path, "r");
-        if (!f)
-            continue;
+        if (!f) continue;
         if (fgets(buf, sizeof buf, f)) {
             char *end = NULL;
             uint64_t v = strtoull(buf, &end, 10);
@@ -38,8 +37,7 @@ static uint64_t llc_bytes(void)
                 v <<= 10;
             else if (end && (*end == 'M' || *end == 'm'))
                 v <<= 20;
-            if (v > best)
-                best = v;
+            if (v > best) best = v;
         }
         fclose(f);
     }
@@ -51,10 +49,8 @@ typedef enum { ISA_SCALAR, ISA_AVX2, ISA_AVX512 } isa_t;
 static isa_t best_isa(void)
 {
 #if defined(__x86_64__)
-    if (attn_cpu_has(ATTN_CPU_AVX512F))
-        return ISA_AVX512;
-    if (attn_cpu_has(ATTN_CPU_AVX2) && attn_cpu_has(ATTN_CPU_FMA))
-        return ISA_AVX2;
+    if (attn_cpu_has(ATTN_CPU_AVX512F)) return ISA_AVX512;
+    if (attn_cpu_has(ATTN_CPU_AVX2) && attn_cpu_has(ATTN_CPU_FMA)) return ISA_AVX2;
 #endif
     return ISA_SCALAR;
 }
@@ -147,18 +143,17 @@ attn_status attn__cpu_measure_machine(size_t buffer_bytes, attn__cpu_machine *ou
     out->llc_bytes = llc_bytes();
     if (buffer_bytes == 0) {
         buffer_bytes = (size_t)1 << 30;
-        if (out->llc_bytes * 4 > buffer_bytes)
-            buffer_bytes = (size_t)out->llc_bytes * 4;
+        if (out->llc_bytes * 4 > buffer_bytes) buffer_bytes = (size_t)out->llc_bytes * 4;
         long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
         if (pages > 0 && psz > 0 && buffer_bytes > (size_t)pages * (size_t)psz / 4)
             buffer_bytes = (size_t)pages * (size_t)psz / 4;
     }
     buffer_bytes = buffer_bytes / ((size_t)T * 256) * ((size_t)T * 256);
-    if (buffer_bytes == 0)
-        return attn__fail(ATTN_INVALID_ARGUMENT, "bandwidth buffer too small");
+    if (buffer_bytes == 0) return attn__fail(ATTN_INVALID_ARGUMENT, "bandwidth buffer too small");
     /* same page policy as the benchmark's KV pools (transparent huge pages
      * where the kernel allows them) */
-    char *buf = mmap(NULL, buffer_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    char *buf =
+        mmap(NULL, buffer_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (buf == MAP_FAILED)
         return attn__fail(ATTN_OUT_OF_MEMORY, "cannot allocate a %zu-byte bandwidth buffer",
                           buffer_bytes);
@@ -176,8 +171,7 @@ attn_status attn__cpu_measure_machine(size_t buffer_bytes, attn__cpu_machine *ou
         attn__pool_for(pool, T, 0, read_fn, &j);
         double dt = now_s() - t0;
         double gbps = (double)(buffer_bytes / (size_t)T / 256 * 256 * (size_t)T) / dt / 1e9;
-        if (gbps > best)
-            best = gbps;
+        if (gbps > best) best = gbps;
     }
     out->read_gbps = best;
     munmap(buf, buffer_bytes);
@@ -189,8 +183,7 @@ attn_status attn__cpu_measure_machine(size_t buffer_bytes, attn__cpu_machine *ou
         double t0 = now_s();
         attn__pool_for(pool, T, 0, fma_fn, &j);
         double dt = now_s() - t0;
-        if (dt > 0.01 || j.iters > (1l << 34))
-            break;
+        if (dt > 0.01 || j.iters > (1l << 34)) break;
         j.iters *= 4;
     }
     j.iters *= 2;
@@ -201,8 +194,7 @@ attn_status attn__cpu_measure_machine(size_t buffer_bytes, attn__cpu_machine *ou
         double dt = now_s() - t0;
         double chains = isa == ISA_AVX512 ? 20 : isa == ISA_AVX2 ? 12 : 10;
         double gf = (double)T * (double)j.iters * chains * lanes * 2.0 / dt / 1e9;
-        if (gf > best)
-            best = gf;
+        if (gf > best) best = gf;
     }
     out->peak_gflops = best;
     return ATTN_OK;

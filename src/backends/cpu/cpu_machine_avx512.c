@@ -19,8 +19,8 @@ uint64_t attn__cpu_read_avx512(const void *p, size_t n, size_t pf)
         d = _mm512_add_epi64(d, _mm512_load_si512(c + i + 128));
         e = _mm512_add_epi64(e, _mm512_load_si512(c + i + 192));
     }
-    return (uint64_t)_mm512_reduce_add_epi64(_mm512_add_epi64(_mm512_add_epi64(a, b),
-                                                              _mm512_add_epi64(d, e)));
+    return (uint64_t)_mm512_reduce_add_epi64(
+        _mm512_add_epi64(_mm512_add_epi64(a, b), _mm512_add_epi64(d, e)));
 }
 
 double attn__cpu_fma_avx512(long iters)

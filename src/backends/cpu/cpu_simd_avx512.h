@@ -52,20 +52,22 @@ static inline __m512 softcap16(__m512 x, float cap)
 static inline __m512 load16_f32(const void *src, attn_elem e)
 {
     switch (e) {
-    case ATTN_ELEM_F32: return _mm512_loadu_ps(src);
+    case ATTN_ELEM_F32:
+        return _mm512_loadu_ps(src);
     case ATTN_ELEM_BF16:
-        return _mm512_castsi512_ps(_mm512_slli_epi32(
-            _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)src)), 16));
-    case ATTN_ELEM_F16: return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)src));
+        return _mm512_castsi512_ps(
+            _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)src)), 16));
+    case ATTN_ELEM_F16:
+        return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)src));
     case ATTN_ELEM_FP8_E5M2: {
         __m128i b = _mm_loadu_si128((const __m128i *)src);
         return _mm512_cvtph_ps(_mm256_slli_epi16(_mm256_cvtepu8_epi16(b), 8));
     }
     default: { /* e4m3: magnitude << 7 is an fp16 of value * 2^-8, subnormals included */
         __m256i w = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)src));
-        __m256i h = _mm256_or_si256(
-            _mm256_slli_epi16(_mm256_and_si256(w, _mm256_set1_epi16(0x7f)), 7),
-            _mm256_slli_epi16(_mm256_and_si256(w, _mm256_set1_epi16(0x80)), 8));
+        __m256i h =
+            _mm256_or_si256(_mm256_slli_epi16(_mm256_and_si256(w, _mm256_set1_epi16(0x7f)), 7),
+                            _mm256_slli_epi16(_mm256_and_si256(w, _mm256_set1_epi16(0x80)), 8));
         return _mm512_mul_ps(_mm512_cvtph_ps(h), _mm512_set1_ps(256.0f));
     }
     }
@@ -122,10 +124,10 @@ static inline void transpose16(__m512i r[16])
     /* r[4i+k] holds, per 128-bit lane L, column k of rows 4i..4i+3 of lane L */
     for (int i = 0; i < 2; i++)
         for (int k = 0; k < 4; k++) {
-            t[8 * i + k] = _mm512_shuffle_i32x4(r[8 * i + k], r[8 * i + 4 + k],
-                                                _MM_SHUFFLE(2, 0, 2, 0));
-            t[8 * i + 4 + k] = _mm512_shuffle_i32x4(r[8 * i + k], r[8 * i + 4 + k],
-                                                    _MM_SHUFFLE(3, 1, 3, 1));
+            t[8 * i + k] =
+                _mm512_shuffle_i32x4(r[8 * i + k], r[8 * i + 4 + k], _MM_SHUFFLE(2, 0, 2, 0));
+            t[8 * i + 4 + k] =
+                _mm512_shuffle_i32x4(r[8 * i + k], r[8 * i + 4 + k], _MM_SHUFFLE(3, 1, 3, 1));
         }
     for (int k = 0; k < 4; k++) {
         r[k] = _mm512_shuffle_i32x4(t[k], t[8 + k], _MM_SHUFFLE(2, 0, 2, 0));

@@ -149,18 +149,27 @@ typedef void (*v256_mk_fn)(int K, const float *A, size_t lda, const float *B, si
 
 /* narrow panels (N <= 16): 6 rows x 2 vectors; wide: 4 rows x 3 vectors */
 #define V256_NARROW(MR) V256_MK(MR, 1) V256_MK(MR, 2)
+/* clang-format off */
 V256_NARROW(1)
-V256_NARROW(2) V256_NARROW(3) V256_NARROW(4) V256_NARROW(5) V256_NARROW(6) V256_MK(1, 3)
-    V256_MK(2, 3) V256_MK(3, 3) V256_MK(4, 3)
+V256_NARROW(2)
+V256_NARROW(3)
+V256_NARROW(4)
+V256_NARROW(5)
+V256_NARROW(6)
+V256_MK(1, 3)
+V256_MK(2, 3)
+V256_MK(3, 3)
+V256_MK(4, 3)
+/* clang-format on */
 
-        static const v256_mk_fn v256_narrow[7][3] = {
-            {NULL, NULL, NULL},
-            {NULL, v256_mk_1_1, v256_mk_1_2},
-            {NULL, v256_mk_2_1, v256_mk_2_2},
-            {NULL, v256_mk_3_1, v256_mk_3_2},
-            {NULL, v256_mk_4_1, v256_mk_4_2},
-            {NULL, v256_mk_5_1, v256_mk_5_2},
-            {NULL, v256_mk_6_1, v256_mk_6_2},
+static const v256_mk_fn v256_narrow[7][3] = {
+    {NULL, NULL, NULL},
+    {NULL, v256_mk_1_1, v256_mk_1_2},
+    {NULL, v256_mk_2_1, v256_mk_2_2},
+    {NULL, v256_mk_3_1, v256_mk_3_2},
+    {NULL, v256_mk_4_1, v256_mk_4_2},
+    {NULL, v256_mk_5_1, v256_mk_5_2},
+    {NULL, v256_mk_6_1, v256_mk_6_2},
 };
 static const v256_mk_fn v256_wide[5][4] = {
     {NULL, NULL, NULL, NULL},

@@ -194,20 +194,37 @@ typedef void (*v512_mk_fn)(int K, const float *A, size_t lda, const float *B, si
 
 /* narrow panels (N <= 32): 12 rows x 2 vectors; wide: 6 rows x 4 vectors */
 #define V512_NARROW(MR) V512_MK(MR, 1) V512_MK(MR, 2)
+/* clang-format off */
 V512_NARROW(1)
-V512_NARROW(2) V512_NARROW(3) V512_NARROW(4) V512_NARROW(5) V512_NARROW(6) V512_NARROW(7)
-    V512_NARROW(8) V512_NARROW(9) V512_NARROW(10) V512_NARROW(11) V512_NARROW(12)
+V512_NARROW(2)
+V512_NARROW(3)
+V512_NARROW(4)
+V512_NARROW(5)
+V512_NARROW(6)
+V512_NARROW(7)
+V512_NARROW(8)
+V512_NARROW(9)
+V512_NARROW(10)
+V512_NARROW(11)
+V512_NARROW(12)
+/* clang-format on */
 #define V512_WIDE(MR) V512_MK(MR, 3) V512_MK(MR, 4)
-        V512_WIDE(1) V512_WIDE(2) V512_WIDE(3) V512_WIDE(4) V512_WIDE(5) V512_WIDE(6)
+/* clang-format off */
+V512_WIDE(1)
+V512_WIDE(2)
+V512_WIDE(3)
+V512_WIDE(4)
+V512_WIDE(5)
+V512_WIDE(6)
+/* clang-format on */
 
 #define V512_N2(MR)                                                                                \
     {                                                                                              \
         NULL, v512_mk_##MR##_1, v512_mk_##MR##_2                                                   \
     }
-            static const v512_mk_fn v512_narrow[13][3] = {
-                {NULL, NULL, NULL}, V512_N2(1),  V512_N2(2),  V512_N2(3), V512_N2(4),
-                V512_N2(5),         V512_N2(6),  V512_N2(7),  V512_N2(8), V512_N2(9),
-                V512_N2(10),        V512_N2(11), V512_N2(12),
+static const v512_mk_fn v512_narrow[13][3] = {
+    {NULL, NULL, NULL}, V512_N2(1), V512_N2(2), V512_N2(3),  V512_N2(4),  V512_N2(5),  V512_N2(6),
+    V512_N2(7),         V512_N2(8), V512_N2(9), V512_N2(10), V512_N2(11), V512_N2(12),
 };
 #define V512_N4(MR)                                                                                \
     {                                                                                              \

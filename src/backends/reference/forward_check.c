@@ -34,10 +34,8 @@ static attn_status check_view(const attn_forward_args *a)
 {
     const attn_kv_view *kv = a->kv;
     const attn_layer_params *l = a->layer;
-    if (!kv)
-        return attn__fail(ATTN_NULL_ARGUMENT, "forward: no KV cache view and no direct K/V");
-    if (!kv->data)
-        return attn__fail(ATTN_NULL_ARGUMENT, "forward: KV cache view has no data");
+    if (!kv) return attn__fail(ATTN_NULL_ARGUMENT, "forward: no KV cache view and no direct K/V");
+    if (!kv->data) return attn__fail(ATTN_NULL_ARGUMENT, "forward: KV cache view has no data");
     if ((unsigned)kv->elem > ATTN_ELEM_FP8_E5M2)
         return attn__fail(ATTN_INVALID_ARGUMENT, "KV cache element %s is not readable here",
                           attn_elem_name(kv->elem));
@@ -54,8 +52,8 @@ static attn_status check_view(const attn_forward_args *a)
     if (kv->num_blocks < 1 || kv->block_size < 1)
         return attn__fail(ATTN_INVALID_ARGUMENT, "KV cache view has %d blocks of %d tokens",
                           kv->num_blocks, kv->block_size);
-    if (kv->stride_block < 0 || kv->stride_token < 0 || kv->stride_head < 0 ||
-        kv->k_offset < 0 || kv->v_offset < 0)
+    if (kv->stride_block < 0 || kv->stride_token < 0 || kv->stride_head < 0 || kv->k_offset < 0 ||
+        kv->v_offset < 0)
         return attn__fail(ATTN_INVALID_ARGUMENT, "KV cache view has negative strides/offsets");
     if (a->common->block_size > 0 && a->common->block_size != kv->block_size)
         return attn__fail(ATTN_BAD_METADATA, "metadata block_size %d != cache block_size %d",
@@ -79,19 +77,17 @@ attn_status attn__fwd_check(const attn_forward_args *a)
     const attn_layer_params *l = a->layer;
     const attn_common_metadata *cm = a->common;
     attn_status st = check_layer(l);
-    if (st != ATTN_OK)
-        return st;
+    if (st != ATTN_OK) return st;
     if (cm->num_reqs < 0 || cm->num_actual_tokens < 0)
-        return attn__fail(ATTN_BAD_METADATA, "num_reqs %d / num_actual_tokens %d < 0",
-                          cm->num_reqs, cm->num_actual_tokens);
+        return attn__fail(ATTN_BAD_METADATA, "num_reqs %d / num_actual_tokens %d < 0", cm->num_reqs,
+                          cm->num_actual_tokens);
     if (cm->num_actual_tokens > 0) {
         ATTN__CHECK_NULL(a->q);
         ATTN__CHECK_NULL(a->out);
     }
     if (cm->num_reqs == 0) {
         if (cm->num_actual_tokens != 0)
-            return attn__fail(ATTN_BAD_METADATA, "%d tokens but no request",
-                              cm->num_actual_tokens);
+            return attn__fail(ATTN_BAD_METADATA, "%d tokens but no request", cm->num_actual_tokens);
         return ATTN_OK;
     }
     ATTN__CHECK_NULL(cm->query_start_loc);
@@ -113,22 +109,19 @@ attn_status attn__fwd_check(const attn_forward_args *a)
         return ATTN_OK;
     }
     st = check_view(a);
-    if (st != ATTN_OK)
-        return st;
+    if (st != ATTN_OK) return st;
     bool cross = l->attn_type == ATTN_TYPE_ENCODER_DECODER && cm->encoder_seq_lens;
-    if (!cross)
-        ATTN__CHECK_NULL(cm->seq_lens);
+    if (!cross) ATTN__CHECK_NULL(cm->seq_lens);
     ATTN__CHECK_NULL(cm->block_table);
     const attn_kv_view *kv = a->kv;
     for (int r = 0; r < cm->num_reqs; r++) {
         int qlen = qsl[r + 1] - qsl[r];
         int kv_len = attn__fwd_kv_len(a, r);
-        if (kv_len < 0)
-            return attn__fail(ATTN_BAD_METADATA, "request %d has %d keys", r, kv_len);
+        if (kv_len < 0) return attn__fail(ATTN_BAD_METADATA, "request %d has %d keys", r, kv_len);
         if (!cross && qlen > kv_len)
             return attn__fail(ATTN_BAD_METADATA,
-                              "request %d: query length %d exceeds its sequence length %d", r,
-                              qlen, kv_len);
+                              "request %d: query length %d exceeds its sequence length %d", r, qlen,
+                              kv_len);
         int nblk = (kv_len + kv->block_size - 1) / kv->block_size;
         if (nblk > cm->block_table_stride)
             return attn__fail(ATTN_BAD_METADATA,

@@ -30,9 +30,12 @@ static void tables_init(void)
 static inline double load(const void *p, attn_elem e, int i)
 {
     switch (e) {
-    case ATTN_ELEM_FP8_E4M3: return g_e4m3[((const uint8_t *)p)[i]];
-    case ATTN_ELEM_FP8_E5M2: return g_e5m2[((const uint8_t *)p)[i]];
-    default: return attn__load_elem(p, e, (size_t)i);
+    case ATTN_ELEM_FP8_E4M3:
+        return g_e4m3[((const uint8_t *)p)[i]];
+    case ATTN_ELEM_FP8_E5M2:
+        return g_e5m2[((const uint8_t *)p)[i]];
+    default:
+        return attn__load_elem(p, e, (size_t)i);
     }
 }
 
@@ -89,18 +92,15 @@ static void row(const ref_ctx *c, int r, int i, int head, double *q, double *acc
         acc[d] = 0.0;
     double m = -INFINITY, sum = 0.0;
     for (int j = 0; j < kv_len; j++) {
-        if (causal && j > pos)
-            break;
-        if (l->sliding_window > 0 && j <= pos - l->sliding_window)
-            continue;
+        if (causal && j > pos) break;
+        if (l->sliding_window > 0 && j <= pos - l->sliding_window) continue;
         attn_elem e;
         const void *kp = kv_row(c, r, j, kvh, false, &e);
         double s = 0.0;
         for (int d = 0; d < D; d++)
             s += q[d] * load(kp, e, d);
         s *= ks * scale;
-        if (cap > 0.0)
-            s = cap * tanh(s / cap);
+        if (cap > 0.0) s = cap * tanh(s / cap);
         s += slope * (double)(j - pos);
         double mnew = s > m ? s : m;
         double alpha = exp(m - mnew); /* exp(-inf) = 0 on the first key */
@@ -123,27 +123,22 @@ static void row(const ref_ctx *c, int r, int i, int head, double *q, double *acc
     size_t ob = (size_t)(tok * l->num_heads + head) * Dv;
     for (int d = 0; d < Dv; d++)
         attn__store_elem(a->out, c->qe, ob + d, sum > 0.0 ? (float)(acc[d] / sum) : 0.0f);
-    if (a->lse)
-        a->lse[tok * l->num_heads + head] = sum > 0.0 ? (float)(m + log(sum)) : -INFINITY;
+    if (a->lse) a->lse[tok * l->num_heads + head] = sum > 0.0 ? (float)(m + log(sum)) : -INFINITY;
 }
 
 attn_status attn__reference_forward(const attn_forward_args *a)
 {
     attn_status st = attn__fwd_check(a);
-    if (st != ATTN_OK)
-        return st;
+    if (st != ATTN_OK) return st;
     const attn_layer_params *l = a->layer;
     const attn_common_metadata *cm = a->common;
-    if (cm->num_actual_tokens == 0)
-        return ATTN_OK;
+    if (cm->num_actual_tokens == 0) return ATTN_OK;
     int D = l->head_size, Dv = attn__fwd_head_size_v(l);
     double *buf = malloc(sizeof(double) * (size_t)(D + Dv));
-    if (!buf)
-        return attn__fail(ATTN_OUT_OF_MEMORY, "REFERENCE: out of memory");
+    if (!buf) return attn__fail(ATTN_OUT_OF_MEMORY, "REFERENCE: out of memory");
     pthread_once(&g_tab_once, tables_init);
     ref_ctx c = {.a = a, .qe = attn_dtype_elem(l->dtype)};
-    if (!a->k)
-        c.kv_esz = attn_elem_size(a->kv->elem);
+    if (!a->k) c.kv_esz = attn_elem_size(a->kv->elem);
     for (int r = 0; r < cm->num_reqs; r++) {
         int qlen = cm->query_start_loc[r + 1] - cm->query_start_loc[r];
         for (int i = 0; i < qlen; i++)
@@ -265,8 +260,7 @@ const attn_backend_desc attn__desc_reference = {
     .supports_non_causal = true,
     .supports_batch_invariance = true,
     .attn_types = ATTN_TYPE_BIT(ATTN_TYPE_DECODER) | ATTN_TYPE_BIT(ATTN_TYPE_ENCODER) |
-                  ATTN_TYPE_BIT(ATTN_TYPE_ENCODER_ONLY) |
-                  ATTN_TYPE_BIT(ATTN_TYPE_ENCODER_DECODER),
+                  ATTN_TYPE_BIT(ATTN_TYPE_ENCODER_ONLY) | ATTN_TYPE_BIT(ATTN_TYPE_ENCODER_DECODER),
     .cg_support = ATTN_CG_NEVER,
     .can_return_lse_for_decode = true,
     .required_layout = ATTN_LAYOUT_DEFAULT,

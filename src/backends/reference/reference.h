@@ -42,8 +42,7 @@ attn_status attn__fwd_check(const attn_forward_args *a);
 static inline int attn__fwd_kv_len(const attn_forward_args *a, int r)
 {
     const attn_common_metadata *cm = a->common;
-    if (a->k)
-        return cm->query_start_loc[r + 1] - cm->query_start_loc[r];
+    if (a->k) return cm->query_start_loc[r + 1] - cm->query_start_loc[r];
     if (a->layer->attn_type == ATTN_TYPE_ENCODER_DECODER && cm->encoder_seq_lens)
         return cm->encoder_seq_lens[r];
     return cm->seq_lens[r];
@@ -72,8 +71,7 @@ static inline bool attn__elem_is_fp8(attn_elem e)
 /* Dequantisation factor of a cache (1 for non-fp8 caches). */
 static inline float attn__kv_scale(const attn_kv_view *kv, int kvh, bool value)
 {
-    if (!attn__elem_is_fp8(kv->elem))
-        return 1.0f;
+    if (!attn__elem_is_fp8(kv->elem)) return 1.0f;
     const float *ph = value ? kv->v_scale_per_head : kv->k_scale_per_head;
     float s = ph ? ph[kvh] : (value ? kv->v_scale : kv->k_scale);
     return s != 0.0f ? s : 1.0f;
