@@ -38,7 +38,7 @@ test-fast: build
 	cd $(BUILD) && ctest --output-on-failure -j$(JOBS)
 
 format:
-	clang-format -i $$(git ls-files '*.c' '*.h')
+	clang-format -i $$(find include src tools bench tests examples -name '*.[ch]')
 
 clean:
 	rm -rf $(BUILD) $(BUILD_SAN)
