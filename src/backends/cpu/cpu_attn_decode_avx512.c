@@ -478,7 +478,10 @@ typedef struct {
     long st;
 } sd_src;
 
-/* fp8 row of d dims -> bf16 at dst ([w0 | w1] per 64 dims) */
+/* fp8 row of d dims -> bf16 at dst ([w0 | w1] per 64 dims). (Word shifts
+ * and selects in place of the byte unpacks, which share a port with the
+ * lookups, measured 4 % slower with the rows in L2 and no different from
+ * memory.) */
 static inline __attribute__((always_inline)) void sd_widen_row(char *dst, const char *src, int d,
                                                                const sd_tab *tb)
 {
