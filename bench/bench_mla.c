@@ -255,7 +255,7 @@ int main(int argc, char **argv)
     int nthreads = attn__pool_threads(pool);
 
     const int H = 128, R = 512, P = 64, D = R + P, BS = 128;
-    attn_elem qe = attn__mla_dtype_elem(dt);
+    attn_elem qe = attn_dtype_elem(dt);
     attn_elem kve = fp8 ? ATTN_ELEM_FP8_E4M3 : qe;
     const attn__mla_kern *k = attn__mla_decode_kern(qe, kve, R, D);
     bool amx = !strcmp(k->name, "amx");

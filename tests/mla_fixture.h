@@ -74,7 +74,7 @@ static inline void mla_fx_init(mla_fx *f, int H, int R, int P, int N, int V, att
     memset(f, 0, sizeof *f);
     f->H = H, f->R = R, f->P = P, f->N = N, f->V = V, f->D = R + P;
     f->dt = dt;
-    f->qe = attn__mla_dtype_elem(dt);
+    f->qe = attn_dtype_elem(dt);
     f->qesz = fx_esz(f->qe);
     f->kve = kve;
     f->bs = bs;

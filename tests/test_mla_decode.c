@@ -40,7 +40,7 @@ static void check_absorbed_vs_naive(const attn__mla_kern *k, attn_dtype dt, cons
                                     int R, int P, int N, int V, int bs, uint64_t seed)
 {
     mla_fx f;
-    mla_fx_init(&f, H, R, P, N, V, dt, attn__mla_dtype_elem(dt), bs, b->nreq, b->q, b->s, seed);
+    mla_fx_init(&f, H, R, P, N, V, dt, attn_dtype_elem(dt), bs, b->nreq, b->q, b->s, seed);
     size_t nrow = (size_t)f.T * H;
     void *lat = calloc(nrow * R, f.qesz);
     void *outa = calloc(nrow * V, f.qesz), *outb = calloc(nrow * V, f.qesz);
@@ -215,7 +215,7 @@ int main(void)
     };
     for (int vi = 0; vi < nv; vi++)
         for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++)
-            if (!vars[vi]->decode_ok(attn__mla_dtype_elem(types[ti].dt), types[ti].kv, 512, 576))
+            if (!vars[vi]->decode_ok(attn_dtype_elem(types[ti].dt), types[ti].kv, 512, 576))
                 printf("  variant %-9s dtype %s kv %s: unsupported by this variant (another "
                        "variant runs it)\n",
                        vars[vi]->name, attn_dtype_name(types[ti].dt), attn_elem_name(types[ti].kv));

@@ -52,7 +52,7 @@ static void check_layer(attn_dtype dt, uint64_t seed)
 {
     static const int q[] = {1, 3, 200, 150}, s[] = {50, 80, 260, 150};
     mla_fx f;
-    mla_fx_init(&f, 4, 128, 32, 64, 48, dt, attn__mla_dtype_elem(dt), 16, 4, q, s, seed);
+    mla_fx_init(&f, 4, 128, 32, 64, 48, dt, attn_dtype_elem(dt), 16, 4, q, s, seed);
     attn_builder_init bi = {0};
     bi.layer = &f.lp;
     bi.block_size = 16;

@@ -19,7 +19,7 @@ static void check_random(attn_dtype dt, int H, int R, int P, int topk, uint64_t 
 {
     static const int q[] = {1, 5, 1, 30}, s[] = {300, 64, 9, 30};
     mla_fx f;
-    mla_fx_init(&f, H, R, P, 32, 32, dt, attn__mla_dtype_elem(dt), 16, 4, q, s, seed);
+    mla_fx_init(&f, H, R, P, 32, 32, dt, attn_dtype_elem(dt), 16, 4, q, s, seed);
     int32_t *ix = malloc(sizeof(int32_t) * (size_t)f.T * topk);
     for (int r = 0; r < 4; r++)
         for (int t = f.qsl[r]; t < f.qsl[r + 1]; t++)

@@ -427,24 +427,6 @@ void attn_selection_free(attn_selection *s)
     free(s);
 }
 
-static const char *attn__family_word(attn_platform_kind k)
-{
-    switch (k) {
-    case ATTN_PLATFORM_CUDA:
-        return "cuda";
-    case ATTN_PLATFORM_ROCM:
-        return "rocm";
-    case ATTN_PLATFORM_CPU:
-        return "cpu";
-    case ATTN_PLATFORM_XPU:
-        return "xpu";
-    case ATTN_PLATFORM_OPENCL:
-        return "opencl";
-    default:
-        return "unspecified";
-    }
-}
-
 /* Checks that an enum-valued config holds values a Python caller could
  * have produced; anything else is a usage error, not a reason. */
 static attn_status attn__sel_check_config(attn_selection *s)
@@ -499,7 +481,8 @@ static void attn__sel_run(attn_selection *s, const char *requested)
 {
     const attn_platform *p = s->platform;
     const attn__platform_ops *ops = p->ops ? p->ops : attn__platform_ops_for(p->kind);
-    s->device_family = ops && ops->device_family ? ops->device_family : attn__family_word(p->kind);
+    s->device_family =
+        ops && ops->device_family ? ops->device_family : attn_platform_kind_name(p->kind);
 
     if (requested && strcasecmp(requested, "auto") != 0) {
         char canon[64];

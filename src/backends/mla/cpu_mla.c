@@ -612,7 +612,7 @@ static attn_status attn__self_test_impl(bool sparse, char *detail, size_t size)
             topk[t * TOPK + k] = (int32_t)(st_next(&seed) % 30) - 1;
     for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
         const attn__st_case *tc = &cases[ci];
-        attn_elem qe = attn__mla_dtype_elem(tc->dt);
+        attn_elem qe = attn_dtype_elem(tc->dt);
         size_t qesz = qe == ATTN_ELEM_F32 ? 4 : 2;
         for (size_t i = 0; i < cache_elems; i++)
             attn__store_elem(cache, tc->kv, i, st_uniform(&seed) * 2.0f);

@@ -98,31 +98,6 @@ attn_status attn_backend_forward_mha(const attn_backend *b, void *impl, const at
 
 /* ---- small helpers ---------------------------------------------------------- */
 
-attn_elem attn__mla_dtype_elem(attn_dtype d)
-{
-    switch (d) {
-    case ATTN_DTYPE_FP16:
-        return ATTN_ELEM_F16;
-    case ATTN_DTYPE_BF16:
-        return ATTN_ELEM_BF16;
-    default:
-        return ATTN_ELEM_F32;
-    }
-}
-
-static size_t attn__esz(attn_elem e)
-{
-    switch (e) {
-    case ATTN_ELEM_F32:
-        return 4;
-    case ATTN_ELEM_F16:
-    case ATTN_ELEM_BF16:
-        return 2;
-    default:
-        return 1;
-    }
-}
-
 static bool attn__kv_elem_ok(attn_elem e)
 {
     return e == ATTN_ELEM_F32 || e == ATTN_ELEM_F16 || e == ATTN_ELEM_BF16 ||
@@ -137,7 +112,7 @@ static bool attn__is_fp8(attn_elem e)
 size_t attn_mla_row_bytes(int head_size, attn_elem elem)
 {
     if (head_size <= 0 || (unsigned)elem >= ATTN_ELEM_COUNT) return 0;
-    return (size_t)head_size * attn__esz(elem);
+    return (size_t)head_size * attn_elem_size(elem);
 }
 
 int attn_mla_view_latent_dim(const attn_kv_view *kv)
@@ -215,8 +190,8 @@ attn_status attn_mla_write_latent(const attn_kv_view *kv, const int64_t *slot_ma
                               "cache (%lld slots)",
                               t, (long long)s, (long long)nslots);
     }
-    attn_elem src = attn__mla_dtype_elem(dtype);
-    size_t ssz = attn__esz(src), dsz = attn__esz(kv->elem);
+    attn_elem src = attn_dtype_elem(dtype);
+    size_t ssz = attn_elem_size(src), dsz = attn_elem_size(kv->elem);
     float inv = attn__is_fp8(kv->elem) ? 1.0f / kv->k_scale : 1.0f;
     for (int t = 0; t < num_tokens; t++) {
         int64_t s = slot_mapping[t];
@@ -269,14 +244,14 @@ attn_status attn_mla_absorb_q(const attn_layer_params *layer, int num_tokens, co
     ATTN__CHECK_NULL(q);
     ATTN__CHECK_NULL(w_uk);
     ATTN__CHECK_NULL(q_absorbed);
-    attn_elem e = attn__mla_dtype_elem(layer->dtype);
+    attn_elem e = attn_dtype_elem(layer->dtype);
     int H = layer->num_heads, R = layer->kv_lora_rank, P = layer->qk_rope_head_dim;
     int N = layer->qk_nope_head_dim, D = R + P;
     st = attn__mla_project(num_tokens, H, N, R, q, (size_t)H * (N + P), (size_t)(N + P), w_uk,
                            q_absorbed, (size_t)H * D, (size_t)D, e);
     if (st != ATTN_OK) return st;
     /* the rope part is shared as it is */
-    size_t esz = attn__esz(e);
+    size_t esz = attn_elem_size(e);
     for (size_t row = 0; row < (size_t)num_tokens * H; row++)
         memcpy((char *)q_absorbed + (row * D + R) * esz,
                (const char *)q + (row * (N + P) + N) * esz, (size_t)P * esz);
@@ -294,7 +269,7 @@ attn_status attn_mla_up_project(const attn_layer_params *layer, int num_tokens,
     ATTN__CHECK_NULL(out);
     int H = layer->num_heads, R = layer->kv_lora_rank, V = layer->v_head_dim;
     return attn__mla_project(num_tokens, H, R, V, o_latent, (size_t)H * R, (size_t)R, w_uv, out,
-                             (size_t)H * V, (size_t)V, attn__mla_dtype_elem(layer->dtype));
+                             (size_t)H * V, (size_t)V, attn_dtype_elem(layer->dtype));
 }
 
 /* ---- one layer, whole batch ------------------------------------------------------------ */
@@ -309,7 +284,7 @@ size_t attn_mla_forward_scratch_size(const attn_layer_params *layer, int max_tok
     if (!layer || max_tokens <= 0 || layer->num_heads <= 0 || layer->kv_lora_rank <= 0 ||
         (unsigned)layer->dtype >= ATTN_DTYPE_COUNT)
         return 0;
-    size_t e = attn__esz(attn__mla_dtype_elem(layer->dtype));
+    size_t e = attn_elem_size(attn_dtype_elem(layer->dtype));
     size_t rows = (size_t)max_tokens * (size_t)layer->num_heads;
     size_t D = (size_t)layer->kv_lora_rank +
                (size_t)(layer->qk_rope_head_dim > 0 ? layer->qk_rope_head_dim : 0);
@@ -353,7 +328,7 @@ attn_status attn_mla_forward(const attn_backend *b, void *impl, const attn_mla_a
         if (((uintptr_t)scratch & 63u) != 0)
             return attn__fail(ATTN_INVALID_ARGUMENT,
                               "attn_mla_forward: scratch must be 64-byte aligned");
-        size_t e = attn__esz(cq.q_elem);
+        size_t e = attn_elem_size(cq.q_elem);
         size_t rows = (size_t)ndt * (size_t)cq.H;
         char *q_abs = scratch;
         char *o_lat = (char *)scratch + attn__align64(rows * (size_t)cq.D * e);
@@ -479,9 +454,9 @@ attn_status attn__mla_prepare(const char *who, const attn_mla_args *a, attn__mla
         return attn__fail(ATTN_INVALID_ARGUMENT,
                           "%s: the KV view says kv_lora_rank %d, the layer %d", who,
                           kv->head_size_v, c->R);
-    c->q_elem = attn__mla_dtype_elem(L->dtype);
+    c->q_elem = attn_dtype_elem(L->dtype);
     c->kv_elem = kv->elem;
-    c->kv_esz = attn__esz(kv->elem);
+    c->kv_esz = attn_elem_size(kv->elem);
     c->kv_scale = attn__is_fp8(kv->elem) ? kv->k_scale : 1.0f;
     c->scale = attn__mla_softmax_scale(L);
     if (!isfinite(c->scale))

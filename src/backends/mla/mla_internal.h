@@ -52,9 +52,6 @@ attn_status attn__mla_prepare(const char *who, const attn_mla_args *a, attn__mla
  * when 0 (1/sqrt(head_size) when qk_nope is unknown). */
 float attn__mla_softmax_scale(const attn_layer_params *layer);
 
-/* Element type of the model dtype. */
-attn_elem attn__mla_dtype_elem(attn_dtype d);
-
 extern const attn_builder_ops attn__builder_mla;
 extern const attn_builder_ops attn__builder_mla_cpu;
 extern const attn_builder_ops attn__builder_mla_sparse;
