@@ -36,12 +36,9 @@
 const char *attn_mla_query_class_name(attn_mla_query_class c)
 {
     switch (c) {
-    case ATTN_MLA_QUERY_SINGLE:
-        return "single";
-    case ATTN_MLA_QUERY_UNIFORM:
-        return "uniform";
-    case ATTN_MLA_QUERY_VARLEN:
-        return "varlen";
+    case ATTN_MLA_QUERY_SINGLE: return "single";
+    case ATTN_MLA_QUERY_UNIFORM: return "uniform";
+    case ATTN_MLA_QUERY_VARLEN: return "varlen";
     }
     return "unknown";
 }

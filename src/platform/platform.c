@@ -54,18 +54,12 @@ static atomic_uint_fast64_t attn__platform_next_id = 1;
 const char *attn_platform_kind_name(attn_platform_kind k)
 {
     switch (k) {
-    case ATTN_PLATFORM_CPU:
-        return "cpu";
-    case ATTN_PLATFORM_CUDA:
-        return "cuda";
-    case ATTN_PLATFORM_ROCM:
-        return "rocm";
-    case ATTN_PLATFORM_XPU:
-        return "xpu";
-    case ATTN_PLATFORM_OPENCL:
-        return "opencl";
-    default:
-        return "unspecified";
+    case ATTN_PLATFORM_CPU: return "cpu";
+    case ATTN_PLATFORM_CUDA: return "cuda";
+    case ATTN_PLATFORM_ROCM: return "rocm";
+    case ATTN_PLATFORM_XPU: return "xpu";
+    case ATTN_PLATFORM_OPENCL: return "opencl";
+    default: return "unspecified";
     }
 }
 

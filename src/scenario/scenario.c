@@ -297,12 +297,8 @@ void attn__scn_write_value(attn__jw *w, const attn__json *v)
         return;
     }
     switch (attn__json_type_of(v)) {
-    case ATTN_JSON_NULL:
-        attn__jw_null(w);
-        break;
-    case ATTN_JSON_BOOL:
-        attn__jw_bool(w, attn__json_bool(v));
-        break;
+    case ATTN_JSON_NULL: attn__jw_null(w); break;
+    case ATTN_JSON_BOOL: attn__jw_bool(w, attn__json_bool(v)); break;
     case ATTN_JSON_NUMBER: {
         long long x;
         if (attn__json_is_int(v, &x))
@@ -311,9 +307,7 @@ void attn__scn_write_value(attn__jw *w, const attn__json *v)
             attn__jw_num(w, attn__json_number(v));
         break;
     }
-    case ATTN_JSON_STRING:
-        attn__jw_str(w, attn__json_string(v));
-        break;
+    case ATTN_JSON_STRING: attn__jw_str(w, attn__json_string(v)); break;
     case ATTN_JSON_ARRAY:
         attn__jw_arr_begin(w);
         for (size_t i = 0; i < attn__json_len(v); i++)

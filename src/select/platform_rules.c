@@ -8,15 +8,10 @@
 const attn__platform_ops *attn__platform_ops_for(attn_platform_kind kind)
 {
     switch (kind) {
-    case ATTN_PLATFORM_CUDA:
-        return &attn__rules_cuda;
-    case ATTN_PLATFORM_ROCM:
-        return &attn__rules_rocm;
-    case ATTN_PLATFORM_CPU:
-        return &attn__rules_cpu;
-    case ATTN_PLATFORM_XPU:
-        return &attn__rules_xpu;
-    default:
-        return NULL;
+    case ATTN_PLATFORM_CUDA: return &attn__rules_cuda;
+    case ATTN_PLATFORM_ROCM: return &attn__rules_rocm;
+    case ATTN_PLATFORM_CPU: return &attn__rules_cpu;
+    case ATTN_PLATFORM_XPU: return &attn__rules_xpu;
+    default: return NULL;
     }
 }

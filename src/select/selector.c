@@ -857,20 +857,13 @@ attn_select_error attn_selection_error(const attn_selection *s)
 const char *attn_select_error_name(attn_select_error e)
 {
     switch (e) {
-    case ATTN_SELECT_OK:
-        return "ok";
-    case ATTN_SELECT_EXPLICIT_INVALID:
-        return "explicit-invalid";
-    case ATTN_SELECT_NO_VALID:
-        return "no-valid";
-    case ATTN_SELECT_UNKNOWN_NAME:
-        return "unknown-name";
-    case ATTN_SELECT_NOT_IMPLEMENTED:
-        return "not-implemented";
-    case ATTN_SELECT_NOT_REGISTERED:
-        return "not-registered";
-    case ATTN_SELECT_INVALID_CONFIG:
-        return "invalid-config";
+    case ATTN_SELECT_OK: return "ok";
+    case ATTN_SELECT_EXPLICIT_INVALID: return "explicit-invalid";
+    case ATTN_SELECT_NO_VALID: return "no-valid";
+    case ATTN_SELECT_UNKNOWN_NAME: return "unknown-name";
+    case ATTN_SELECT_NOT_IMPLEMENTED: return "not-implemented";
+    case ATTN_SELECT_NOT_REGISTERED: return "not-registered";
+    case ATTN_SELECT_INVALID_CONFIG: return "invalid-config";
     }
     return "unknown";
 }

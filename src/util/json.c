@@ -170,30 +170,14 @@ static char *attn__jp_string(attn__jp *p)
         p->pos++;
         char e = p->s[p->pos++];
         switch (e) {
-        case '"':
-            out[o++] = '"';
-            break;
-        case '\\':
-            out[o++] = '\\';
-            break;
-        case '/':
-            out[o++] = '/';
-            break;
-        case 'b':
-            out[o++] = '\b';
-            break;
-        case 'f':
-            out[o++] = '\f';
-            break;
-        case 'n':
-            out[o++] = '\n';
-            break;
-        case 'r':
-            out[o++] = '\r';
-            break;
-        case 't':
-            out[o++] = '\t';
-            break;
+        case '"': out[o++] = '"'; break;
+        case '\\': out[o++] = '\\'; break;
+        case '/': out[o++] = '/'; break;
+        case 'b': out[o++] = '\b'; break;
+        case 'f': out[o++] = '\f'; break;
+        case 'n': out[o++] = '\n'; break;
+        case 'r': out[o++] = '\r'; break;
+        case 't': out[o++] = '\t'; break;
         case 'u': {
             unsigned cp;
             if (p->pos + 4 > end || attn__hex4(p->s + p->pos, &cp)) {

@@ -145,42 +145,24 @@ static inline float attn__e5m2_to_f32(uint8_t v)
 static inline float attn__load_elem(const void *p, attn_elem t, size_t i)
 {
     switch (t) {
-    case ATTN_ELEM_F32:
-        return ((const float *)p)[i];
-    case ATTN_ELEM_F16:
-        return attn__f16_to_f32(((const uint16_t *)p)[i]);
-    case ATTN_ELEM_BF16:
-        return attn__bf16_to_f32(((const uint16_t *)p)[i]);
-    case ATTN_ELEM_FP8_E4M3:
-        return attn__e4m3_to_f32(((const uint8_t *)p)[i]);
-    case ATTN_ELEM_FP8_E5M2:
-        return attn__e5m2_to_f32(((const uint8_t *)p)[i]);
-    default:
-        return (float)((const uint8_t *)p)[i];
+    case ATTN_ELEM_F32: return ((const float *)p)[i];
+    case ATTN_ELEM_F16: return attn__f16_to_f32(((const uint16_t *)p)[i]);
+    case ATTN_ELEM_BF16: return attn__bf16_to_f32(((const uint16_t *)p)[i]);
+    case ATTN_ELEM_FP8_E4M3: return attn__e4m3_to_f32(((const uint8_t *)p)[i]);
+    case ATTN_ELEM_FP8_E5M2: return attn__e5m2_to_f32(((const uint8_t *)p)[i]);
+    default: return (float)((const uint8_t *)p)[i];
     }
 }
 
 static inline void attn__store_elem(void *p, attn_elem t, size_t i, float v)
 {
     switch (t) {
-    case ATTN_ELEM_F32:
-        ((float *)p)[i] = v;
-        break;
-    case ATTN_ELEM_F16:
-        ((uint16_t *)p)[i] = attn__f32_to_f16(v);
-        break;
-    case ATTN_ELEM_BF16:
-        ((uint16_t *)p)[i] = attn__f32_to_bf16(v);
-        break;
-    case ATTN_ELEM_FP8_E4M3:
-        ((uint8_t *)p)[i] = attn__f32_to_e4m3(v);
-        break;
-    case ATTN_ELEM_FP8_E5M2:
-        ((uint8_t *)p)[i] = attn__f32_to_e5m2(v);
-        break;
-    default:
-        ((uint8_t *)p)[i] = (uint8_t)v;
-        break;
+    case ATTN_ELEM_F32: ((float *)p)[i] = v; break;
+    case ATTN_ELEM_F16: ((uint16_t *)p)[i] = attn__f32_to_f16(v); break;
+    case ATTN_ELEM_BF16: ((uint16_t *)p)[i] = attn__f32_to_bf16(v); break;
+    case ATTN_ELEM_FP8_E4M3: ((uint8_t *)p)[i] = attn__f32_to_e4m3(v); break;
+    case ATTN_ELEM_FP8_E5M2: ((uint8_t *)p)[i] = attn__f32_to_e5m2(v); break;
+    default: ((uint8_t *)p)[i] = (uint8_t)v; break;
     }
 }
 

@@ -10,8 +10,7 @@ const char *attn_status_name(attn_status s)
 {
     switch (s) {
 #define ATTN__STATUS_NAME(name, value, msg)                                                        \
-    case ATTN_##name:                                                                              \
-        return #name;
+    case ATTN_##name: return #name;
         ATTN_STATUS_TABLE(ATTN__STATUS_NAME)
 #undef ATTN__STATUS_NAME
     }
@@ -22,8 +21,7 @@ const char *attn_strerror(attn_status s)
 {
     switch (s) {
 #define ATTN__STATUS_MSG(name, value, msg)                                                         \
-    case ATTN_##name:                                                                              \
-        return msg;
+    case ATTN_##name: return msg;
         ATTN_STATUS_TABLE(ATTN__STATUS_MSG)
 #undef ATTN__STATUS_MSG
     }

@@ -95,27 +95,13 @@ void attn__sb_json_str(attn__sb *sb, const char *s)
     attn__sb_putc(sb, '"');
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
         switch (*p) {
-        case '"':
-            attn__sb_puts(sb, "\\\"");
-            break;
-        case '\\':
-            attn__sb_puts(sb, "\\\\");
-            break;
-        case '\n':
-            attn__sb_puts(sb, "\\n");
-            break;
-        case '\r':
-            attn__sb_puts(sb, "\\r");
-            break;
-        case '\t':
-            attn__sb_puts(sb, "\\t");
-            break;
-        case '\b':
-            attn__sb_puts(sb, "\\b");
-            break;
-        case '\f':
-            attn__sb_puts(sb, "\\f");
-            break;
+        case '"': attn__sb_puts(sb, "\\\""); break;
+        case '\\': attn__sb_puts(sb, "\\\\"); break;
+        case '\n': attn__sb_puts(sb, "\\n"); break;
+        case '\r': attn__sb_puts(sb, "\\r"); break;
+        case '\t': attn__sb_puts(sb, "\\t"); break;
+        case '\b': attn__sb_puts(sb, "\\b"); break;
+        case '\f': attn__sb_puts(sb, "\\f"); break;
         default:
             if (*p < 0x20)
                 attn__sb_printf(sb, "\\u%04x", *p);

@@ -119,26 +119,19 @@ attn_status attn_attn_type_parse(const char *s, attn_attn_type *out)
 const char *attn_layout_name(attn_kv_layout l)
 {
     switch (l) {
-    case ATTN_LAYOUT_NHD:
-        return "NHD";
-    case ATTN_LAYOUT_HND:
-        return "HND";
-    default:
-        return "default";
+    case ATTN_LAYOUT_NHD: return "NHD";
+    case ATTN_LAYOUT_HND: return "HND";
+    default: return "default";
     }
 }
 
 const char *attn_cg_support_name(attn_cg_support c)
 {
     switch (c) {
-    case ATTN_CG_ALWAYS:
-        return "ALWAYS";
-    case ATTN_CG_UNIFORM_BATCH:
-        return "UNIFORM_BATCH";
-    case ATTN_CG_UNIFORM_SINGLE_TOKEN_DECODE:
-        return "UNIFORM_SINGLE_TOKEN_DECODE";
-    default:
-        return "NEVER";
+    case ATTN_CG_ALWAYS: return "ALWAYS";
+    case ATTN_CG_UNIFORM_BATCH: return "UNIFORM_BATCH";
+    case ATTN_CG_UNIFORM_SINGLE_TOKEN_DECODE: return "UNIFORM_SINGLE_TOKEN_DECODE";
+    default: return "NEVER";
     }
 }
 
@@ -157,12 +150,9 @@ size_t attn_elem_size(attn_elem e)
 attn_elem attn_dtype_elem(attn_dtype d)
 {
     switch (d) {
-    case ATTN_DTYPE_FP16:
-        return ATTN_ELEM_F16;
-    case ATTN_DTYPE_BF16:
-        return ATTN_ELEM_BF16;
-    default:
-        return ATTN_ELEM_F32;
+    case ATTN_DTYPE_FP16: return ATTN_ELEM_F16;
+    case ATTN_DTYPE_BF16: return ATTN_ELEM_BF16;
+    default: return ATTN_ELEM_F32;
     }
 }
 
@@ -171,22 +161,12 @@ attn_status attn_kv_dtype_elem(attn_kv_dtype k, attn_dtype model, attn_elem *out
     ATTN__CHECK_NULL(out);
     switch (k) {
     case ATTN_KV_NONE:
-    case ATTN_KV_AUTO:
-        *out = attn_dtype_elem(model);
-        return ATTN_OK;
-    case ATTN_KV_FLOAT16:
-        *out = ATTN_ELEM_F16;
-        return ATTN_OK;
-    case ATTN_KV_BFLOAT16:
-        *out = ATTN_ELEM_BF16;
-        return ATTN_OK;
+    case ATTN_KV_AUTO: *out = attn_dtype_elem(model); return ATTN_OK;
+    case ATTN_KV_FLOAT16: *out = ATTN_ELEM_F16; return ATTN_OK;
+    case ATTN_KV_BFLOAT16: *out = ATTN_ELEM_BF16; return ATTN_OK;
     case ATTN_KV_FP8:
-    case ATTN_KV_FP8_E4M3:
-        *out = ATTN_ELEM_FP8_E4M3;
-        return ATTN_OK;
-    case ATTN_KV_FP8_E5M2:
-        *out = ATTN_ELEM_FP8_E5M2;
-        return ATTN_OK;
+    case ATTN_KV_FP8_E4M3: *out = ATTN_ELEM_FP8_E4M3; return ATTN_OK;
+    case ATTN_KV_FP8_E5M2: *out = ATTN_ELEM_FP8_E5M2; return ATTN_OK;
     default:
         return attn__fail(ATTN_UNSUPPORTED, "kv_cache_dtype %s has no element storage in libattn",
                           attn_kv_dtype_name(k));

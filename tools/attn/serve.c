@@ -298,8 +298,7 @@ static const char *attn__kernel_text(const attn_engine_group_info *gi, char *buf
                  gi->kernel_variant ? " (" : "", gi->kernel_variant ? gi->kernel_variant : "",
                  gi->kernel_variant ? ")" : "", gi->backend);
         break;
-    default:
-        snprintf(buf, size, "not run (%s)", gi->kernel_note ? gi->kernel_note : "no kernel");
+    default: snprintf(buf, size, "not run (%s)", gi->kernel_note ? gi->kernel_note : "no kernel");
     }
     return buf;
 }

@@ -16,14 +16,10 @@ bool attn__fa_version_supported(const attn_platform *p, int v)
     if (!p || p->kind != ATTN_PLATFORM_CUDA || !p->has_cc) return false;
     int major = p->cc_major;
     switch (v) {
-    case 2:
-        return attn__fa_has(p, ATTN_COMPONENT_FA2) && major >= 8;
-    case 3:
-        return attn__fa_has(p, ATTN_COMPONENT_FA3) && major == 9;
-    case 4:
-        return attn__fa_has(p, ATTN_COMPONENT_FA4) && major >= 9 && major <= 11;
-    default:
-        return false;
+    case 2: return attn__fa_has(p, ATTN_COMPONENT_FA2) && major >= 8;
+    case 3: return attn__fa_has(p, ATTN_COMPONENT_FA3) && major == 9;
+    case 4: return attn__fa_has(p, ATTN_COMPONENT_FA4) && major >= 9 && major <= 11;
+    default: return false;
     }
 }
 

@@ -115,18 +115,10 @@ attn_status attn__kv_shape_turboquant(int nb, int bs, int kvh, int hs, attn_kv_d
     if (!out) return attn__fail(ATTN_NULL_ARGUMENT, "KV cache shape: out is NULL");
     int kbits, vbits;
     switch (kv) {
-    case ATTN_KV_TURBOQUANT_K8V4:
-        kbits = 8, vbits = 4;
-        break;
-    case ATTN_KV_TURBOQUANT_4BIT_NC:
-        kbits = 4, vbits = 4;
-        break;
-    case ATTN_KV_TURBOQUANT_K3V4_NC:
-        kbits = 3, vbits = 4;
-        break;
-    case ATTN_KV_TURBOQUANT_3BIT_NC:
-        kbits = 3, vbits = 3;
-        break;
+    case ATTN_KV_TURBOQUANT_K8V4: kbits = 8, vbits = 4; break;
+    case ATTN_KV_TURBOQUANT_4BIT_NC: kbits = 4, vbits = 4; break;
+    case ATTN_KV_TURBOQUANT_K3V4_NC: kbits = 3, vbits = 4; break;
+    case ATTN_KV_TURBOQUANT_3BIT_NC: kbits = 3, vbits = 3; break;
     default:
         return attn__fail(ATTN_INVALID_ARGUMENT,
                           "TURBOQUANT needs a turboquant_* kv_cache_dtype, got %s",

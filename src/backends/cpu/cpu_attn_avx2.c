@@ -44,13 +44,11 @@ static inline __m256 exp256(__m256 x)
 static inline __m256 load8(const void *src, attn_elem e)
 {
     switch (e) {
-    case ATTN_ELEM_F32:
-        return _mm256_loadu_ps(src);
+    case ATTN_ELEM_F32: return _mm256_loadu_ps(src);
     case ATTN_ELEM_BF16:
         return _mm256_castsi256_ps(
             _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)src)), 16));
-    case ATTN_ELEM_F16:
-        return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)src));
+    case ATTN_ELEM_F16: return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)src));
     case ATTN_ELEM_FP8_E5M2: {
         __m128i b = _mm_loadl_epi64((const __m128i *)src);
         return _mm256_cvtph_ps(_mm_slli_epi16(_mm_cvtepu8_epi16(b), 8));

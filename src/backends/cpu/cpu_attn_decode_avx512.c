@@ -639,58 +639,26 @@ static inline __attribute__((always_inline)) void sd_elem(attn__cpu_job *j, cons
 {
     if (AMX) {
         switch (j->R) {
-        case 1:
-            sd_rows_amx(j, k, v, sb, n, key0, masked, 1, MODE);
-            break;
-        case 2:
-            sd_rows_amx(j, k, v, sb, n, key0, masked, 2, MODE);
-            break;
-        case 3:
-            sd_rows_amx(j, k, v, sb, n, key0, masked, 3, MODE);
-            break;
-        case 4:
-            sd_rows_amx(j, k, v, sb, n, key0, masked, 4, MODE);
-            break;
-        case 5:
-            sd_rows_amx(j, k, v, sb, n, key0, masked, 5, MODE);
-            break;
-        case 6:
-            sd_rows_amx(j, k, v, sb, n, key0, masked, 6, MODE);
-            break;
-        case 7:
-            sd_rows_amx(j, k, v, sb, n, key0, masked, 7, MODE);
-            break;
-        default:
-            sd_rows_amx(j, k, v, sb, n, key0, masked, 8, MODE);
-            break;
+        case 1: sd_rows_amx(j, k, v, sb, n, key0, masked, 1, MODE); break;
+        case 2: sd_rows_amx(j, k, v, sb, n, key0, masked, 2, MODE); break;
+        case 3: sd_rows_amx(j, k, v, sb, n, key0, masked, 3, MODE); break;
+        case 4: sd_rows_amx(j, k, v, sb, n, key0, masked, 4, MODE); break;
+        case 5: sd_rows_amx(j, k, v, sb, n, key0, masked, 5, MODE); break;
+        case 6: sd_rows_amx(j, k, v, sb, n, key0, masked, 6, MODE); break;
+        case 7: sd_rows_amx(j, k, v, sb, n, key0, masked, 7, MODE); break;
+        default: sd_rows_amx(j, k, v, sb, n, key0, masked, 8, MODE); break;
         }
         return;
     }
     switch (j->R) {
-    case 1:
-        sd_rows(j, k, v, sb, n, key0, masked, 1, 8, MODE, e);
-        break;
-    case 2:
-        sd_rows(j, k, v, sb, n, key0, masked, 2, 8, MODE, e);
-        break;
-    case 3:
-        sd_rows(j, k, v, sb, n, key0, masked, 3, 4, MODE, e);
-        break;
-    case 4:
-        sd_rows(j, k, v, sb, n, key0, masked, 4, 4, MODE, e);
-        break;
-    case 5:
-        sd_rows(j, k, v, sb, n, key0, masked, 5, 2, MODE, e);
-        break;
-    case 6:
-        sd_rows(j, k, v, sb, n, key0, masked, 6, 2, MODE, e);
-        break;
-    case 7:
-        sd_rows(j, k, v, sb, n, key0, masked, 7, 2, MODE, e);
-        break;
-    default:
-        sd_rows(j, k, v, sb, n, key0, masked, 8, 2, MODE, e);
-        break;
+    case 1: sd_rows(j, k, v, sb, n, key0, masked, 1, 8, MODE, e); break;
+    case 2: sd_rows(j, k, v, sb, n, key0, masked, 2, 8, MODE, e); break;
+    case 3: sd_rows(j, k, v, sb, n, key0, masked, 3, 4, MODE, e); break;
+    case 4: sd_rows(j, k, v, sb, n, key0, masked, 4, 4, MODE, e); break;
+    case 5: sd_rows(j, k, v, sb, n, key0, masked, 5, 2, MODE, e); break;
+    case 6: sd_rows(j, k, v, sb, n, key0, masked, 6, 2, MODE, e); break;
+    case 7: sd_rows(j, k, v, sb, n, key0, masked, 7, 2, MODE, e); break;
+    default: sd_rows(j, k, v, sb, n, key0, masked, 8, 2, MODE, e); break;
     }
 }
 

@@ -52,13 +52,11 @@ static inline __m512 softcap16(__m512 x, float cap)
 static inline __m512 load16_f32(const void *src, attn_elem e)
 {
     switch (e) {
-    case ATTN_ELEM_F32:
-        return _mm512_loadu_ps(src);
+    case ATTN_ELEM_F32: return _mm512_loadu_ps(src);
     case ATTN_ELEM_BF16:
         return _mm512_castsi512_ps(
             _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)src)), 16));
-    case ATTN_ELEM_F16:
-        return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)src));
+    case ATTN_ELEM_F16: return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)src));
     case ATTN_ELEM_FP8_E5M2: {
         __m128i b = _mm_loadu_si128((const __m128i *)src);
         return _mm512_cvtph_ps(_mm256_slli_epi16(_mm256_cvtepu8_epi16(b), 8));

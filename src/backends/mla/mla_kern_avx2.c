@@ -28,9 +28,7 @@ static void k_load_row(const void *src, attn_elem e, int n, float *dst)
 {
     int i = 0;
     switch (e) {
-    case ATTN_ELEM_F32:
-        memcpy(dst, src, sizeof(float) * (size_t)n);
-        return;
+    case ATTN_ELEM_F32: memcpy(dst, src, sizeof(float) * (size_t)n); return;
     case ATTN_ELEM_BF16: {
         const uint16_t *s = src;
         for (; i + 8 <= n; i += 8) {
@@ -56,8 +54,7 @@ static void k_load_row(const void *src, attn_elem e, int n, float *dst)
         }
         break;
     }
-    default:
-        break;
+    default: break;
     }
     if (i < n) {
         size_t esz = e == ATTN_ELEM_F32 ? 4 : (e == ATTN_ELEM_F16 || e == ATTN_ELEM_BF16) ? 2 : 1;

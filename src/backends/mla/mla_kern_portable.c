@@ -14,9 +14,7 @@
 void attn__mla_load_row_f32(const void *src, attn_elem e, int n, float *dst)
 {
     switch (e) {
-    case ATTN_ELEM_F32:
-        memcpy(dst, src, sizeof(float) * (size_t)n);
-        break;
+    case ATTN_ELEM_F32: memcpy(dst, src, sizeof(float) * (size_t)n); break;
     case ATTN_ELEM_BF16: {
         const uint16_t *s = src;
         for (int i = 0; i < n; i++)

@@ -35,9 +35,7 @@ static inline void k_load_row(const void *src, attn_elem e, int n, float *dst)
 {
     int i = 0;
     switch (e) {
-    case ATTN_ELEM_F32:
-        memcpy(dst, src, sizeof(float) * (size_t)n);
-        return;
+    case ATTN_ELEM_F32: memcpy(dst, src, sizeof(float) * (size_t)n); return;
     case ATTN_ELEM_BF16: {
         const uint16_t *s = src;
         for (; i < n; i += 16) {
@@ -70,9 +68,7 @@ static inline void k_load_row(const void *src, attn_elem e, int n, float *dst)
         }
         return;
     }
-    default:
-        attn__mla_load_row_f32(src, e, n, dst);
-        return;
+    default: attn__mla_load_row_f32(src, e, n, dst); return;
     }
 }
 
@@ -83,9 +79,7 @@ static inline void k_store_row(const float *src, float mul, int n, attn_elem e, 
         __mmask16 mk = v512_tail(n - i);
         __m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(mk, src + i), vm);
         switch (e) {
-        case ATTN_ELEM_F32:
-            _mm512_mask_storeu_ps((float *)dst + i, mk, v);
-            break;
+        case ATTN_ELEM_F32: _mm512_mask_storeu_ps((float *)dst + i, mk, v); break;
         case ATTN_ELEM_BF16: {
             /* round to nearest even on the bits (NaN stays NaN, quieted) */
             __m512i u = _mm512_castps_si512(v);

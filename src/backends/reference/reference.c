@@ -30,12 +30,9 @@ static void tables_init(void)
 static inline double load(const void *p, attn_elem e, int i)
 {
     switch (e) {
-    case ATTN_ELEM_FP8_E4M3:
-        return g_e4m3[((const uint8_t *)p)[i]];
-    case ATTN_ELEM_FP8_E5M2:
-        return g_e5m2[((const uint8_t *)p)[i]];
-    default:
-        return attn__load_elem(p, e, (size_t)i);
+    case ATTN_ELEM_FP8_E4M3: return g_e4m3[((const uint8_t *)p)[i]];
+    case ATTN_ELEM_FP8_E5M2: return g_e5m2[((const uint8_t *)p)[i]];
+    default: return attn__load_elem(p, e, (size_t)i);
     }
 }
 
