@@ -596,10 +596,10 @@ static inline __attribute__((always_inline)) void sd_pv_tiles(attn__cpu_job *j, 
  * ahead of their tile loads measured 8 % slower: b16 4k fp8, 8.26 vs
  * 7.65 ms; measured again with P packed a block ahead too, so that no tile
  * load reads lines that vector stores have just written (alone, such a load
- * waits ~100 cycles for the stores): 3-6 % slower on fp8 with the rows in
- * L2, bf16 within the noise. Issuing block b's PV between block b + 1's QK products and the
- * store of its scores, so the store does not wait on the products, measured
- * 2-5 % slower on bf16 and fp8.) */
+ * waits ~100 cycles for the stores): 1-6 % slower on fp8 with the rows in
+ * L2, bf16 within the noise. Issuing block b's PV between block b + 1's
+ * QK products and the store of its scores, so the store does not wait on
+ * the products, measured up to 5 % slower (fp8 3-5 %, bf16 0-3 %).) */
 static inline __attribute__((always_inline)) void sd_rows_amx(attn__cpu_job *j, const char *k,
                                                               const char *v, int64_t sb, int n,
                                                               int key0, bool masked, const int R,
