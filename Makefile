@@ -38,7 +38,7 @@ test-fast: build
 	cd $(BUILD) && ctest --output-on-failure -j$(JOBS)
 
 format:
-	clang-format -i $$(find include src tools bench tests examples -name '*.[ch]')
+	bash tests/format_check.sh --fix
 
 clean:
 	rm -rf $(BUILD) $(BUILD_SAN)

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Every C source and header of the project is as clang-format leaves it
-# (style: .clang-format at the root). Exit 77 = skipped.
+# (style: .clang-format at the root). Exit 77 = skipped. With --fix
+# (make format) the same files are rewritten in place instead.
 set -u
+fix=0
+[ "${1:-}" = "--fix" ] && fix=1
 src=${ATTN_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}
 want=$(sed -n 's/^# clang-format major version: *\([0-9]*\).*/\1/p' "$src/.clang-format")
 cf=${CLANG_FORMAT:-clang-format}
@@ -16,6 +19,9 @@ if [ -z "$want" ] || [ "$have" != "$want" ]; then
 fi
 cd "$src" || exit 1
 mapfile -t files < <(find include src tools bench tests examples -name '*.[ch]' | sort)
+if [ "$fix" = 1 ]; then
+    exec "$cf" -i "${files[@]}"
+fi
 bad=()
 for f in "${files[@]}"; do
     "$cf" --dry-run --Werror "$f" >/dev/null 2>&1 || bad+=("$f")
