@@ -56,7 +56,12 @@ serve "" "auto" ""
 # The fallback variants too - except in the sanitizer build, where the
 # double-precision REFERENCE_MLA behind --verify makes each run slow.
 if ! grep -qs "ATTN_SANITIZE:BOOL=ON" "${ATTN_BINARY_DIR:-.}/CMakeCache.txt"; then
-    serve "-amx" "no AMX" "avx512"
+    # Without AMX the kernel falls to AVX-512 where the CPU has it, else AVX2.
+    if "$ATTN" platforms --json | grep -q '"usable": \[[^]]*"avx512f"'; then
+        serve "-amx" "no AMX" "avx512"
+    else
+        serve "-amx" "no AMX" "avx2"
+    fi
     serve "-avx512" "no AVX-512" "avx2"
 fi
 

@@ -49,6 +49,15 @@ typedef struct attn_kv_shape {
 
 typedef struct attn_builder_ops attn_builder_ops;
 
+/* Base of the log-sum-exp a kernel returns. A merge of partial attention
+ * states must convert each input from its own base: mixing them silently
+ * corrupts the softmax denominator. Zero (the default) is natural log, as in
+ * vLLM's AttentionImpl.lse_base_on_e = True. */
+typedef enum attn_lse_base {
+    ATTN_LSE_BASE_E = 0,
+    ATTN_LSE_BASE_2 = 1,
+} attn_lse_base;
+
 typedef struct attn_backend_desc {
     uint32_t abi_version;     /* ATTN_BACKEND_ABI_VERSION */
     uint32_t struct_size;     /* sizeof(attn_backend_desc) */
@@ -100,6 +109,10 @@ typedef struct attn_backend_desc {
      * not static (FlashInfer reads HND only with its TRT-LLM kernels on
      * 10.x). Consulted when required_layout is ATTN_LAYOUT_DEFAULT. */
     attn_kv_layout (*required_layout_fn)(const attn_platform *p);
+    /* Context parallelism (vLLM's AttentionImpl flags). */
+    attn_lse_base lse_base; /* base of the LSE returned with can_return_lse_for_decode */
+    bool supports_pcp;      /* prefill context parallelism */
+    bool supports_dcp;      /* decode context parallelism */
 } attn_backend_desc;
 
 /* ---- kernels -------------------------------------------------------------- */

@@ -242,6 +242,12 @@ static void attn__bk_caps_json(attn__jw *w, const attn_backend_desc *d, const at
     attn__jw_str(w, attn_cg_support_name(d->cg_support));
     attn__jw_key(w, "lse_for_decode");
     attn__jw_bool(w, d->can_return_lse_for_decode);
+    attn__jw_key(w, "lse_base_on_e");
+    attn__jw_bool(w, d->lse_base == ATTN_LSE_BASE_E);
+    attn__jw_key(w, "pcp");
+    attn__jw_bool(w, d->supports_pcp);
+    attn__jw_key(w, "dcp");
+    attn__jw_bool(w, d->supports_dcp);
     attn__jw_key(w, "required_layout");
     attn__jw_str(w, attn_layout_name(d->required_layout));
     attn__jw_key(w, "extra_check");
