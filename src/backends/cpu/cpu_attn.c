@@ -954,6 +954,11 @@ const attn_backend_desc attn__desc_cpu_attn = {
                   ATTN_TYPE_BIT(ATTN_TYPE_ENCODER_ONLY) | ATTN_TYPE_BIT(ATTN_TYPE_ENCODER_DECODER),
     .cg_support = ATTN_CG_NEVER,
     .can_return_lse_for_decode = true,
+    /* natural-log LSE from every variant; DCP runs over attn_dcp (attn/dcp.h);
+     * no prefill context parallelism */
+    .lse_base = ATTN_LSE_BASE_E,
+    .supports_pcp = false,
+    .supports_dcp = true,
     .required_layout = ATTN_LAYOUT_HND,
     .kv_cache_shape = cpu_kv_shape,
     .kv_stride_order = NULL,

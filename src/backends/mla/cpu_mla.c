@@ -783,12 +783,13 @@ static const int attn__cpu_mla_heads[] = {320, 576};
     .kv_dtypes = KV(AUTO) | KV(FLOAT16) | KV(BFLOAT16) | KV(FP8) | KV(FP8_E4M3) | KV(FP8_E5M2),    \
     .heads = {.sizes = attn__cpu_mla_heads, .n_sizes = 2}, .is_mla = true,                         \
     .attn_types = ATTN_TYPE_BIT(ATTN_TYPE_DECODER), .cg_support = ATTN_CG_NEVER,                   \
-    .can_return_lse_for_decode = true, .kv_cache_shape = attn__kv_shape_mla,                       \
-    .kv_stride_order = attn__stride_order_mla
+    .can_return_lse_for_decode = true, .lse_base = ATTN_LSE_BASE_E, .supports_pcp = false,         \
+    .kv_cache_shape = attn__kv_shape_mla, .kv_stride_order = attn__stride_order_mla
 
 static const attn_backend_desc cpu_mla_desc = {
     ATTN__CPU_MLA_DESC,
     .name = "CPU_MLA",
+    .supports_dcp = true, /* attn_dcp; the sparse top-k indices are global positions */
     .builder = &attn__builder_mla_cpu,
 };
 

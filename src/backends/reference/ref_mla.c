@@ -240,13 +240,14 @@ static const attn_kernel_ops ref_mla_sparse_ops = {
               ATTN_DTYPE_BIT(ATTN_DTYPE_FP32),                                                     \
     .kv_dtypes = KV(AUTO) | KV(FLOAT16) | KV(BFLOAT16) | KV(FP8) | KV(FP8_E4M3) | KV(FP8_E5M2),    \
     .is_mla = true, .attn_types = ATTN_TYPE_BIT(ATTN_TYPE_DECODER), .cg_support = ATTN_CG_NEVER,   \
-    .can_return_lse_for_decode = true, .kv_cache_shape = attn__kv_shape_mla,                       \
-    .kv_stride_order = attn__stride_order_mla
+    .can_return_lse_for_decode = true, .lse_base = ATTN_LSE_BASE_E, .supports_pcp = false,         \
+    .kv_cache_shape = attn__kv_shape_mla, .kv_stride_order = attn__stride_order_mla
 
 /* Any block size, any kv_lora_rank + rope split: the oracle is generic. */
 static const attn_backend_desc ref_mla_desc = {
     ATTN__REF_MLA_DESC,
     .name = "REFERENCE_MLA",
+    .supports_dcp = true,
     .builder = &attn__builder_mla_cpu,
 };
 
