@@ -31,6 +31,7 @@
 #ifndef ATTN_ENGINE_H
 #define ATTN_ENGINE_H
 
+#include "attn/comm.h"
 #include "attn/kvcache.h"
 #include "attn/model.h"
 #include "attn/select.h"
@@ -62,6 +63,16 @@ typedef struct attn_engine_config {
     int layers_to_run;            /* 0 = one per KV group; -1 = every layer; N = first N */
     bool verify;                  /* also run REFERENCE and report the largest difference */
     bool check_metadata;          /* run attn_common_metadata_check every step */
+    /* Decode context parallelism (attn/dcp.h): NULL or a one-rank
+     * communicator = off. Every rank creates the same engine with the same
+     * config and traffic; startup compares the ranks' choices (backend, KV
+     * layout, block size per KV group) and fails on every rank with one
+     * message naming each rank's choice when they differ. Each rank then
+     * keeps only its share of every request's KV cache and every step's
+     * attention is merged across ranks, so all ranks see the same outputs.
+     * Not with verify. */
+    attn_comm *dcp_comm;
+    int dcp_interleave; /* cp_kv_cache_interleave_size; 0 = 1 */
 } attn_engine_config;
 
 /* Defaults above; model must still be set. */
@@ -192,6 +203,11 @@ typedef struct attn_engine_step_stats {
     int encoder_reqs, encoder_tokens; /* the encoder batch: new prompt tokens */
     int encoder_layers_run;
     double encoder_attention_ns;
+    /* DCP (zero without): the first KV group's cross-rank parts of
+     * attention_ns, summed over the layers run, and the KV tokens of the
+     * batch's requests this rank holds / all ranks hold. */
+    double dcp_local_ns, dcp_exchange_ns, dcp_merge_ns;
+    int64_t kv_tokens_local, kv_tokens_total;
 } attn_engine_step_stats;
 
 /* Runs one step. An empty schedule is a valid step (no batch, no metadata).

@@ -697,6 +697,7 @@ attn_status attn_engine_create(const attn_engine_config *cfg, attn_engine **out)
     e->state = ATTN_ENGINE_FAILED;
     e->status = ATTN_INTERNAL;
     attn_status st = attn__startup(e);
+    if (cfg->dcp_comm && attn_comm_size(cfg->dcp_comm) > 1) st = attn__engine_dcp_setup(e, st);
     *out = e;
     if (st != ATTN_OK && e->error[0] == '\0') attn__engine_fail(e, st, "%s", attn_last_error());
     if (st != ATTN_OK) attn__fail(st, "%s", e->error);
@@ -711,6 +712,7 @@ void attn_engine_free(attn_engine *e)
         attn__eng_group *gr = &e->groups[g];
         attn__kernel_free(gr, &gr->run);
         attn__kernel_free(gr, &gr->verify);
+        attn__engine_dcp_free(gr);
         if (gr->builder_state && gr->builder.destroy) gr->builder.destroy(gr->builder_state);
         attn_kv_cache_free(gr->cache);
         attn_block_pool_free(gr->pool);

@@ -60,8 +60,15 @@ typedef struct attn__eng_group {
     int share_with;
     bool built; /* built (not reused) in the current step */
     bool reused;
-    bool have_step; /* cm/md describe the last step with a batch */
+    bool have_step;       /* cm/md describe the last step with a batch */
+    struct attn_dcp *dcp; /* DCP runner (engine_dcp.c), NULL without DCP */
+    int64_t *dcp_slots;   /* [max_tokens] this rank's write slots */
 } attn__eng_group;
+
+/* engine_dcp.c: DCP startup consensus and runners (after attn__startup,
+ * whatever its result, so that every rank takes part), and teardown. */
+attn_status attn__engine_dcp_setup(attn_engine *e, attn_status startup);
+void attn__engine_dcp_free(attn__eng_group *g);
 
 /* Encoder-only (BERT) and encoder (Whisper encoder) layer groups reuse the
  * group record without pool, cache, builder or block table: their kernels

@@ -23,6 +23,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "attn/dcp.h"
 #include "attn/mla.h"
 #include "engine/engine_impl.h"
 #include "metadata/builders.h"
@@ -509,6 +510,42 @@ static attn_status attn__forward(attn_engine *e, attn__eng_group *g, attn__eng_k
     return k->ops.forward(k->impl[l], &a);
 }
 
+/* DCP: this rank's write slots and, for the first group, the KV tokens
+ * the batch's requests hold here and on all ranks. */
+static attn_status attn__dcp_step(attn_engine *e, attn__eng_group *g, int gi,
+                                  attn_engine_step_stats *st)
+{
+    attn_status s = attn_dcp_slot_mapping(g->dcp, &g->cm, g->dcp_slots);
+    if (s != ATTN_OK || gi != 0) return s;
+    int W = attn_dcp_world_size(g->dcp), rank = attn_dcp_rank(g->dcp);
+    int I = e->cfg.dcp_interleave ? e->cfg.dcp_interleave : 1;
+    for (int r = 0; r < g->cm.num_reqs; r++) {
+        st->kv_tokens_total += g->cm.seq_lens[r];
+        st->kv_tokens_local += attn_dcp_local_len(g->cm.seq_lens[r], W, rank, I);
+    }
+    return ATTN_OK;
+}
+
+static attn_status attn__dcp_forward(attn_engine *e, attn__eng_group *g, int l,
+                                     const attn_kv_view *view, attn_engine_step_stats *st)
+{
+    attn_dcp_args a = {.cm = &g->cm,
+                       .kv = view,
+                       .impl = g->run.impl[l],
+                       .q = e->q,
+                       .out = e->out,
+                       .w_uk = g->w_uk,
+                       .w_uv = g->w_uv};
+    attn_status s = attn_dcp_forward(g->dcp, &a);
+    attn_dcp_timing t;
+    if (s == ATTN_OK && st && attn_dcp_last_timing(g->dcp, &t) == ATTN_OK) {
+        st->dcp_local_ns += t.local_ns;
+        st->dcp_exchange_ns += t.exchange_ns;
+        st->dcp_merge_ns += t.merge_ns;
+    }
+    return s;
+}
+
 static attn_status attn__run_attention(attn_engine *e, attn_engine_step_stats *st)
 {
     const attn_elem el = attn_dtype_elem(attn_model_dtype(e->model));
@@ -525,6 +562,11 @@ static attn_status attn__run_attention(attn_engine *e, attn_engine_step_stats *s
         const int H = sp->num_heads, KVH = g->layout.view.num_kv_heads;
         int qd = sp->use_mla ? sp->qk_nope_head_dim + sp->qk_rope_head_dim : sp->head_size;
         int od = sp->use_mla ? sp->v_head_dim : (sp->head_size_v ? sp->head_size_v : sp->head_size);
+        const int64_t *slots = g->slot_mapping;
+        if (g->dcp) {
+            if ((s = attn__dcp_step(e, g, gi, st)) != ATTN_OK) return s;
+            slots = g->dcp_slots; /* this rank writes only its own tokens */
+        }
         for (int l = 0; l < g->layers_run; l++) {
             uint64_t layer = (uint64_t)g->run_layers[l] << 40;
             attn_kv_view view;
@@ -533,16 +575,18 @@ static attn_status attn__run_attention(attn_engine *e, attn_engine_step_stats *s
                 int rope = sp->head_size - sp->kv_lora_rank;
                 attn__fill(e, e->k, el, ntok, 1, sp->kv_lora_rank, layer | 1);
                 attn__fill(e, e->v, el, ntok, 1, rope, layer | 2);
-                s = attn_mla_write_latent(&view, g->slot_mapping, ntok, e->k, e->v,
+                s = attn_mla_write_latent(&view, slots, ntok, e->k, e->v,
                                           attn_model_dtype(e->model));
             } else {
                 attn__fill(e, e->k, el, ntok, KVH, sp->head_size, layer | 1);
                 attn__fill(e, e->v, el, ntok, KVH, g->layout.view.head_size_v, layer | 2);
-                s = attn_kv_write(&view, g->slot_mapping, ntok, e->k, e->v, el);
+                s = attn_kv_write(&view, slots, ntok, e->k, e->v, el);
             }
             if (s != ATTN_OK) return s;
             attn__fill(e, e->q, el, ntok, H, qd, layer | 3);
-            if ((s = attn__forward(e, g, &g->run, l, &view, e->out)) != ATTN_OK) return s;
+            s = g->dcp ? attn__dcp_forward(e, g, l, &view, gi == 0 ? st : NULL)
+                       : attn__forward(e, g, &g->run, l, &view, e->out);
+            if (s != ATTN_OK) return s;
             size_t n = (size_t)ntok * (size_t)H * (size_t)od;
             for (size_t i = 0; i < n; i++) {
                 float x = attn__load_elem(e->out, el, i);
