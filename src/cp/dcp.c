@@ -29,8 +29,9 @@ struct attn_dcp {
     const attn_backend *b;
     bool mla;
     int W, rank, I, H, Dq, Dv, window;
-    attn_elem el;
-    size_t esz;
+    attn_elem el;  /* the caller's q / out element */
+    attn_elem pel; /* the local batch's: fp32 for standard attention */
+    size_t esz, pesz;
     void *builder_state;
     attn_builder_ops builder;
     /* local batch */
@@ -160,6 +161,18 @@ attn_status attn_dcp_create(const attn_dcp_init *init, attn_dcp **out)
     }
     d->el = attn_dtype_elem(d->layer.dtype);
     d->esz = attn_elem_size(d->el);
+    /* Standard attention runs the local part in fp32 (queries widen
+     * exactly), so that the merged output is rounded to the model dtype
+     * once, as one process does; MLA keeps the model dtype (its weights are
+     * in it). The cache keeps its own element type. */
+    if (!d->mla && d->layer.dtype != ATTN_DTYPE_FP32) {
+        if (d->layer.kv_cache_dtype == ATTN_KV_AUTO)
+            d->layer.kv_cache_dtype =
+                d->layer.dtype == ATTN_DTYPE_BF16 ? ATTN_KV_BFLOAT16 : ATTN_KV_FLOAT16;
+        d->layer.dtype = ATTN_DTYPE_FP32;
+    }
+    d->pel = attn_dtype_elem(d->layer.dtype);
+    d->pesz = attn_elem_size(d->pel);
     int T = init->max_num_tokens;
     size_t rows = (size_t)T * (size_t)d->H, row = (size_t)d->Dv + 1;
     bool oom = false;
@@ -169,8 +182,8 @@ attn_status attn_dcp_create(const attn_dcp_init *init, attn_dcp **out)
     d->block_table =
         attn__dcp_alloc((size_t)T * (size_t)init->max_blocks_per_req, sizeof(int32_t), &oom);
     d->slots = attn__dcp_alloc((size_t)T, sizeof(int64_t), &oom);
-    d->q = attn__dcp_alloc(rows * (size_t)d->Dq, d->esz, &oom);
-    d->out = attn__dcp_alloc(rows * (size_t)d->Dv, d->esz, &oom);
+    d->q = attn__dcp_alloc(rows * (size_t)d->Dq, d->pesz, &oom);
+    d->out = attn__dcp_alloc(rows * (size_t)d->Dv, d->pesz, &oom);
     d->lse = attn__dcp_alloc(rows, sizeof(float), &oom);
     d->send = attn__dcp_alloc(rows * row, sizeof(float), &oom);
     d->recv = attn__dcp_alloc(rows * row * (size_t)d->W, sizeof(float), &oom);
@@ -321,8 +334,8 @@ static attn_status attn__dcp_run(attn_dcp *d, const attn_dcp_args *a, int k0, in
     attn_status st = ATTN_OK;
     if (window == 0) st = d->builder.build(d->builder_state, 0, &cm, false, &md);
     size_t r0 = (size_t)k0 * (size_t)d->H;
-    const void *q = (const char *)d->q + r0 * (size_t)d->Dq * d->esz;
-    void *out = (char *)d->out + r0 * (size_t)d->Dv * d->esz;
+    const void *q = (const char *)d->q + r0 * (size_t)d->Dq * d->pesz;
+    void *out = (char *)d->out + r0 * (size_t)d->Dv * d->pesz;
     float *lse = d->lse + r0;
     if (st == ATTN_OK && d->mla) {
         attn_mla_args ma = {.layer = &layer,
@@ -356,7 +369,7 @@ static int attn__dcp_gather(attn_dcp *d, const attn_dcp_args *a, int32_t *window
 {
     const attn_common_metadata *cm = a->cm;
     int stride = cm->block_table_stride, nk = 0;
-    size_t qrow = (size_t)d->H * (size_t)d->Dq * d->esz;
+    size_t qrow = (size_t)d->H * (size_t)d->Dq * d->esz, qn = (size_t)d->H * (size_t)d->Dq;
     for (int r = 0; r < cm->num_reqs; r++) {
         const int32_t *row = cm->block_table + (size_t)r * (size_t)stride;
         for (int t = cm->query_start_loc[r]; t < cm->query_start_loc[r + 1]; t++) {
@@ -376,7 +389,13 @@ static int attn__dcp_gather(attn_dcp *d, const attn_dcp_args *a, int32_t *window
             windows[nk] = w;
             int nb = (int)((n + cm->block_size - 1) / cm->block_size);
             memcpy(d->block_table + (size_t)nk * (size_t)stride, row, (size_t)nb * sizeof(int32_t));
-            memcpy((char *)d->q + (size_t)nk * qrow, (const char *)a->q + (size_t)t * qrow, qrow);
+            if (d->pel == d->el)
+                memcpy((char *)d->q + (size_t)nk * qrow, (const char *)a->q + (size_t)t * qrow,
+                       qrow);
+            else
+                for (size_t i = 0; i < qn; i++)
+                    ((float *)d->q)[(size_t)nk * qn + i] =
+                        attn__load_elem(a->q, d->el, (size_t)t * qn + i);
             nk++;
         }
     }
@@ -418,7 +437,7 @@ attn_status attn_dcp_forward(attn_dcp *d, const attn_dcp_args *a)
         for (int h = 0; h < H; h++) {
             for (int e = 0; e < Dv; e++)
                 po[(dst + (size_t)h) * (size_t)Dv + (size_t)e] =
-                    attn__load_elem(d->out, d->el, (src + (size_t)h) * (size_t)Dv + (size_t)e);
+                    attn__load_elem(d->out, d->pel, (src + (size_t)h) * (size_t)Dv + (size_t)e);
             pl[dst + (size_t)h] = d->lse[src + (size_t)h];
         }
     }

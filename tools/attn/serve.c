@@ -18,6 +18,7 @@
 #include "attn/kvcache.h"
 #include "attn/model.h"
 #include "cli.h"
+#include "serve_dcp.h"
 #include "util/strbuf.h"
 
 static void attn__serve_usage(FILE *f)
@@ -59,6 +60,10 @@ static void attn__serve_usage(FILE *f)
         "  --no-kernels            build metadata only\n"
         "  --verify                also run REFERENCE and report the largest difference\n"
         "  --check                 check each step's common metadata for consistency\n"
+        "context parallelism (run under mpirun -np N):\n"
+        "  --dcp N                 decode context parallelism over N ranks (default 1)\n"
+        "  --dcp-interleave N      KV tokens dealt to a rank in runs of N (default 1)\n"
+        "  --dcp-timeout S         seconds a rank waits for the others (default 60)\n"
         "output:\n"
         "  --quiet                 no per-step lines\n"
         "  --json                  one JSON object\n\n"
@@ -77,6 +82,8 @@ typedef struct attn__serve_opts {
     attn_kv_dtype kv;
     attn_traffic_config traffic;
     bool no_kernels, verify, check, quiet, json;
+    long dcp, dcp_interleave;
+    double dcp_timeout;
 } attn__serve_opts;
 
 static bool attn__parse_range(const char *opt, const char *v, int *lo, int *hi)
@@ -197,6 +204,14 @@ static int attn__serve_parse(int argc, char **argv, attn__serve_opts *o)
                 return ATTN_EXIT_USAGE;
         } else if (attn_cli_opt(argc, argv, &i, "--max-model-len", &v, &bad)) {
             if (v && !attn_cli_int(cmd, "--max-model-len", v, 1, 1 << 24, &o->max_model_len))
+                return ATTN_EXIT_USAGE;
+        } else if (attn_cli_opt(argc, argv, &i, "--dcp", &v, &bad)) {
+            if (v && !attn_cli_int(cmd, "--dcp", v, 1, 1024, &o->dcp)) return ATTN_EXIT_USAGE;
+        } else if (attn_cli_opt(argc, argv, &i, "--dcp-interleave", &v, &bad)) {
+            if (v && !attn_cli_int(cmd, "--dcp-interleave", v, 1, 1 << 16, &o->dcp_interleave))
+                return ATTN_EXIT_USAGE;
+        } else if (attn_cli_opt(argc, argv, &i, "--dcp-timeout", &v, &bad)) {
+            if (v && !attn__parse_double("--dcp-timeout", v, 0.001, 1e6, &o->dcp_timeout))
                 return ATTN_EXIT_USAGE;
         } else if (attn_cli_opt(argc, argv, &i, "--steps", &v, &bad)) {
             if (v && !attn_cli_int(cmd, "--steps", v, 0, 10000000, &o->steps))
@@ -590,6 +605,17 @@ int attn_cmd_serve(int argc, char **argv)
     cfg.layers_to_run = (int)o.layers_to_run;
     cfg.verify = o.verify;
     cfg.check_metadata = o.check;
+    attn_comm *dcp = NULL;
+    attn__dcp_acc dcp_acc = {0};
+    rc = attn__serve_dcp_open(o.dcp, o.dcp_timeout, &dcp);
+    if (rc >= 0) {
+        attn_traffic_free(traffic);
+        attn_model_free(m);
+        attn_platform_free(owned);
+        return rc;
+    }
+    cfg.dcp_comm = dcp;
+    cfg.dcp_interleave = (int)o.dcp_interleave;
     attn_engine *e = NULL;
     st = attn_engine_create(&cfg, &e);
 
@@ -635,6 +661,7 @@ int attn_cmd_serve(int argc, char **argv)
         }
         attn__sb_free(&sb);
         attn_engine_free(e);
+        attn_comm_free(dcp);
         attn_traffic_free(traffic);
         attn_model_free(m);
         attn_platform_free(owned);
@@ -688,10 +715,12 @@ int attn_cmd_serve(int argc, char **argv)
         if (st != ATTN_OK) {
             fprintf(stderr, "attn serve: step %ld failed: %s: %s\n", s, attn_status_name(st),
                     attn_last_error());
+            if (dcp) attn__serve_dcp_abort(dcp); /* the other ranks would wait for this one */
             exit_code = ATTN_EXIT_ERROR;
             break;
         }
         emulated = emulated || ss.emulated;
+        if (dcp) attn__serve_dcp_step(&dcp_acc, &ss);
         max_diff = ss.max_abs_diff > max_diff ? ss.max_abs_diff : max_diff;
         if (o.json) {
             attn__json_step(&w, &ss);
@@ -730,6 +759,7 @@ int attn_cmd_serve(int argc, char **argv)
         attn__jw_num(&w, max_diff);
         attn__jw_key(&w, "blocks");
         attn__json_blocks(&w, e);
+        if (dcp) attn__serve_dcp_report(dcp, e, &dcp_acc, o.dcp_interleave, &w);
     } else {
         printf("served %lld steps: %lld requests added (%ld refused), %lld admitted, %lld "
                "finished, %lld preemptions, %lld tokens; %d running, %d waiting\n",
@@ -740,6 +770,7 @@ int attn_cmd_serve(int argc, char **argv)
             printf("attention math: emulated on this machine's CPU kernels%s\n",
                    o.verify ? "" : " (use --verify to check against REFERENCE)");
         if (o.verify) printf("largest difference from REFERENCE: %.3g\n", max_diff);
+        if (dcp) attn__serve_dcp_report(dcp, e, &dcp_acc, o.dcp_interleave, NULL);
         attn__print_blocks(e, "at the end");
     }
     attn_engine_abort_all(e);
@@ -761,6 +792,7 @@ int attn_cmd_serve(int argc, char **argv)
     attn__sb_free(&sb);
     if (!(ok_before && ok_after) && exit_code == ATTN_EXIT_OK) exit_code = ATTN_EXIT_ERROR;
     attn_engine_free(e);
+    attn_comm_free(dcp);
     attn_traffic_free(traffic);
     attn_model_free(m);
     attn_platform_free(owned);

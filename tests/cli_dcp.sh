@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# `attn serve --dcp N` under mpirun on loopback: the same per-step output
+# checksums as one process (llama-3.1-8b, 50 steps; fewer under the
+# sanitizers), the per-rank report, the startup failure of a mixed fleet (one
+# rank without FlashInfer installed) naming each rank's choice on every
+# rank, and a rank killed mid-run ending the job with an error instead of a
+# hang. Exit 77 when mpirun is missing or attn was built without MPI.
+set -u
+ATTN=${ATTN_BIN:-attn}
+command -v mpirun >/dev/null 2>&1 || { echo "SKIP: mpirun not found"; exit 77; }
+if "$ATTN" serve --dcp 2 --steps 1 2>&1 | grep -q "built without MPI"; then
+    echo "SKIP: attn built without MPI"
+    exit 77
+fi
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+export LSAN_OPTIONS="suppressions=${ATTN_SOURCE_DIR:-.}/tests/cp/lsan-openmpi.supp"
+MPI=(mpirun --allow-run-as-root --oversubscribe --mca btl self,tcp --mca btl_tcp_if_include lo
+    --mca oob_tcp_if_include lo)
+fail=0
+check() { # check DESCRIPTION COMMAND...
+    local what=$1; shift
+    if ! "$@"; then echo "FAIL: $what" >&2; fail=1; fi
+}
+has() { grep -qF -- "$2" <<<"$1"; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+steps=50
+[ -n "${ATTN_SANITIZED:-}" ] && steps=8
+"$ATTN" serve --model llama-3.1-8b --steps $steps --json >"$tmp/one.json" 2>"$tmp/one.err"
+check "serve without DCP" test $? -eq 0
+"${MPI[@]}" -np 2 "$ATTN" serve --model llama-3.1-8b --steps $steps --dcp 2 --json \
+    >"$tmp/dcp.json" 2>"$tmp/dcp.err"
+rc=$?
+check "serve --dcp 2 under mpirun exits 0 (got $rc: $(tail -3 "$tmp/dcp.err"))" test $rc -eq 0
+python3 - "$tmp/one.json" "$tmp/dcp.json" "$steps" <<'PY' || fail=1
+import json, sys
+one, dcp, steps = json.load(open(sys.argv[1])), json.load(open(sys.argv[2])), int(sys.argv[3])
+a = [s["output_checksum"] for s in one["steps"]]
+b = [s["output_checksum"] for s in dcp["steps"]]
+assert len(a) == len(b) == steps, (len(a), len(b))
+# Same outputs: the merge reassociates fp32 sums, so a few bf16 outputs of a
+# step may round to the neighbouring value; anything beyond that is a bug.
+worst = max(abs(x - y) / max(1.0, abs(x)) for x, y in zip(a, b))
+assert worst < 1e-3, ("checksums differ", worst, a[:4], b[:4])
+d = dcp["final"]["dcp"]
+assert d["world_size"] == 2 and len(d["ranks"]) == 2, d
+r0, r1 = d["ranks"]
+assert r0["output_checksum_sum"] == r1["output_checksum_sum"], d
+for r in d["ranks"]:
+    assert r["kv_bytes_peak"] > 0 and r["step_ms_mean"] > 0, r
+tot = [s["num_tokens"] for s in one["steps"]]
+# each rank holds about half of the KV tokens
+assert abs(r0["kv_tokens_peak"] - r1["kv_tokens_peak"]) <= 64 * 2, d
+print("dcp checksums: %d steps, worst relative difference %.2g" % (len(a), worst))
+PY
+
+# a mixed fleet: rank 1 has no FlashInfer, so it would run TRITON_ATTN
+SMALL=(--machine t4 --layers 2 --heads 4 --kv-heads 2 --head-size 64 --steps 2 --dcp 2 --quiet)
+out=$("${MPI[@]}" -np 1 "$ATTN" serve "${SMALL[@]}" : -np 1 "$ATTN" serve "${SMALL[@]}" \
+    --installed fa2 2>&1)
+rc=$?
+check "mixed fleet fails startup (got $rc)" test $rc -ne 0
+msg="DCP ranks disagree on the attention setup: rank 0: backend FLASHINFER, layout NHD, block size 16; rank 1: backend TRITON_ATTN, layout NHD, block size 16"
+check "mismatch message" has "$out" "$msg"
+check "on both ranks" test "$(grep -cF -- "$msg" <<<"$out")" -eq 2
+
+# a rank killed mid-run: the job ends with an error, not a hang
+"${MPI[@]}" -np 2 "$ATTN" serve --layers 2 --heads 4 --kv-heads 2 --head-size 64 --steps 100000 \
+    --dcp 2 --dcp-timeout 5 >"$tmp/kill.out" 2>"$tmp/kill.err" &
+job=$!
+for _ in $(seq 1 100); do
+    [ "$(pgrep -P $job | wc -l)" -ge 2 ] && grep -q "^ *[0-9]" "$tmp/kill.out" 2>/dev/null && break
+    sleep 0.2
+done
+victim=$(pgrep -P $job | tail -1)
+if [ -n "$victim" ]; then
+    kill -9 "$victim"
+    for _ in $(seq 1 150); do kill -0 $job 2>/dev/null || break; sleep 0.2; done
+    if kill -0 $job 2>/dev/null; then
+        check "job ended within 30 s of a rank's death" false
+        kill -9 $job
+    fi
+    wait $job
+    rc=$?
+    check "killed rank: nonzero exit (got $rc)" test $rc -ne 0
+    err=$(cat "$tmp/kill.err")
+    echo "killed rank: $(grep -m1 -E "DCP exchange timed out|exited on signal|non-zero exit" <<<"$err")"
+    check "killed rank: clear error ($err)" grep -qE \
+        "DCP exchange timed out|exited on signal 9|killed|non-zero exit code" <<<"$err"
+else
+    check "found the ranks to kill" false
+    kill -9 $job 2>/dev/null
+fi
+exit $fail

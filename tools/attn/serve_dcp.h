@@ -1,0 +1,29 @@
+/* `attn serve --dcp N`: the communicator, per-rank accounting and the
+ * per-rank report (serve_dcp.c). Without MPI in the build, --dcp above 1 is
+ * refused. */
+#ifndef ATTN_TOOLS_SERVE_DCP_H
+#define ATTN_TOOLS_SERVE_DCP_H
+
+#include "attn/attn.h"
+#include "attn/comm.h"
+#include "util/strbuf.h"
+
+typedef struct attn__dcp_acc {
+    long steps;
+    int64_t kv_tokens_local_peak, kv_tokens_total_peak;
+    double step_ns, step_ns_max, local_ns, exchange_ns, merge_ns;
+    double checksum; /* sum of every step's output checksum */
+} attn__dcp_acc;
+
+/* Opens the communicator for --dcp world (ranks must equal world).
+ * Returns -1 on success (*out set; NULL when world is 1), else an exit code
+ * after printing why. */
+int attn__serve_dcp_open(long world, double timeout_s, attn_comm **out);
+void attn__serve_dcp_step(attn__dcp_acc *acc, const attn_engine_step_stats *ss);
+/* Gathers every rank's figures; rank 0 prints them (text, or into w). */
+void attn__serve_dcp_report(attn_comm *c, const attn_engine *e, const attn__dcp_acc *acc,
+                            long interleave, attn__jw *w);
+/* A step failed on this rank: end every rank (does not return). */
+void attn__serve_dcp_abort(attn_comm *c);
+
+#endif
