@@ -4,7 +4,7 @@ BUILD_SAN  ?= build-san
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_ARGS ?=
 
-.PHONY: all deps configure build run test test-fast san clean format
+.PHONY: all deps configure build run test test-fast san clean format bench-dcp
 
 all: build
 
@@ -42,3 +42,15 @@ format:
 
 clean:
 	rm -rf $(BUILD) $(BUILD_SAN)
+
+# DCP decode figures under mpirun on loopback (needs Open MPI: make deps):
+# 1 rank with 2 threads vs 2 ranks with 1 thread each, contexts 16k and 64k.
+MPIRUN ?= mpirun --allow-run-as-root --oversubscribe --mca btl self,tcp \
+	--mca btl_tcp_if_include lo --mca oob_tcp_if_include lo
+bench-dcp: build
+	@for c in 16384 65536; do \
+	  OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ATTN_NUM_THREADS=2 \
+	    $(MPIRUN) -np 1 -x ATTN_NUM_THREADS $(BUILD)/bin/bench_dcp_mpi --context $$c; \
+	  OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ATTN_NUM_THREADS=1 \
+	    $(MPIRUN) -np 2 -x ATTN_NUM_THREADS $(BUILD)/bin/bench_dcp_mpi --context $$c; \
+	done
