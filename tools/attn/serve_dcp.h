@@ -26,4 +26,8 @@ void attn__serve_dcp_report(attn_comm *c, const attn_engine *e, const attn__dcp_
 /* A step failed on this rank: end every rank (does not return). */
 void attn__serve_dcp_abort(attn_comm *c);
 
+/* `attn simulate --dcp N` (simulate_dcp.c): the deployment's view. */
+int attn__simulate_dcp(const char *machine, const char *model, long world, long interleave,
+                       long context, bool json);
+
 #endif

@@ -6,6 +6,7 @@
 
 #include "attn/attn.h"
 #include "cli.h"
+#include "serve_dcp.h"
 #include "scenario/scenario.h"
 #include "scenario/view.h"
 
@@ -27,7 +28,11 @@ static int usage(FILE *f)
             "--json     print the whole run as one JSON document instead of the report\n"
             "--html F   also write the run as one self-contained HTML page to F\n"
             "--verify   also run the REFERENCE oracle on every attention step and show the\n"
-            "           largest difference (slower)\n\n"
+            "           largest difference (slower)\n"
+            "--dcp N    instead: a decode-context-parallel deployment over N ranks (backend\n"
+            "           LSE flags, which rank holds which KV positions, KV bytes per rank);\n"
+            "           with --machine M, --model M, --context L (default 65536),\n"
+            "           --dcp-interleave I (default 1)\n\n"
             "exit status: 0 the run completed (machines failing to start are part of the\n"
             "run), 2 usage error or invalid scenario, 1 anything else\n");
     return f == stdout ? ATTN_EXIT_OK : ATTN_EXIT_USAGE;
@@ -38,6 +43,8 @@ int attn_cmd_simulate(int argc, char **argv)
     const char *name = NULL, *html = NULL;
     long steps = 0;
     bool json = false, bad = false, verify = false;
+    long dcp = 0, dcp_interleave = 1, context = 65536;
+    const char *machine = NULL, *model = NULL;
     for (int i = 1; i < argc; i++) {
         const char *v = NULL;
         if (attn_cli_is_help(argv[i])) return usage(stdout);
@@ -48,6 +55,21 @@ int attn_cmd_simulate(int argc, char **argv)
         } else if (attn_cli_opt(argc, argv, &i, "--steps", &v, &bad)) {
             if (bad || !attn_cli_int("simulate", "--steps", v, 1, 100000, &steps))
                 return ATTN_EXIT_USAGE;
+        } else if (attn_cli_opt(argc, argv, &i, "--dcp", &v, &bad)) {
+            if (bad || !attn_cli_int("simulate", "--dcp", v, 1, 1024, &dcp)) return ATTN_EXIT_USAGE;
+        } else if (attn_cli_opt(argc, argv, &i, "--dcp-interleave", &v, &bad)) {
+            if (bad ||
+                !attn_cli_int("simulate", "--dcp-interleave", v, 1, 1 << 16, &dcp_interleave))
+                return ATTN_EXIT_USAGE;
+        } else if (attn_cli_opt(argc, argv, &i, "--context", &v, &bad)) {
+            if (bad || !attn_cli_int("simulate", "--context", v, 1, 1 << 24, &context))
+                return ATTN_EXIT_USAGE;
+        } else if (attn_cli_opt(argc, argv, &i, "--machine", &v, &bad)) {
+            if (bad) return ATTN_EXIT_USAGE;
+            machine = v;
+        } else if (attn_cli_opt(argc, argv, &i, "--model", &v, &bad)) {
+            if (bad) return ATTN_EXIT_USAGE;
+            model = v;
         } else if (attn_cli_opt(argc, argv, &i, "--html", &v, &bad)) {
             if (bad) return ATTN_EXIT_USAGE;
             html = v;
@@ -60,6 +82,14 @@ int attn_cmd_simulate(int argc, char **argv)
             name = argv[i];
         }
     }
+    if (dcp > 0) {
+        if (name || html || verify || steps)
+            return attn_cli_usage_error("simulate", "--dcp takes no scenario, --steps, --html or "
+                                                    "--verify");
+        return attn__simulate_dcp(machine, model, dcp, dcp_interleave, context, json);
+    }
+    if (machine || model)
+        return attn_cli_usage_error("simulate", "--machine and --model go with --dcp");
     attn__scenario *s = NULL;
     if (attn__scenario_load(name ? name : "default", &s) != ATTN_OK) {
         fprintf(stderr, "attn simulate: %s\n", attn_last_error());
