@@ -3,6 +3,11 @@
 # check the startup consensus message and that a dead or stuck rank ends
 # the job with a clear error instead of a hang. Root needs
 # --allow-run-as-root; --oversubscribe lets 4 ranks share 2 cores.
+# Under ASan, leak detection is off for these runs only: Open MPI leaks from
+# components it has dlclosed by exit, which LeakSanitizer reports as
+# "<unknown module>" and no suppression can name (tests/cp/lsan-openmpi.supp
+# covers the ones it can). Memory errors are still fatal; libattn's DCP code
+# is leak-checked without MPI by test_cp_merge.
 if(TARGET attn_mpi)
   add_executable(cp_dcp_mpi ${CMAKE_CURRENT_SOURCE_DIR}/cp/dcp_mpi.c)
   target_include_directories(cp_dcp_mpi PRIVATE ${PROJECT_SOURCE_DIR}/src)
@@ -11,6 +16,7 @@ if(TARGET attn_mpi)
     --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo)
   set(ATTN_MPI_ENV ${ATTN_TEST_ENV} OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
     OMPI_MCA_rmaps_base_oversubscribe=1 ATTN_NUM_THREADS=1
+    "ASAN_OPTIONS=detect_leaks=0:abort_on_error=1"
     "LSAN_OPTIONS=suppressions=${CMAKE_CURRENT_SOURCE_DIR}/cp/lsan-openmpi.supp")
   foreach(np 1 2 4)
     add_test(NAME cp_dcp_mpi_np${np} COMMAND ${ATTN_MPIRUN} -np ${np} $<TARGET_FILE:cp_dcp_mpi>)

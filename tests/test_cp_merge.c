@@ -200,8 +200,93 @@ static void test_comm_self(void)
     attn_comm_free(c);
 }
 
+/* One rank (the self communicator): attn_dcp_forward equals the plain
+ * CPU_ATTN forward, and its buffers are leak-checked under ASan here, where
+ * no MPI runtime muddies the report. */
+static void test_dcp_one_rank(void)
+{
+    enum { NH = 4, NKV = 2, HS = 64, BSZ = 16, NB = 4 };
+    const attn_platform *p = NULL;
+    const attn_backend *b = NULL;
+    CHECK_OK(attn_platform_current(&p));
+    CHECK_OK(attn_backend_resolve(p, "CPU_ATTN", &b));
+    if (!b) return;
+    static float cache[2 * NB * NKV * BSZ * HS], q[2 * NH * HS], o1[2 * NH * HS], o2[2 * NH * HS];
+    uint64_t s = 99;
+    for (size_t i = 0; i < sizeof cache / sizeof cache[0]; i++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        cache[i] = (float)((double)(s >> 40) / 16777216.0 - 0.5);
+    }
+    for (size_t i = 0; i < sizeof q / sizeof q[0]; i++)
+        q[i] = (float)((i * 37) % 101) / 101.0f - 0.5f;
+    attn_kv_view kv = {.data = cache,
+                       .elem = ATTN_ELEM_F32,
+                       .num_blocks = NB,
+                       .block_size = BSZ,
+                       .num_kv_heads = NKV,
+                       .head_size = HS,
+                       .head_size_v = HS,
+                       .v_offset = NB * NKV * BSZ * HS,
+                       .stride_block = NKV * BSZ * HS,
+                       .stride_token = HS,
+                       .stride_head = BSZ * HS,
+                       .k_scale = 1,
+                       .v_scale = 1};
+    int32_t qsl[3] = {0, 1, 2}, sl[2] = {37, 5}, bt[2][3] = {{2, 0, 3}, {1, 0, 0}};
+    attn_common_metadata cm = {.query_start_loc = qsl,
+                               .seq_lens = sl,
+                               .num_reqs = 2,
+                               .num_actual_tokens = 2,
+                               .max_query_len = 1,
+                               .max_seq_len = 37,
+                               .block_table = &bt[0][0],
+                               .block_table_stride = 3,
+                               .causal = true,
+                               .block_size = BSZ};
+    attn_layer_params lp = {.num_heads = NH,
+                            .num_kv_heads = NKV,
+                            .head_size = HS,
+                            .attn_type = ATTN_TYPE_DECODER,
+                            .dtype = ATTN_DTYPE_FP32};
+    attn_forward_args fa = {.layer = &lp, .common = &cm, .q = q, .kv = &kv, .out = o1};
+    CHECK_OK(attn_backend_forward(b, NULL, &fa));
+    attn_comm *self = NULL;
+    CHECK_OK(attn_comm_self(&self));
+    attn_dcp_init di = {.struct_size = sizeof di,
+                        .backend = b,
+                        .layer = &lp,
+                        .comm = self,
+                        .block_size = BSZ,
+                        .num_blocks = NB,
+                        .max_num_tokens = 4,
+                        .max_blocks_per_req = 3};
+    attn_dcp *d = NULL;
+    CHECK_OK(attn_dcp_create(&di, &d));
+    attn_dcp_args a = {.cm = &cm, .kv = &kv, .q = q, .out = o2};
+    CHECK_OK(attn_dcp_forward(d, &a));
+    double e = 0;
+    for (int i = 0; i < 2 * NH * HS; i++)
+        e = fmax(e, fabs((double)o1[i] - (double)o2[i]));
+    CHECK_MSG(e < 1e-6, "one-rank DCP vs plain forward: %.3g", e);
+    int64_t slots[2];
+    CHECK_OK(attn_dcp_slot_mapping(d, &cm, slots));
+    CHECK(slots[0] == 3 * BSZ + 36 % BSZ && slots[1] == 1 * BSZ + 4);
+    /* inconsistent metadata is refused and writes nothing */
+    sl[1] = 0;
+    o2[0] = 42.0f;
+    CHECK_STATUS(attn_dcp_forward(d, &a), ATTN_BAD_METADATA);
+    CHECK(o2[0] == 42.0f);
+    attn_dcp_free(d);
+    /* sinks need one denominator: refused */
+    float sinks[NH] = {0};
+    lp.sinks = sinks;
+    CHECK_STATUS(attn_dcp_create(&di, &d), ATTN_UNSUPPORTED);
+    attn_comm_free(self);
+}
+
 int main(void)
 {
+    test_dcp_one_rank();
     test_merge();
     test_placement();
     test_comm_self();
