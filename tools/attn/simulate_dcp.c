@@ -28,6 +28,52 @@ static void attn__dcp_owner_row(int world, int interleave, int bs, char *buf, si
     buf[n] = '\0';
 }
 
+/* One line / object per KV group: its backend's LSE flags and whether DCP
+ * can run on it; sums the KV bytes per token and the exchange bytes per
+ * decode token over the groups. */
+static bool attn__dcp_groups(const attn_engine *e, const attn_model *m, attn__jw *w, bool json,
+                             double *bytes_per_token, int64_t *exchange)
+{
+    int bs = attn_engine_block_size(e);
+    bool all_ok = true;
+    attn__jw_key(w, "groups");
+    attn__jw_arr_begin(w);
+    for (int g = 0; g < attn_engine_num_groups(e); g++) {
+        attn_engine_group_info gi;
+        attn_engine_group_info_get(e, g, &gi);
+        const attn_backend *bo = attn_selection_backend_object(gi.selection);
+        const attn_backend_desc *d = bo ? bo->desc : NULL;
+        bool ok = d && d->can_return_lse_for_decode && d->supports_dcp;
+        all_ok = all_ok && ok;
+        *bytes_per_token += (double)gi.bytes_per_block / bs;
+        const attn_layer_spec *sp = attn_model_group_spec(m, gi.model_group);
+        int dv = sp ? (sp->use_mla       ? sp->v_head_dim
+                       : sp->head_size_v ? sp->head_size_v
+                                         : sp->head_size)
+                    : 0;
+        *exchange += sp ? (int64_t)sp->num_heads * (dv + 1) * 4 * gi.num_layers : 0;
+        attn__jw_obj_begin(w);
+        attn__jw_key(w, "backend");
+        attn__jw_str(w, gi.backend);
+        attn__jw_key(w, "can_return_lse_for_decode");
+        attn__jw_bool(w, d && d->can_return_lse_for_decode);
+        attn__jw_key(w, "lse_base_on_e");
+        attn__jw_bool(w, d && d->lse_base == ATTN_LSE_BASE_E);
+        attn__jw_key(w, "supports_dcp");
+        attn__jw_bool(w, d && d->supports_dcp);
+        attn__jw_obj_end(w);
+        if (!json)
+            printf("KV group %d (%d layers): %s: can_return_lse_for_decode %s, LSE base %s, "
+                   "supports_dcp %s -> %s\n",
+                   g, gi.num_layers, gi.backend, d && d->can_return_lse_for_decode ? "yes" : "no",
+                   d && d->lse_base == ATTN_LSE_BASE_2 ? "2" : "e",
+                   d && d->supports_dcp ? "yes" : "no",
+                   ok ? "DCP possible" : "DCP not supported by this backend");
+    }
+    attn__jw_arr_end(w);
+    return all_ok;
+}
+
 int attn__simulate_dcp(const char *machine, const char *model, long world, long interleave,
                        long context, bool json)
 {
@@ -92,42 +138,7 @@ int attn__simulate_dcp(const char *machine, const char *model, long world, long 
                world, attn_platform_name(p), attn_model_name(m), bs, interleave, context);
     double bytes_per_token = 0;
     int64_t exchange = 0;
-    bool all_ok = true;
-    attn__jw_key(&w, "groups");
-    attn__jw_arr_begin(&w);
-    for (int g = 0; g < attn_engine_num_groups(e); g++) {
-        attn_engine_group_info gi;
-        attn_engine_group_info_get(e, g, &gi);
-        const attn_backend *bo = attn_selection_backend_object(gi.selection);
-        const attn_backend_desc *d = bo ? bo->desc : NULL;
-        bool ok = d && d->can_return_lse_for_decode && d->supports_dcp;
-        all_ok = all_ok && ok;
-        bytes_per_token += (double)gi.bytes_per_block / bs;
-        const attn_layer_spec *sp = attn_model_group_spec(m, gi.model_group);
-        int dv = sp ? (sp->use_mla       ? sp->v_head_dim
-                       : sp->head_size_v ? sp->head_size_v
-                                         : sp->head_size)
-                    : 0;
-        exchange += sp ? (int64_t)sp->num_heads * (dv + 1) * 4 * gi.num_layers : 0;
-        attn__jw_obj_begin(&w);
-        attn__jw_key(&w, "backend");
-        attn__jw_str(&w, gi.backend);
-        attn__jw_key(&w, "can_return_lse_for_decode");
-        attn__jw_bool(&w, d && d->can_return_lse_for_decode);
-        attn__jw_key(&w, "lse_base_on_e");
-        attn__jw_bool(&w, d && d->lse_base == ATTN_LSE_BASE_E);
-        attn__jw_key(&w, "supports_dcp");
-        attn__jw_bool(&w, d && d->supports_dcp);
-        attn__jw_obj_end(&w);
-        if (!json)
-            printf("KV group %d (%d layers): %s: can_return_lse_for_decode %s, LSE base %s, "
-                   "supports_dcp %s -> %s\n",
-                   g, gi.num_layers, gi.backend, d && d->can_return_lse_for_decode ? "yes" : "no",
-                   d && d->lse_base == ATTN_LSE_BASE_2 ? "2" : "e",
-                   d && d->supports_dcp ? "yes" : "no",
-                   ok ? "DCP possible" : "DCP not supported by this backend");
-    }
-    attn__jw_arr_end(&w);
+    bool all_ok = attn__dcp_groups(e, m, &w, json, &bytes_per_token, &exchange);
     char row[2048];
     attn__dcp_owner_row((int)world, (int)interleave, bs, row, sizeof row);
     attn__jw_key(&w, "owner_of_first_positions");
