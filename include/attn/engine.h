@@ -53,6 +53,10 @@ typedef struct attn_engine_config {
     attn_kv_layout kv_layout;     /* asked for when the backend has no requirement */
     int num_blocks;               /* blocks per KV group; 0 = from memory */
     double kv_memory_fraction;    /* 0 = 0.9 of the device memory (CPU: of 4 GiB) */
+    /* Limits (attn/types.h): block_size <= ATTN_MAX_BLOCK_SIZE, num_blocks <=
+     * ATTN_MAX_NUM_BLOCKS, max_num_seqs and max_waiting <= ATTN_MAX_NUM_REQS,
+     * max_num_batched_tokens and max_model_len <= ATTN_MAX_SEQ_LEN; beyond them
+     * attn_engine_create returns ATTN_INVALID_ARGUMENT. */
     int max_num_seqs;             /* 0 = 256 */
     int max_num_batched_tokens;   /* token budget per step; 0 = 2048 */
     int max_model_len;            /* 0 = 8192, lowered to what the pool can hold */

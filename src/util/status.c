@@ -3,6 +3,7 @@
  * other's messages. */
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "util/error.h"
 
@@ -46,5 +47,20 @@ attn_status attn__fail(attn_status s, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(attn__last_error, sizeof attn__last_error, fmt, ap);
     va_end(ap);
+    return s;
+}
+
+attn_status attn__wrap(attn_status s, const char *fmt, ...)
+{
+    char inner[sizeof attn__last_error];
+    memcpy(inner, attn__last_error, sizeof inner);
+    inner[sizeof inner - 1] = '\0';
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(attn__last_error, sizeof attn__last_error, fmt, ap);
+    va_end(ap);
+    size_t used = n < 0 ? 0 : (size_t)n;
+    if (inner[0] && used < sizeof attn__last_error - 1)
+        snprintf(attn__last_error + used, sizeof attn__last_error - used, ": %s", inner);
     return s;
 }
