@@ -21,7 +21,10 @@ static const struct {
     {"select", attn_cmd_select, {NULL}},
     {"models", attn_cmd_models, {NULL}},
     {"serve", attn_cmd_serve, {"--steps", "1", "--no-kernels", NULL}},
-    {"bench", attn_cmd_bench, {"--batch", "1", "--context", "16", "--prefill", "16", "--repeats", "1", "--kv", "bf16", NULL}},
+    {"bench",
+     attn_cmd_bench,
+     {"--batch", "1", "--context", "16", "--prefill", "16", "--repeats", "1", "--kv", "bf16",
+      NULL}},
     {"simulate", attn_cmd_simulate, {"--steps", "1", NULL}},
 };
 #define NCMD ((int)(sizeof k_cmds / sizeof k_cmds[0]))
@@ -57,7 +60,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (strstr(argv[i], "--html")) argv[i] = (char *)"--json";
         if (c == 5 && strstr(argv[i], "--full")) argv[i] = (char *)"--json";
     }
-    for (int k = 0; k < 12 && k_cmds[c].tail[k]; k++) argv[argc++] = (char *)k_cmds[c].tail[k];
+    for (int k = 0; k < 12 && k_cmds[c].tail[k]; k++)
+        argv[argc++] = (char *)k_cmds[c].tail[k];
     argv[argc] = NULL;
     int rc = k_cmds[c].fn(argc, argv);
     FZ_ASSERT(rc == ATTN_EXIT_OK || rc == ATTN_EXIT_ERROR || rc == ATTN_EXIT_USAGE ||

@@ -26,7 +26,11 @@ static inline bool fz_utf8_ok(const char *s)
     const unsigned char *p = (const unsigned char *)s;
     while (*p) {
         unsigned c = *p;
-        int n = c < 0x80 ? 0 : (c & 0xE0) == 0xC0 ? 1 : (c & 0xF0) == 0xE0 ? 2 : (c & 0xF8) == 0xF0 ? 3 : -1;
+        int n = c < 0x80             ? 0
+                : (c & 0xE0) == 0xC0 ? 1
+                : (c & 0xF0) == 0xE0 ? 2
+                : (c & 0xF8) == 0xF0 ? 3
+                                     : -1;
         if (n < 0) return false;
         unsigned cp = n == 0 ? c : n == 1 ? (c & 0x1F) : n == 2 ? (c & 0x0F) : (c & 0x07);
         for (int i = 1; i <= n; i++) {

@@ -76,7 +76,8 @@ static void make_batch(rd *r, batch *b, int nreq_max)
     int stride = maxblk - (u8(r) == 255);
     if (stride < 1) stride = 1;
     b->bt = malloc(sizeof(int32_t) * (size_t)(n > 0 ? n : 1) * (size_t)stride);
-    for (int i = 0; i < n * stride; i++) b->bt[i] = hostile(r, (int)(u8(r) % (unsigned)b->nb));
+    for (int i = 0; i < n * stride; i++)
+        b->bt[i] = hostile(r, (int)(u8(r) % (unsigned)b->nb));
     for (int i = 0; i < n; i++) {
         int q0 = b->qsl[i], q1 = b->qsl[i + 1];
         if (q0 < 0 || q1 > MAXT || q1 < q0 || b->seq[i] < q1 - q0) continue;
@@ -105,7 +106,8 @@ static void *rand_buf(rd *r, size_t n, attn_elem e)
 {
     size_t esz = attn_elem_size(e);
     uint8_t *p = malloc(n * esz + 1);
-    for (size_t i = 0; i < n; i++) attn__store_elem(p, e, i, ((int)u8(r) - 128) / 64.0f);
+    for (size_t i = 0; i < n; i++)
+        attn__store_elem(p, e, i, ((int)u8(r) - 128) / 64.0f);
     return p;
 }
 
@@ -121,7 +123,8 @@ static attn_status run_layer(const attn_backend *be, const attn_layer_params *lp
                               .num_blocks = b->nb,
                               .max_num_reqs = MAXR,
                               .max_num_tokens = MAXT,
-                              .max_blocks_per_req = b->cm.block_table_stride > 0 ? b->cm.block_table_stride : 1,
+                              .max_blocks_per_req =
+                                  b->cm.block_table_stride > 0 ? b->cm.block_table_stride : 1,
                               .num_threads = 1};
     *md = NULL;
     *bstate = NULL;
@@ -150,12 +153,14 @@ static void fuzz_standard(rd *r, int which)
     lp.attn_type = u8(r) % 8 == 0 ? ATTN_TYPE_ENCODER_ONLY : ATTN_TYPE_DECODER;
     lp.sliding_window = u8(r) % 4 == 0 ? (int)(u8(r) % 16) : 0;
     lp.logits_soft_cap = u8(r) % 5 == 0 ? 30.0f : 0.0f;
-    float sinks[8] = {0.5f, -1, 2, 0, 1, 1, 1, 1}, slopes[8] = {0.1f, 0.2f, 0.3f, 0.4f, 0.5f, 0.6f, 0.7f, 0.8f};
+    float sinks[8] = {0.5f, -1, 2, 0, 1, 1, 1, 1},
+          slopes[8] = {0.1f, 0.2f, 0.3f, 0.4f, 0.5f, 0.6f, 0.7f, 0.8f};
     if (u8(r) % 4 == 0) lp.sinks = sinks;
     if (u8(r) % 6 == 0) lp.alibi_slopes = slopes;
     attn_elem ke = kvel[u8(r) % 5];
-    lp.kv_cache_dtype = ke == ATTN_ELEM_FP8_E4M3 ? ATTN_KV_FP8_E4M3
-                        : ke == ATTN_ELEM_FP8_E5M2 ? ATTN_KV_FP8_E5M2 : ATTN_KV_AUTO;
+    lp.kv_cache_dtype = ke == ATTN_ELEM_FP8_E4M3   ? ATTN_KV_FP8_E4M3
+                        : ke == ATTN_ELEM_FP8_E5M2 ? ATTN_KV_FP8_E5M2
+                                                   : ATTN_KV_AUTO;
     if (lp.kv_cache_dtype == ATTN_KV_AUTO) ke = attn_dtype_elem(lp.dtype);
     batch b;
     make_batch(r, &b, MAXR);
@@ -195,8 +200,13 @@ static void fuzz_standard(rd *r, int which)
     attn_status bst = run_layer(be, &lp, &b, &kv, (int)(u8(r) % 33), &md, &bstate, &built);
     attn_status kst = be->kernel->create ? be->kernel->create(&lp, &impl) : ATTN_OK;
     if (kst == ATTN_OK) {
-        attn_forward_args a = {.layer = &lp, .common = &b.cm, .metadata = built ? md : NULL,
-                               .q = q, .kv = &kv, .out = out, .lse = lse};
+        attn_forward_args a = {.layer = &lp,
+                               .common = &b.cm,
+                               .metadata = built ? md : NULL,
+                               .q = q,
+                               .kv = &kv,
+                               .out = out,
+                               .lse = lse};
         attn_status fst = attn_backend_forward(be, impl, &a);
         if (fst != ATTN_OK) FZ_ASSERT(memcmp(out, canary, ob) == 0);
         /* accepted metadata on a supported layer runs */
@@ -265,8 +275,14 @@ static void fuzz_mla(rd *r)
     attn_status bst = run_layer(be, &lp, &b, &kv, 0, &md, &bstate, &built);
     attn_status kst = be->kernel->create ? be->kernel->create(&lp, &impl) : ATTN_OK;
     if (kst == ATTN_OK) {
-        attn_mla_args a = {.layer = &lp, .common = &b.cm, .metadata = built ? md : NULL,
-                           .kv = &kv, .q = q, .out = out, .w_uk = wuk, .w_uv = wuv};
+        attn_mla_args a = {.layer = &lp,
+                           .common = &b.cm,
+                           .metadata = built ? md : NULL,
+                           .kv = &kv,
+                           .q = q,
+                           .out = out,
+                           .w_uk = wuk,
+                           .w_uv = wuv};
         attn_status fst = attn_mla_forward(be, impl, &a, scratch, ss);
         if (fst != ATTN_OK) FZ_ASSERT(memcmp(out, canary, ob) == 0);
         if (chk == ATTN_OK && bst == ATTN_OK) FZ_ASSERT(fst == ATTN_OK);

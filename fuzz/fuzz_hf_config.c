@@ -42,7 +42,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         const int *layers = NULL;
         int n = attn_model_group_layers(m, g, &layers);
         FZ_ASSERT(n >= 1 && n <= nl);
-        for (int i = 0; i < n; i++) FZ_ASSERT(attn_model_layer_group(m, layers[i]) == g);
+        for (int i = 0; i < n; i++)
+            FZ_ASSERT(attn_model_layer_group(m, layers[i]) == g);
     }
     char *json = NULL;
     FZ_ASSERT(attn_model_to_json(m, &json) == ATTN_OK);

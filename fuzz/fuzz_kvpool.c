@@ -33,13 +33,15 @@ typedef struct {
 static int model_peek(const model *m, int32_t *ids, int n)
 {
     int k = 0;
-    for (; k < n && k < m->top; k++) ids[k] = m->stack[m->top - 1 - k];
+    for (; k < n && k < m->top; k++)
+        ids[k] = m->stack[m->top - 1 - k];
     return k;
 }
 
 static void model_take(model *m, int n)
 {
-    for (int i = 0; i < n; i++) m->ref[m->stack[--m->top]] = 1;
+    for (int i = 0; i < n; i++)
+        m->ref[m->stack[--m->top]] = 1;
 }
 
 static void model_release(model *m, int n, const int32_t *ids)
@@ -73,11 +75,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     attn_block_pool *p = NULL;
     FZ_ASSERT(attn_block_pool_create(nb, bs, &p) == ATTN_OK);
     model md = {.top = nb};
-    for (int i = 0; i < nb; i++) md.stack[i] = nb - 1 - i;
+    for (int i = 0; i < nb; i++)
+        md.stack[i] = nb - 1 - i;
     int *ref = md.ref;
     int32_t store[NREQ][CAP];
     attn_block_list lists[NREQ];
-    for (int i = 0; i < NREQ; i++) lists[i] = (attn_block_list){store[i], 0, CAP};
+    for (int i = 0; i < NREQ; i++)
+        lists[i] = (attn_block_list){store[i], 0, CAP};
     int64_t rejected = 0;
     while (r.n) {
         unsigned op = next(&r) % 6, a = next(&r);
@@ -91,25 +95,31 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 FZ_ASSERT(st == ATTN_OUT_OF_BLOCKS);
             } else {
                 FZ_ASSERT(st == ATTN_OK);
-                for (int i = 0; i < n; i++) FZ_ASSERT(ids[i] == want[i]);
+                for (int i = 0; i < n; i++)
+                    FZ_ASSERT(ids[i] == want[i]);
                 model_take(&md, n);
             }
             break;
         case 1: /* share or release arbitrary ids (some bad) */
         case 2: {
-            for (int i = 0; i < n; i++) ids[i] = (int32_t)(next(&r) % (unsigned)(nb + 2)) - 1;
+            for (int i = 0; i < n; i++)
+                ids[i] = (int32_t)(next(&r) % (unsigned)(nb + 2)) - 1;
             int cnt[NB_MAX + 2] = {0};
             bool ok = true;
             for (int i = 0; i < n; i++) {
-                if (ids[i] < 0 || ids[i] >= nb) ok = false;
-                else if (op == 1 && ref[ids[i]] == 0) ok = false;
-                else if (op == 2 && ++cnt[ids[i]] > ref[ids[i]]) ok = false;
+                if (ids[i] < 0 || ids[i] >= nb)
+                    ok = false;
+                else if (op == 1 && ref[ids[i]] == 0)
+                    ok = false;
+                else if (op == 2 && ++cnt[ids[i]] > ref[ids[i]])
+                    ok = false;
             }
             st = op == 1 ? attn_block_pool_share(p, n, ids) : attn_block_pool_release(p, n, ids);
             FZ_ASSERT(ok ? st == ATTN_OK : st == ATTN_INVALID_ARGUMENT);
             if (!ok && op == 2) rejected++;
             if (ok && op == 1)
-                for (int i = 0; i < n; i++) ref[ids[i]]++;
+                for (int i = 0; i < n; i++)
+                    ref[ids[i]]++;
             if (ok && op == 2) model_release(&md, n, ids);
             break;
         }
@@ -125,7 +135,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 FZ_ASSERT(st == ATTN_OUT_OF_BLOCKS && l->count == before);
             } else {
                 FZ_ASSERT(st == ATTN_OK && l->count == (need > before ? need : before));
-                for (int i = 0; i < add; i++) FZ_ASSERT(l->ids[before + i] == want[i]);
+                for (int i = 0; i < add; i++)
+                    FZ_ASSERT(l->ids[before + i] == want[i]);
                 model_take(&md, add);
             }
             break;
@@ -153,7 +164,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             attn_block_list *src = &lists[a % NREQ], *dst = &lists[(a / NREQ) % NREQ];
             if (src == dst || dst->count || !src->count) break;
             FZ_ASSERT(attn_block_pool_share(p, src->count, src->ids) == ATTN_OK);
-            for (int i = 0; i < src->count; i++) dst->ids[i] = src->ids[i], ref[src->ids[i]]++;
+            for (int i = 0; i < src->count; i++)
+                dst->ids[i] = src->ids[i], ref[src->ids[i]]++;
             dst->count = src->count;
             break;
         }

@@ -36,7 +36,8 @@ typedef struct {
 static uint64_t fnv(uint64_t h, const void *p, size_t n)
 {
     const unsigned char *b = p;
-    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ull;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ b[i]) * 1099511628211ull;
     return h;
 }
 
@@ -77,7 +78,8 @@ static void row(fx *f, int line, const char *what, attn_status got, attn_status 
     const char *msg = attn_last_error();
     CHECK_MSG(got == want, "line %d: %s returned %s, want %s (%s)", line, what,
               attn_status_name(got), attn_status_name(want), msg);
-    if (frag) CHECK_MSG(strstr(msg, frag) != NULL, "line %d: %s: '%s' lacks '%s'", line, what, msg, frag);
+    if (frag)
+        CHECK_MSG(strstr(msg, frag) != NULL, "line %d: %s: '%s' lacks '%s'", line, what, msg, frag);
     CHECK_MSG(fingerprint(f) == f->base, "line %d: %s changed library or caller state", line, what);
 }
 
@@ -114,7 +116,8 @@ static void setup(fx *f)
     CHECK_OK(attn_model_from_shape(2, 4, 2, 64, ATTN_DTYPE_BF16, &f->model));
     /* one request: 4 new tokens at positions 16..19 of a 20-token sequence */
     f->qsl[0] = 0, f->qsl[1] = 4, f->seq[0] = 20, f->bt[0] = 0, f->bt[1] = 1;
-    for (int i = 0; i < 4; i++) f->slots[i] = (int64_t)1 * 16 + i;
+    for (int i = 0; i < 4; i++)
+        f->slots[i] = (int64_t)1 * 16 + i;
     f->cm = (attn_common_metadata){.query_start_loc = f->qsl,
                                    .seq_lens = f->seq,
                                    .num_reqs = 1,
@@ -132,8 +135,10 @@ static void setup(fx *f)
                                 .attn_type = ATTN_TYPE_DECODER,
                                 .dtype = ATTN_DTYPE_FP32,
                                 .kv_cache_dtype = ATTN_KV_AUTO};
-    for (size_t i = 0; i < sizeof f->q / sizeof f->q[0]; i++) f->q[i] = (float)(i % 7) * 0.1f;
-    for (size_t i = 0; i < sizeof f->kin / sizeof f->kin[0]; i++) f->kin[i] = (float)(i % 5) * 0.2f;
+    for (size_t i = 0; i < sizeof f->q / sizeof f->q[0]; i++)
+        f->q[i] = (float)(i % 7) * 0.1f;
+    for (size_t i = 0; i < sizeof f->kin / sizeof f->kin[0]; i++)
+        f->kin[i] = (float)(i % 5) * 0.2f;
     CHECK_OK(attn_common_metadata_check(&f->cm, 8));
     CHECK_OK(attn_kv_write(&f->kv, f->slots, 4, f->kin, f->kin, ATTN_ELEM_F32));
     memset(f->out, 0x7b, sizeof f->out);
@@ -143,8 +148,8 @@ static void setup(fx *f)
 static attn_status fwd(fx *f, const attn_backend *b, const attn_common_metadata *cm,
                        const attn_layer_params *lp, const attn_kv_view *kv)
 {
-    attn_forward_args a = {.layer = lp, .common = cm, .q = f->q, .kv = kv, .out = f->out,
-                           .lse = f->lse};
+    attn_forward_args a = {
+        .layer = lp, .common = cm, .q = f->q, .kv = kv, .out = f->out, .lse = f->lse};
     return attn_backend_forward(b, NULL, &a);
 }
 
@@ -152,9 +157,14 @@ static attn_status fwd(fx *f, const attn_backend *b, const attn_common_metadata 
 static attn_status cpu_build(fx *f, const attn_common_metadata *cm)
 {
     const attn_builder_ops *ops = f->cpu->desc->builder;
-    attn_builder_init in = {.desc = f->cpu->desc, .layer = &f->lp, .block_size = 16,
-                            .num_blocks = 8, .max_num_reqs = 4, .max_num_tokens = 64,
-                            .max_blocks_per_req = 4, .num_threads = 1};
+    attn_builder_init in = {.desc = f->cpu->desc,
+                            .layer = &f->lp,
+                            .block_size = 16,
+                            .num_blocks = 8,
+                            .max_num_reqs = 4,
+                            .max_num_tokens = 64,
+                            .max_blocks_per_req = 4,
+                            .num_threads = 1};
     void *st = NULL;
     attn_status s = ops->create(&in, &st);
     if (s != ATTN_OK) return s;
@@ -214,7 +224,8 @@ static void rows_metadata_and_forward(fx *f)
     ROW(ATTN_BAD_METADATA, "max_seq_len is 5", attn_common_metadata_check(&m, 8));
     int64_t sbad[4] = {16, 17, 18, 1000};
     m = f->cm, m.slot_mapping = sbad;
-    ROW(ATTN_BAD_METADATA, "slot_mapping[3] (request 0) is 1000", attn_common_metadata_check(&m, 8));
+    ROW(ATTN_BAD_METADATA, "slot_mapping[3] (request 0) is 1000",
+        attn_common_metadata_check(&m, 8));
     ROW(ATTN_INVALID_ARGUMENT, "num_blocks is 0", attn_common_metadata_check(&f->cm, 0));
     ROW(ATTN_NULL_ARGUMENT, "'cm' is NULL", attn_common_metadata_check(NULL, 8));
     m = f->cm, m.seq_lens = NULL;
@@ -271,8 +282,8 @@ static void rows_kvcache(fx *f)
                                ATTN_MAX_HEAD_SIZE, 0, ATTN_KV_AUTO, ATTN_DTYPE_BF16, &li));
     ROW(ATTN_OUT_OF_RANGE, "more than 2^63 elements",
         attn_kv_layout_compute(d, ATTN_LAYOUT_HND, ATTN_MAX_NUM_BLOCKS, ATTN_MAX_BLOCK_SIZE,
-                               ATTN_MAX_HEADS, ATTN_MAX_HEAD_SIZE, 0, ATTN_KV_AUTO,
-                               ATTN_DTYPE_BF16, &li));
+                               ATTN_MAX_HEADS, ATTN_MAX_HEAD_SIZE, 0, ATTN_KV_AUTO, ATTN_DTYPE_BF16,
+                               &li));
     ROW(ATTN_INVALID_ARGUMENT, "invalid layout 99",
         attn_kv_layout_compute(d, (attn_kv_layout)99, 8, 16, 2, 64, 0, ATTN_KV_AUTO,
                                ATTN_DTYPE_BF16, &li));
@@ -286,8 +297,8 @@ static void rows_kvcache(fx *f)
         attn_kv_layout_compute(d, ATTN_LAYOUT_HND, 0, 16, 2, 64, 0, ATTN_KV_AUTO, ATTN_DTYPE_BF16,
                                &li));
     ROW(ATTN_INVALID_ARGUMENT, "head_size=-64",
-        attn_kv_layout_compute(d, ATTN_LAYOUT_HND, 8, 16, 2, -64, 0, ATTN_KV_AUTO,
-                               ATTN_DTYPE_BF16, &li));
+        attn_kv_layout_compute(d, ATTN_LAYOUT_HND, 8, 16, 2, -64, 0, ATTN_KV_AUTO, ATTN_DTYPE_BF16,
+                               &li));
     ROW(ATTN_INVALID_ARGUMENT, "head_size_v=8192",
         attn_kv_layout_compute(d, ATTN_LAYOUT_HND, 8, 16, 2, 64, 8192, ATTN_KV_AUTO,
                                ATTN_DTYPE_BF16, &li));
@@ -307,15 +318,18 @@ static void rows_kvcache(fx *f)
     ROW(ATTN_INVALID_ARGUMENT, "token 1 has slot 128 outside the cache",
         attn_kv_write(&f->kv, s2, 2, f->kin, f->kin, ATTN_ELEM_F32));
     int64_t s3[1] = {-2};
-    ROW(ATTN_INVALID_ARGUMENT, "slot -2", attn_kv_write(&f->kv, s3, 1, f->kin, f->kin, ATTN_ELEM_F32));
+    ROW(ATTN_INVALID_ARGUMENT, "slot -2",
+        attn_kv_write(&f->kv, s3, 1, f->kin, f->kin, ATTN_ELEM_F32));
     ROW(ATTN_INVALID_ARGUMENT, "KV write of -1 tokens",
         attn_kv_write(&f->kv, f->slots, -1, f->kin, f->kin, ATTN_ELEM_F32));
     ROW(ATTN_INVALID_ARGUMENT, "is not f32/f16/bf16",
         attn_kv_write(&f->kv, f->slots, 4, f->kin, f->kin, ATTN_ELEM_FP8_E4M3));
-    ROW(ATTN_NULL_ARGUMENT, "'k' is NULL", attn_kv_write(&f->kv, f->slots, 4, NULL, f->kin, ATTN_ELEM_F32));
+    ROW(ATTN_NULL_ARGUMENT, "'k' is NULL",
+        attn_kv_write(&f->kv, f->slots, 4, NULL, f->kin, ATTN_ELEM_F32));
     ROW(ATTN_NULL_ARGUMENT, "'slot_mapping' is NULL",
         attn_kv_write(&f->kv, NULL, 4, f->kin, f->kin, ATTN_ELEM_F32));
-    ROW(ATTN_NULL_ARGUMENT, "'kv' is NULL", attn_kv_write(NULL, f->slots, 4, f->kin, f->kin, ATTN_ELEM_F32));
+    ROW(ATTN_NULL_ARGUMENT, "'kv' is NULL",
+        attn_kv_write(NULL, f->slots, 4, f->kin, f->kin, ATTN_ELEM_F32));
     float row8[64];
     ROW(ATTN_OUT_OF_RANGE, "slot 9999 outside 0..127", attn_kv_read(&f->kv, 9999, 0, false, row8));
     ROW(ATTN_OUT_OF_RANGE, "head 7 outside 0..1", attn_kv_read(&f->kv, 0, 7, false, row8));
@@ -324,7 +338,8 @@ static void rows_kvcache(fx *f)
     ROW(ATTN_OUT_OF_RANGE, NULL, attn_kv_cache_view(f->cache, 1, &v));
     ROW(ATTN_OUT_OF_RANGE, NULL, attn_kv_cache_view(f->cache, -1, &v));
     ROW(ATTN_INVALID_ARGUMENT, NULL, attn_kv_cache_set_scales(f->cache, 0, NAN, 1.0f, NULL, NULL));
-    ROW(ATTN_INVALID_ARGUMENT, NULL, attn_kv_cache_set_scales(f->cache, 0, 1.0f, -1.0f, NULL, NULL));
+    ROW(ATTN_INVALID_ARGUMENT, NULL,
+        attn_kv_cache_set_scales(f->cache, 0, 1.0f, -1.0f, NULL, NULL));
     attn_kv_cache *c2 = NULL;
     ROW(ATTN_INVALID_ARGUMENT, NULL, attn_kv_cache_create(&f->li, 0, &c2));
     ROW(ATTN_OUT_OF_MEMORY, "too large", attn_kv_cache_create(&f->li, INT_MAX, &c2));
@@ -335,7 +350,8 @@ static void rows_kvcache(fx *f)
     ROW(ATTN_INVALID_ARGUMENT, "block_size in [1, 65536]", attn_block_pool_create(8, INT_MAX, &p2));
     ROW(ATTN_INVALID_ARGUMENT, NULL, attn_block_pool_create(INT_MAX, 16, &p2));
     int32_t ids[16];
-    ROW(ATTN_OUT_OF_BLOCKS, "9 blocks requested, 6 free of 8", attn_block_pool_alloc(f->pool, 9, ids));
+    ROW(ATTN_OUT_OF_BLOCKS, "9 blocks requested, 6 free of 8",
+        attn_block_pool_alloc(f->pool, 9, ids));
     ROW(ATTN_INVALID_ARGUMENT, NULL, attn_block_pool_alloc(f->pool, -1, ids));
     int32_t bad[2] = {0, 8}, dbl[3] = {0, 0, 0}, freeb[1] = {5};
     ROW(ATTN_INVALID_ARGUMENT, "release of block 8", attn_block_pool_release(f->pool, 2, bad));
@@ -345,14 +361,17 @@ static void rows_kvcache(fx *f)
     ROW(ATTN_INVALID_ARGUMENT, "cannot share -2 blocks", attn_block_pool_share(f->pool, -2, bad));
     attn_block_list l = {ids, 0, 2};
     ROW(ATTN_OUT_OF_RANGE, NULL, attn_block_pool_reserve(f->pool, &l, 48));
-    ROW(ATTN_OUT_OF_BLOCKS, NULL, attn_block_pool_reserve(f->pool, &(attn_block_list){ids, 0, 16}, 16 * 9));
+    ROW(ATTN_OUT_OF_BLOCKS, NULL,
+        attn_block_pool_reserve(f->pool, &(attn_block_list){ids, 0, 16}, 16 * 9));
     VAL(-1, attn_block_pool_refcount(f->pool, -1));
     VAL(-1, attn_block_pool_refcount(f->pool, 8));
     ROW(ATTN_OK, NULL, attn_block_pool_check(f->pool));
     /* MLA latent writes */
     attn_kv_view mv = {0};
-    ROW(ATTN_NULL_ARGUMENT, NULL, attn_mla_write_latent(NULL, f->slots, 1, f->kin, NULL, ATTN_DTYPE_FP32));
-    ROW(ATTN_NULL_ARGUMENT, "has no memory", attn_mla_write_latent(&mv, f->slots, 1, f->kin, NULL, ATTN_DTYPE_FP32));
+    ROW(ATTN_NULL_ARGUMENT, NULL,
+        attn_mla_write_latent(NULL, f->slots, 1, f->kin, NULL, ATTN_DTYPE_FP32));
+    ROW(ATTN_NULL_ARGUMENT, "has no memory",
+        attn_mla_write_latent(&mv, f->slots, 1, f->kin, NULL, ATTN_DTYPE_FP32));
 }
 
 static void rows_select_registry(fx *f)
@@ -388,7 +407,8 @@ static void rows_select_registry(fx *f)
     ROW(ATTN_NULL_ARGUMENT, "'out' is NULL", attn_select(f->h100, NULL, &f->c128, NULL));
     char longname[400];
     memset(longname, 'A', sizeof longname - 1), longname[sizeof longname - 1] = 0;
-    ROW(ATTN_INVALID_ARGUMENT, "backend name too long", attn_select(f->h100, longname, &f->c128, &cs));
+    ROW(ATTN_INVALID_ARGUMENT, "backend name too long",
+        attn_select(f->h100, longname, &f->c128, &cs));
     /* the findings: NULL configs dereferenced */
     VAL(0, attn_selector_config_equal(NULL, &f->c128));
     VAL(1, attn_selector_config_equal(NULL, NULL));
@@ -396,7 +416,8 @@ static void rows_select_registry(fx *f)
     char rb[16];
     VAL(4, attn_selector_config_repr(NULL, rb, sizeof rb));
     VAL(0, strcmp(rb, "None"));
-    VAL(attn_selector_config_repr(&f->c128, NULL, 0) > 40, attn_selector_config_repr(&f->c128, NULL, 5) > 40);
+    VAL(attn_selector_config_repr(&f->c128, NULL, 0) > 40,
+        attn_selector_config_repr(&f->c128, NULL, 5) > 40);
     /* the finding: names = NULL was written to */
     const char *names[4];
     int full = attn_platform_priorities(f->h100, &f->c128, names, 4);
@@ -454,7 +475,8 @@ static void rows_platform_model_engine(fx *f)
     ROW(ATTN_PARSE_ERROR, NULL, attn_platform_from_json("{\"name\":", &p));
     ROW(ATTN_PARSE_ERROR, NULL, attn_platform_from_json("", &p));
     ROW(ATTN_INVALID_ARGUMENT, NULL,
-        attn_platform_from_json("{\"name\":\"x\",\"platform\":\"cuda\",\"capability\":\"99.99\"}", &p));
+        attn_platform_from_json("{\"name\":\"x\",\"platform\":\"cuda\",\"capability\":\"99.99\"}",
+                                &p));
     ROW(ATTN_NULL_ARGUMENT, NULL, attn_platform_from_json(NULL, &p));
     VAL(1, p == NULL);
     attn_platform *own = NULL;
@@ -473,8 +495,10 @@ static void rows_platform_model_engine(fx *f)
         attn_model_from_shape(2, 4, 2, INT_MAX, ATTN_DTYPE_BF16, &m));
     ROW(ATTN_INVALID_ARGUMENT, "layers must be in [1, 100000]",
         attn_model_from_shape(INT_MAX, 4, 2, 64, ATTN_DTYPE_BF16, &m));
-    ROW(ATTN_INVALID_ARGUMENT, "divide heads", attn_model_from_shape(2, 4, 3, 64, ATTN_DTYPE_BF16, &m));
-    ROW(ATTN_INVALID_ARGUMENT, "invalid dtype", attn_model_from_shape(2, 4, 2, 64, (attn_dtype)5, &m));
+    ROW(ATTN_INVALID_ARGUMENT, "divide heads",
+        attn_model_from_shape(2, 4, 3, 64, ATTN_DTYPE_BF16, &m));
+    ROW(ATTN_INVALID_ARGUMENT, "invalid dtype",
+        attn_model_from_shape(2, 4, 2, 64, (attn_dtype)5, &m));
     /* the finding: a YaRN factor of 1e308 loaded with an infinite softmax scale */
     ROW(ATTN_PARSE_ERROR, "field 'rope_scaling.factor': 1e+308 with mscale_all_dim 1e+300 gives",
         attn_model_from_json("{\"model_type\":\"deepseek_v3\",\"num_hidden_layers\":2,"
@@ -485,10 +509,12 @@ static void rows_platform_model_engine(fx *f)
     ROW(ATTN_PARSE_ERROR, NULL, attn_model_from_json("{\"num_hidden_layers\":", "x", &m));
     ROW(ATTN_PARSE_ERROR, "field 'head_dim': 999999 is out of range [1, 4096]",
         attn_model_from_json("{\"num_hidden_layers\":2,\"num_attention_heads\":4,"
-                             "\"hidden_size\":256,\"head_dim\":999999}", "x", &m));
+                             "\"hidden_size\":256,\"head_dim\":999999}",
+                             "x", &m));
     ROW(ATTN_PARSE_ERROR, "field 'num_attention_heads': 2147483647 is out of range [1, 65536]",
         attn_model_from_json("{\"num_hidden_layers\":2,\"num_attention_heads\":2147483647,"
-                             "\"hidden_size\":256}", "x", &m));
+                             "\"hidden_size\":256}",
+                             "x", &m));
     ROW(ATTN_PARSE_ERROR, "invalid UTF-8",
         attn_model_from_json("{\"model_type\":\"ll\xfe\"}", "x", &m));
     ROW(ATTN_NOT_FOUND, "unknown model 'nope-1b'", attn_model_load("nope-1b", &m));

@@ -47,7 +47,10 @@ int main(void)
     snprintf(junk, sizeof junk, "%s/junk", g_tmp);
     mkdir(junk, 0700);
     write_file("libtext.so", "not an ELF file at all\n", 23);
-    write_file("libshort.so", "\x7f" "ELF\x02\x01", 6);
+    write_file("libshort.so",
+               "\x7f"
+               "ELF\x02\x01",
+               6);
     unsigned char hdr[64] = {0x7f, 'E', 'L', 'F', 2, 1, 1};
     hdr[16] = 3; /* ET_DYN, but the section headers point past the end */
     hdr[0x3a] = 64, hdr[0x3c] = 200, hdr[0x28] = 0xff, hdr[0x29] = 0xff;

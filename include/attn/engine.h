@@ -57,15 +57,15 @@ typedef struct attn_engine_config {
      * ATTN_MAX_NUM_BLOCKS, max_num_seqs and max_waiting <= ATTN_MAX_NUM_REQS,
      * max_num_batched_tokens and max_model_len <= ATTN_MAX_SEQ_LEN; beyond them
      * attn_engine_create returns ATTN_INVALID_ARGUMENT. */
-    int max_num_seqs;             /* 0 = 256 */
-    int max_num_batched_tokens;   /* token budget per step; 0 = 2048 */
-    int max_model_len;            /* 0 = 8192, lowered to what the pool can hold */
-    int max_waiting;              /* waiting-queue capacity; 0 = 4096 */
-    uint64_t seed;                /* synthetic Q/K/V and weights */
-    bool run_kernels;             /* write K/V and run attention each step */
-    int layers_to_run;            /* 0 = one per KV group; -1 = every layer; N = first N */
-    bool verify;                  /* also run REFERENCE and report the largest difference */
-    bool check_metadata;          /* run attn_common_metadata_check every step */
+    int max_num_seqs;           /* 0 = 256 */
+    int max_num_batched_tokens; /* token budget per step; 0 = 2048 */
+    int max_model_len;          /* 0 = 8192, lowered to what the pool can hold */
+    int max_waiting;            /* waiting-queue capacity; 0 = 4096 */
+    uint64_t seed;              /* synthetic Q/K/V and weights */
+    bool run_kernels;           /* write K/V and run attention each step */
+    int layers_to_run;          /* 0 = one per KV group; -1 = every layer; N = first N */
+    bool verify;                /* also run REFERENCE and report the largest difference */
+    bool check_metadata;        /* run attn_common_metadata_check every step */
 } attn_engine_config;
 
 /* Defaults above; model must still be set. */

@@ -419,7 +419,10 @@ static attn_status read_decoder(hf *c)
         head_size = (int)(hidden / heads);
     }
     if (head_size > ATTN_MAX_HEAD_SIZE)
-        return field_error(c, p_lora ? "kv_lora_rank" : p_hd ? "head_dim" : "hidden_size",
+        return field_error(c,
+                           p_lora ? "kv_lora_rank"
+                           : p_hd ? "head_dim"
+                                  : "hidden_size",
                            "gives a head size of %d, above the limit %d", head_size,
                            ATTN_MAX_HEAD_SIZE);
     if (!p_kv) {
@@ -582,8 +585,10 @@ static attn_status read_seq2seq(hf *c, bool t5)
     } else {
         if ((st = need_int(c, "encoder_layers", 1, 100000, &enc_layers)) != ATTN_OK ||
             (st = need_int(c, "decoder_layers", 1, 100000, &dec_layers)) != ATTN_OK ||
-            (st = need_int(c, "encoder_attention_heads", 1, ATTN_MAX_HEADS, &enc_heads)) != ATTN_OK ||
-            (st = need_int(c, "decoder_attention_heads", 1, ATTN_MAX_HEADS, &dec_heads)) != ATTN_OK ||
+            (st = need_int(c, "encoder_attention_heads", 1, ATTN_MAX_HEADS, &enc_heads)) !=
+                ATTN_OK ||
+            (st = need_int(c, "decoder_attention_heads", 1, ATTN_MAX_HEADS, &dec_heads)) !=
+                ATTN_OK ||
             (st = need_int(c, "d_model", 1, 1 << 24, &d_model)) != ATTN_OK)
             return st;
         if (d_model % enc_heads != 0)

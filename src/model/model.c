@@ -23,7 +23,6 @@
 #include "util/json.h"
 #include "util/strbuf.h"
 
-
 /* The presets shipped in data/models/ (one <name>.json each). */
 static const char *const k_presets[] = {
     "llama-3.1-8b", "mistral-7b",  "qwen2.5-7b", "phi-3-mini",    "gemma-2-9b",
@@ -70,8 +69,7 @@ bool attn__layer_spec_equal(const attn_layer_spec *a, const attn_layer_spec *b)
 attn_status attn__model_finish(attn_model *m)
 {
     int n = m->num_layers;
-    if (n < 1 || n > ATTN_MAX_LAYERS)
-        return attn__fail(ATTN_INTERNAL, "model: %d layers", n);
+    if (n < 1 || n > ATTN_MAX_LAYERS) return attn__fail(ATTN_INTERNAL, "model: %d layers", n);
     for (int i = 0; i < n; i++) { /* every way of building a model ends here */
         const attn_layer_spec *l = &m->layers[i];
         if (l->head_size > ATTN_MAX_HEAD_SIZE || l->head_size_v > ATTN_MAX_HEAD_SIZE ||
@@ -244,8 +242,7 @@ static attn_status load_file(const char *path, const char *name, attn_model **ou
     char *text = NULL;
     size_t len = 0;
     attn_status st = attn__read_file(path, &text, &len);
-    if (st != ATTN_OK)
-        return attn__wrap(st, "cannot read model config '%s'", path);
+    if (st != ATTN_OK) return attn__wrap(st, "cannot read model config '%s'", path);
     st = attn__model_from_hf(text, len, name, path, out);
     free(text);
     if (st == ATTN_OK) { /* a longer path is cut (it is only shown) */

@@ -20,7 +20,8 @@
 #include "plugin/plugin_impl.h"
 #include "util/numeric.h"
 
-static bool elf_why(char *why, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static bool elf_why(char *why, size_t n, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 static bool elf_why(char *why, size_t n, const char *fmt, ...)
 {
     va_list ap;

@@ -473,8 +473,9 @@ static void warn_unmatched_allowlist(const char *allow)
         char name[256];
         snprintf(name, sizeof name, "%.*s", (int)(end - start), start);
         if (find_rec(name) < 0)
-            attn_log(ATTN_LOG_WARN, "ATTN_PLUGINS names '%s', but no plugin of that name is on "
-                                    "ATTN_PLUGIN_PATH",
+            attn_log(ATTN_LOG_WARN,
+                     "ATTN_PLUGINS names '%s', but no plugin of that name is on "
+                     "ATTN_PLUGIN_PATH",
                      name);
     }
 }

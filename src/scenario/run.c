@@ -74,8 +74,7 @@ static attn_status open_platform(run *r, const attn__scn_machine *mc, const attn
     attn_platform *p = NULL;
     attn_status st = mc->spec_json ? attn_platform_from_json(mc->spec_json, &p)
                                    : attn_platform_open(mc->spec_name, &p);
-    if (st != ATTN_OK)
-        return attn__wrap(st, "machine '%s' (%s)", mc->label, mc->spec_name);
+    if (st != ATTN_OK) return attn__wrap(st, "machine '%s' (%s)", mc->label, mc->spec_name);
     if (mc->installed_given && (st = attn_platform_set_installed(p, mc->installed)) != ATTN_OK)
         goto fail;
     for (int i = 0; i < mc->num_settings; i++)

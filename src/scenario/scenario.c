@@ -644,8 +644,7 @@ attn_status attn__scenario_load(const char *name_or_path, attn__scenario **out)
     char *text = NULL;
     size_t len = 0;
     attn_status st = attn__read_file(path, &text, &len);
-    if (st != ATTN_OK)
-        return attn__wrap(st, "cannot read scenario '%s'", path);
+    if (st != ATTN_OK) return attn__wrap(st, "cannot read scenario '%s'", path);
     st = attn__scenario_parse(text, len, path, out);
     free(text);
     return st;

@@ -88,7 +88,8 @@ int attn__data_dirs(const char **dirs, int max)
 {
     pthread_once(&g_once, compute);
     int n = 0;
-    for (int i = 0; i < g_n && dirs && n < max; i++) dirs[n++] = g_store[i];
+    for (int i = 0; i < g_n && dirs && n < max; i++)
+        dirs[n++] = g_store[i];
     return n;
 }
 

@@ -146,7 +146,8 @@ static bool parse_list(const char *opt, const char *s, int *out, int *n, long lo
         if (!attn_cli_int("bench", opt, tok, lo, hi, &v)) return false;
         out[(*n)++] = (int)v;
     }
-    if (*n == 0) attn_cli_usage_error("bench", "%s: expected a comma-separated list, got '%s'", opt, s);
+    if (*n == 0)
+        attn_cli_usage_error("bench", "%s: expected a comma-separated list, got '%s'", opt, s);
     return *n > 0;
 }
 
@@ -480,10 +481,12 @@ int attn_cmd_bench(int argc, char **argv)
             if (bad || !parse_list("--batch", v, batches, &nb, 1, 4096)) return ATTN_EXIT_USAGE;
             user_b = true;
         } else if (attn_cli_opt(argc, argv, &i, "--context", &v, &bad)) {
-            if (bad || !parse_list("--context", v, contexts, &nc, 1, 1 << 20)) return ATTN_EXIT_USAGE;
+            if (bad || !parse_list("--context", v, contexts, &nc, 1, 1 << 20))
+                return ATTN_EXIT_USAGE;
             user_c = true;
         } else if (attn_cli_opt(argc, argv, &i, "--prefill", &v, &bad)) {
-            if (bad || !parse_list("--prefill", v, prefills, &np, 1, 1 << 16)) return ATTN_EXIT_USAGE;
+            if (bad || !parse_list("--prefill", v, prefills, &np, 1, 1 << 16))
+                return ATTN_EXIT_USAGE;
             user_p = true;
         } else if (attn_cli_opt(argc, argv, &i, "--kv", &v, &bad)) {
             if (bad) return ATTN_EXIT_USAGE;

@@ -226,8 +226,8 @@ static int attn__serve_parse(int argc, char **argv, attn__serve_opts *o)
             unsigned long long s = v ? strtoull(v, &end, 10) : 0;
             /* strtoull takes "-1" and clamps overflow: both are user errors here */
             if (v && (!isdigit((unsigned char)*v) || *end || errno == ERANGE))
-                return attn_cli_usage_error(cmd, "--seed: expected an integer in [0, 2^64-1], got '%s'",
-                                            v);
+                return attn_cli_usage_error(
+                    cmd, "--seed: expected an integer in [0, 2^64-1], got '%s'", v);
             o->traffic.seed = s;
         } else if (attn_cli_opt(argc, argv, &i, "--layers-to-run", &v, &bad)) {
             if (v && !strcmp(v, "all"))

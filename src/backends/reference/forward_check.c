@@ -135,8 +135,8 @@ attn_status attn__fwd_check(const attn_forward_args *a)
         int64_t nblk = ((int64_t)kv_len + kv->block_size - 1) / kv->block_size;
         if (nblk > cm->block_table_stride)
             return attn__fail(ATTN_BAD_METADATA,
-                              "request %d needs %lld blocks but the block table row holds %d",
-                              r, (long long)nblk, cm->block_table_stride);
+                              "request %d needs %lld blocks but the block table row holds %d", r,
+                              (long long)nblk, cm->block_table_stride);
         const int32_t *bt = cm->block_table + (int64_t)r * cm->block_table_stride;
         for (int64_t b = 0; b < nblk; b++)
             if (bt[b] < 0 || bt[b] >= kv->num_blocks)
