@@ -14,7 +14,7 @@ typedef int (*cmd_fn)(int, char **);
 static const struct {
     const char *name;
     cmd_fn fn;
-    const char *tail[12]; /* appended after the fuzzed arguments */
+    const char *tail[14]; /* appended after the fuzzed arguments */
 } k_cmds[] = {
     {"platforms", attn_cmd_platforms, {NULL}},
     {"backends", attn_cmd_backends, {NULL}},
@@ -24,7 +24,7 @@ static const struct {
     {"bench",
      attn_cmd_bench,
      {"--batch", "1", "--context", "16", "--prefill", "16", "--repeats", "1", "--kv", "bf16",
-      NULL}},
+      "--buffer-mb", "1", NULL}},
     {"simulate", attn_cmd_simulate, {"--steps", "1", NULL}},
 };
 #define NCMD ((int)(sizeof k_cmds / sizeof k_cmds[0]))
@@ -60,7 +60,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (strstr(argv[i], "--html")) argv[i] = (char *)"--json";
         if (c == 5 && strstr(argv[i], "--full")) argv[i] = (char *)"--json";
     }
-    for (int k = 0; k < 12 && k_cmds[c].tail[k]; k++)
+    for (int k = 0; k < 14 && k_cmds[c].tail[k]; k++)
         argv[argc++] = (char *)k_cmds[c].tail[k];
     argv[argc] = NULL;
     int rc = k_cmds[c].fn(argc, argv);
