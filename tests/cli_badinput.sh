@@ -191,6 +191,13 @@ for cmd in "select --machine h100 --head-size 128 --json" "platforms --json" "ba
     [ "$rc" = 1 ] || fail "attn $cmd >/dev/full: exit $rc, want 1"
     grep -qF "error writing the output" "$tmp/err" || fail "attn $cmd >/dev/full: $(cat "$tmp/err")"
 done
+# ---- JSON output is valid UTF-8 whatever bytes the input held ---------------------
+rows=$((rows + 1))
+"$ATTN" select --machine h100 --head-size 128 --backend $'BAD\xff\xc0' --json >"$tmp/out" 2>/dev/null
+rc=$?
+[ "$rc" = 3 ] || fail "select --backend with invalid UTF-8 --json: exit $rc, want 3"
+python3 -c 'import json,sys; d=json.loads(sys.stdin.buffer.read().decode("utf-8")); assert d["requested"] == "BAD\ufffd\ufffd", d["requested"]' \
+    <"$tmp/out" || fail "select --json with invalid UTF-8 input emitted bad JSON: $(head -c 200 "$tmp/out")"
 # ---- environment -------------------------------------------------------------------
 row 2 "ATTN_PLATFORM='h999'" ATTN_PLATFORM=h999 -- select --head-size 128
 row 2 "major 1-20" ATTN_PLATFORM=cuda:99.99 -- select --head-size 128

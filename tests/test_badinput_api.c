@@ -174,6 +174,37 @@ static attn_status cpu_build(fx *f, const attn_common_metadata *cm)
     return s;
 }
 
+/* Runs the CPU_MLA builder on cm (an MLA layer: 4 heads, rank 64, rope 16). */
+static attn_status mla_build(fx *f, const attn_common_metadata *cm)
+{
+    attn_layer_params lp = {.num_heads = 4,
+                            .num_kv_heads = 1,
+                            .head_size = 80,
+                            .attn_type = ATTN_TYPE_DECODER,
+                            .dtype = ATTN_DTYPE_FP32,
+                            .kv_cache_dtype = ATTN_KV_AUTO,
+                            .kv_lora_rank = 64,
+                            .qk_rope_head_dim = 16,
+                            .qk_nope_head_dim = 32,
+                            .v_head_dim = 32};
+    const attn_builder_ops *ops = f->mla->desc->builder;
+    attn_builder_init in = {.desc = f->mla->desc,
+                            .layer = &lp,
+                            .block_size = 16,
+                            .num_blocks = 8,
+                            .max_num_reqs = 4,
+                            .max_num_tokens = 64,
+                            .max_blocks_per_req = 4,
+                            .num_threads = 1};
+    void *st = NULL;
+    attn_status s = ops->create(&in, &st);
+    if (s != ATTN_OK) return s;
+    const void *md = NULL;
+    s = ops->build(st, 0, cm, false, &md);
+    ops->destroy(st);
+    return s;
+}
+
 static void rows_metadata_and_forward(fx *f)
 {
     attn_common_metadata m;
@@ -201,6 +232,18 @@ static void rows_metadata_and_forward(fx *f)
     ROW(ATTN_BAD_METADATA, "query_start_loc runs from 0 to 4 but the batch has 40 tokens",
         cpu_build(f, &m));
     ROW(ATTN_BAD_METADATA, "num_actual_tokens is 40", attn_common_metadata_check(&m, 8));
+    /* found by fuzz_forward: the MLA builder subtracted hostile query_start_loc entries */
+    int32_t qmin[3] = {0, INT_MIN, 4};
+    int32_t seq2[2] = {20, 20};
+    m = f->cm, m.num_reqs = 2, m.query_start_loc = qmin, m.seq_lens = seq2;
+    ROW(ATTN_BAD_METADATA, "request 0 has query_start_loc 0..-2147483648", mla_build(f, &m));
+    m = f->cm, m.num_actual_tokens = 40;
+    ROW(ATTN_BAD_METADATA, "query_start_loc runs from 0 to 4 but the batch has 40",
+        mla_build(f, &m));
+    m = f->cm, m.query_start_loc = qbad;
+    ROW(ATTN_BAD_METADATA, "runs from 1 to 4", mla_build(f, &m));
+    m = f->cm;
+    ROW(ATTN_OK, NULL, mla_build(f, &m));
     m = f->cm, m.num_reqs = 9;
     ROW(ATTN_BAD_METADATA, "exceeds the builder's maxima", cpu_build(f, &m));
     m = f->cm, m.num_reqs = ATTN_MAX_NUM_REQS + 1;
