@@ -41,6 +41,10 @@ typedef struct attn_engine attn_engine;
 
 typedef enum attn_engine_state { ATTN_ENGINE_READY = 1, ATTN_ENGINE_FAILED = 2 } attn_engine_state;
 
+/* Limits (attn/types.h): block_size <= ATTN_MAX_BLOCK_SIZE, num_blocks <=
+ * ATTN_MAX_NUM_BLOCKS, max_num_seqs and max_waiting <= ATTN_MAX_NUM_REQS,
+ * max_num_batched_tokens and max_model_len <= ATTN_MAX_SEQ_LEN; beyond them
+ * attn_engine_create returns ATTN_INVALID_ARGUMENT. */
 typedef struct attn_engine_config {
     uint32_t struct_size;          /* sizeof(attn_engine_config) (attn_engine_config_init) */
     const attn_platform *platform; /* NULL = attn_platform_current(); borrowed */
@@ -53,19 +57,15 @@ typedef struct attn_engine_config {
     attn_kv_layout kv_layout;     /* asked for when the backend has no requirement */
     int num_blocks;               /* blocks per KV group; 0 = from memory */
     double kv_memory_fraction;    /* 0 = 0.9 of the device memory (CPU: of 4 GiB) */
-    /* Limits (attn/types.h): block_size <= ATTN_MAX_BLOCK_SIZE, num_blocks <=
-     * ATTN_MAX_NUM_BLOCKS, max_num_seqs and max_waiting <= ATTN_MAX_NUM_REQS,
-     * max_num_batched_tokens and max_model_len <= ATTN_MAX_SEQ_LEN; beyond them
-     * attn_engine_create returns ATTN_INVALID_ARGUMENT. */
-    int max_num_seqs;           /* 0 = 256 */
-    int max_num_batched_tokens; /* token budget per step; 0 = 2048 */
-    int max_model_len;          /* 0 = 8192, lowered to what the pool can hold */
-    int max_waiting;            /* waiting-queue capacity; 0 = 4096 */
-    uint64_t seed;              /* synthetic Q/K/V and weights */
-    bool run_kernels;           /* write K/V and run attention each step */
-    int layers_to_run;          /* 0 = one per KV group; -1 = every layer; N = first N */
-    bool verify;                /* also run REFERENCE and report the largest difference */
-    bool check_metadata;        /* run attn_common_metadata_check every step */
+    int max_num_seqs;             /* 0 = 256 */
+    int max_num_batched_tokens;   /* token budget per step; 0 = 2048 */
+    int max_model_len;            /* 0 = 8192, lowered to what the pool can hold */
+    int max_waiting;              /* waiting-queue capacity; 0 = 4096 */
+    uint64_t seed;                /* synthetic Q/K/V and weights */
+    bool run_kernels;             /* write K/V and run attention each step */
+    int layers_to_run;            /* 0 = one per KV group; -1 = every layer; N = first N */
+    bool verify;                  /* also run REFERENCE and report the largest difference */
+    bool check_metadata;          /* run attn_common_metadata_check every step */
 } attn_engine_config;
 
 /* Defaults above; model must still be set. */
