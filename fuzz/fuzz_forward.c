@@ -65,7 +65,9 @@ static void make_batch(rd *r, batch *b, int nreq_max)
     for (int i = 0; i < n; i++) {
         int q = (int)(u8(r) % 9), ctx = (int)(u8(r) % 40);
         if (T + q > MAXT) q = 0;
-        b->qsl[i + 1] = hostile(r, b->qsl[i] + q);
+        /* the previous entry may be hostile: the harness itself must not overflow */
+        int next_q = b->qsl[i] <= INT32_MAX - q ? b->qsl[i] + q : b->qsl[i];
+        b->qsl[i + 1] = hostile(r, next_q);
         b->seq[i] = hostile(r, ctx + q);
         T += q;
         int nbk = (ctx + q + b->bs - 1) / b->bs;
