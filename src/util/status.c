@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "util/error.h"
+#include "util/utf8.h"
 
 const char *attn_status_name(attn_status s)
 {
@@ -41,12 +42,27 @@ void attn_clear_error(void)
     attn__last_error[0] = '\0';
 }
 
+/* Detail text is valid UTF-8 whatever it quotes: bytes of a broken or cut
+ * sequence (user input, a truncated message) become '?'. */
+static void attn__scrub_utf8(char *t)
+{
+    for (unsigned char *p = (unsigned char *)t; *p; p++) {
+        if (*p < 0x80) continue;
+        int n = attn__utf8_len(p, strnlen((const char *)p, 4));
+        if (n == 0)
+            *p = '?';
+        else
+            p += n - 1;
+    }
+}
+
 attn_status attn__fail(attn_status s, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(attn__last_error, sizeof attn__last_error, fmt, ap);
     va_end(ap);
+    attn__scrub_utf8(attn__last_error);
     return s;
 }
 
@@ -62,5 +78,6 @@ attn_status attn__wrap(attn_status s, const char *fmt, ...)
     size_t used = n < 0 ? 0 : (size_t)n;
     if (inner[0] && used < sizeof attn__last_error - 1)
         snprintf(attn__last_error + used, sizeof attn__last_error - used, ": %s", inner);
+    attn__scrub_utf8(attn__last_error);
     return s;
 }
