@@ -497,6 +497,8 @@ static void rows_platform_model_engine(fx *f)
     attn_platform *p = NULL;
     ROW(ATTN_INVALID_ARGUMENT, "empty machine spec", attn_platform_open("", &p));
     ROW(ATTN_NOT_FOUND, "unknown machine 'h999'", attn_platform_open("h999", &p));
+    /* found by fuzz_machine: detail text quoting broken UTF-8 is itself valid UTF-8 */
+    ROW(ATTN_NOT_FOUND, "unknown machine 'h?\xc3\xa9'", attn_platform_open("h\xff\xc3\xa9", &p));
     /* the finding: cuda:99.99 was accepted */
     ROW(ATTN_INVALID_ARGUMENT, "major 1-20, minor 0-9", attn_platform_open("cuda:99.99", &p));
     ROW(ATTN_INVALID_ARGUMENT, "major 1-20", attn_platform_open("cuda:8.10", &p));

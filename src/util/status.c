@@ -76,8 +76,13 @@ attn_status attn__wrap(attn_status s, const char *fmt, ...)
     int n = vsnprintf(attn__last_error, sizeof attn__last_error, fmt, ap);
     va_end(ap);
     size_t used = n < 0 ? 0 : (size_t)n;
-    if (inner[0] && used < sizeof attn__last_error - 1)
-        snprintf(attn__last_error + used, sizeof attn__last_error - used, ": %s", inner);
+    if (inner[0] && used + 3 < sizeof attn__last_error) { /* ": " + inner, cut to fit */
+        char *d = attn__last_error + used;
+        size_t room = sizeof attn__last_error - used - 3, il = strlen(inner);
+        d[0] = ':', d[1] = ' ';
+        memcpy(d + 2, inner, il < room ? il : room);
+        d[2 + (il < room ? il : room)] = '\0';
+    }
     attn__scrub_utf8(attn__last_error);
     return s;
 }
