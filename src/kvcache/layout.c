@@ -264,8 +264,10 @@ attn_status attn_kv_cache_create(const attn_kv_layout_info *li, int num_layers, 
                           num_layers);
     if (li->bytes_per_layer == 0 || li->view.num_kv_heads < 1)
         return attn__fail(ATTN_INVALID_ARGUMENT, "KV cache: empty layout");
-    uint64_t total = li->bytes_per_layer * (uint64_t)num_layers;
-    if (total / (uint64_t)num_layers != li->bytes_per_layer || total > ((uint64_t)1 << 46))
+    size_t total;
+    if (li->bytes_per_layer > SIZE_MAX ||
+        !attn__mul_size((size_t)li->bytes_per_layer, (size_t)num_layers, &total) ||
+        total > ((size_t)1 << 46))
         return attn__fail(ATTN_OUT_OF_MEMORY, "KV cache of %d layers x %llu bytes is too large",
                           num_layers, (unsigned long long)li->bytes_per_layer);
     attn_kv_cache *c = calloc(1, sizeof *c);
