@@ -1,10 +1,13 @@
 # Thin wrapper for the two README commands; the build itself is CMake.
 BUILD      ?= build
 BUILD_SAN  ?= build-san
+BUILD_FUZZ ?= build-fuzz
+BUILD_TSAN ?= build-tsan
+FUZZ_SECONDS ?= 30
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_ARGS ?=
 
-.PHONY: all deps configure build run test test-fast san clean format bench-dcp
+.PHONY: all deps configure build run test test-fast san fuzz fuzz-smoke tsan clean format bench-dcp
 
 all: build
 
@@ -25,6 +28,7 @@ run: build
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j$(JOBS)
 	$(MAKE) san
+	$(MAKE) fuzz-smoke
 
 # Same suite under AddressSanitizer + UndefinedBehaviorSanitizer.
 san: deps
@@ -34,6 +38,19 @@ san: deps
 	  UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ATTN_SANITIZED=1 \
 	  ctest --output-on-failure -j$(JOBS)
 
+# libFuzzer harnesses (fuzz/, clang): build them; run each for FUZZ_SECONDS
+# over its committed seed corpus (make test runs this smoke). Long runs:
+# scripts/fuzz.sh run $(BUILD_FUZZ) fuzz_json 600
+fuzz: deps
+	bash scripts/fuzz.sh build $(BUILD_FUZZ) $(JOBS)
+
+fuzz-smoke: deps
+	bash scripts/fuzz.sh smoke $(BUILD_FUZZ) $(JOBS) $(FUZZ_SECONDS)
+
+# The threaded tests and multi-threaded attn serve/bench under ThreadSanitizer.
+tsan: deps
+	bash scripts/tsan.sh $(BUILD_TSAN) $(JOBS)
+
 test-fast: build
 	cd $(BUILD) && ctest --output-on-failure -j$(JOBS)
 
@@ -41,7 +58,7 @@ format:
 	bash tests/format_check.sh --fix
 
 clean:
-	rm -rf $(BUILD) $(BUILD_SAN)
+	rm -rf $(BUILD) $(BUILD_SAN) $(BUILD_FUZZ) $(BUILD_TSAN)
 
 # DCP decode figures under mpirun on loopback (needs Open MPI: make deps):
 # 1 rank with 2 threads vs 2 ranks with 1 thread each, contexts 16k and 64k.

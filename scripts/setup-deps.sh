@@ -4,7 +4,8 @@
 set -euo pipefail
 need=()
 have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }
-for p in build-essential cmake pkg-config clang-format ocl-icd-libopencl1 ocl-icd-opencl-dev pocl-opencl-icd clinfo chromium openmpi-bin libopenmpi-dev; do
+# clang + libclang-rt-14-dev: the libFuzzer harnesses (make fuzz) and ThreadSanitizer (make tsan)
+for p in build-essential cmake pkg-config clang-format clang libclang-rt-14-dev ocl-icd-libopencl1 ocl-icd-opencl-dev pocl-opencl-icd clinfo chromium openmpi-bin libopenmpi-dev; do
     have_pkg "$p" || need+=("$p")
 done
 if [ "${#need[@]}" -eq 0 ]; then

@@ -28,6 +28,10 @@ typedef struct attn_selector_config {
 
 /* head_size 0 (must be set), bf16, kv "auto", block None, decoder, flags off. */
 ATTN_API void attn_selector_config_init(attn_selector_config *cfg);
+/* NULL is accepted: it equals only NULL, hashes to 0 and prints "None".
+ * attn_select refuses head_size outside [1, ATTN_MAX_HEAD_SIZE], num_heads
+ * above ATTN_MAX_HEADS and block_size above ATTN_MAX_BLOCK_SIZE
+ * (ATTN_INVALID_ARGUMENT, error invalid-config). */
 ATTN_API bool attn_selector_config_equal(const attn_selector_config *a,
                                          const attn_selector_config *b);
 ATTN_API uint64_t attn_selector_config_hash(const attn_selector_config *cfg);

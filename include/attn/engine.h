@@ -42,6 +42,10 @@ typedef struct attn_engine attn_engine;
 
 typedef enum attn_engine_state { ATTN_ENGINE_READY = 1, ATTN_ENGINE_FAILED = 2 } attn_engine_state;
 
+/* Limits (attn/types.h): block_size <= ATTN_MAX_BLOCK_SIZE, num_blocks <=
+ * ATTN_MAX_NUM_BLOCKS, max_num_seqs and max_waiting <= ATTN_MAX_NUM_REQS,
+ * max_num_batched_tokens and max_model_len <= ATTN_MAX_SEQ_LEN; beyond them
+ * attn_engine_create returns ATTN_INVALID_ARGUMENT. */
 typedef struct attn_engine_config {
     uint32_t struct_size;          /* sizeof(attn_engine_config) (attn_engine_config_init) */
     const attn_platform *platform; /* NULL = attn_platform_current(); borrowed */

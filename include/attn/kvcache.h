@@ -17,8 +17,10 @@ ATTN_EXTERN_C_BEGIN
 
 typedef struct attn_block_pool attn_block_pool;
 
-/* num_blocks >= 1, block_size >= 1. All blocks start free. Allocation hands
- * out the lowest free ids first (deterministic for a given history). */
+/* 1 <= num_blocks <= ATTN_MAX_NUM_BLOCKS, 1 <= block_size <=
+ * ATTN_MAX_BLOCK_SIZE. All blocks start free. A fresh pool hands out the
+ * lowest ids first; released blocks are reused most recently freed first
+ * (deterministic for a given history). */
 ATTN_API attn_status attn_block_pool_create(int num_blocks, int block_size, attn_block_pool **out);
 ATTN_API void attn_block_pool_free(attn_block_pool *p);
 ATTN_API int attn_block_pool_num_blocks(const attn_block_pool *p);
@@ -130,7 +132,8 @@ ATTN_API attn_status attn_kv_cache_set_scales(attn_kv_cache *c, int layer, float
 
 /* Writes num_tokens new key/value rows into their slots. k is
  * [num_tokens][num_kv_heads][head_size], v is [num_tokens][num_kv_heads]
- * [head_size_v] (v may be NULL when the view has no V), both of element
+ * [head_size_v] (v must be NULL exactly when the view has no V: a view
+ * with values and v NULL is ATTN_NULL_ARGUMENT), both of element
  * type src (f32, f16 or bf16). FP8 caches store value / scale (per head when
  * the view has per-head scales), saturating. slot -1 = padding, skipped.
  * Every slot is checked before anything is written. */

@@ -27,6 +27,9 @@ typedef struct attn_common_metadata {
     const int32_t *encoder_seq_lens; /* [num_reqs] cross attention */
 } attn_common_metadata;
 
+/* Limits: num_reqs <= ATTN_MAX_NUM_REQS, every length <= ATTN_MAX_SEQ_LEN,
+ * 1 <= block_size <= ATTN_MAX_BLOCK_SIZE (attn/types.h); lengths are
+ * combined in 64-bit arithmetic, so no value overflows. */
 /* Checks internal consistency and that every block id is < num_blocks and
  * every slot lies in its request's blocks. Touches nothing; on failure
  * returns ATTN_BAD_METADATA with the reason in attn_last_error(). */

@@ -32,7 +32,9 @@ typedef struct attn_model attn_model;
  * input: ATTN_PARSE_ERROR / ATTN_INVALID_ARGUMENT naming the field. */
 ATTN_API attn_status attn_model_load(const char *name_or_path, attn_model **out);
 ATTN_API attn_status attn_model_from_json(const char *json, const char *name, attn_model **out);
-/* A decoder-only model of `layers` identical full-attention layers. */
+/* A decoder-only model of `layers` identical full-attention layers. Limits:
+ * layers <= ATTN_MAX_LAYERS, heads <= ATTN_MAX_HEADS, head_size <=
+ * ATTN_MAX_HEAD_SIZE, kv_heads dividing heads; else ATTN_INVALID_ARGUMENT. */
 ATTN_API attn_status attn_model_from_shape(int layers, int heads, int kv_heads, int head_size,
                                            attn_dtype dtype, attn_model **out);
 ATTN_API void attn_model_free(attn_model *m);
@@ -72,10 +74,16 @@ ATTN_API const char *attn_model_layer_name(const attn_model *m, int layer);
  * vLLM. They still form a group and still select a backend. */
 ATTN_API bool attn_layer_spec_has_kv_cache(const attn_layer_spec *spec);
 ATTN_API bool attn_model_group_has_kv_cache(const attn_model *m, int group);
-/* Finds data/models/<name>.json in $ATTN_DATA_DIR, the source data dir, then
- * the installed data dir. ATTN_NOT_FOUND (listing the presets) if absent. */
+/* Finds models/<name>.json in the data directories (attn_model_data_dirs).
+ * ATTN_NOT_FOUND (listing the presets and the directories) if absent;
+ * ATTN_OUT_OF_RANGE when it exists but its path does not fit size bytes. */
 ATTN_API attn_status attn_model_preset_path(const char *name, char *buf, size_t size);
-/* The data directories searched, in order (at most max); returns the count. */
+/* The data directories searched, in order (at most max; dirs NULL or max <= 0
+ * writes nothing and returns 0): $ATTN_DATA_DIR; the install layout's data
+ * directory relative to the file holding libattn's code (libattn.so or the
+ * program linking it statically), so an installed or moved copy finds its
+ * own data; the source tree's data/ only when that file lies in the build
+ * tree; the configured install prefix's. Returns the count. */
 ATTN_API int attn_model_data_dirs(const char **dirs, int max);
 /* Facts taken from documented defaults while reading the config
  * ("num_key_value_heads absent: 32 (= num_attention_heads)"). */

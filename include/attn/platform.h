@@ -89,7 +89,8 @@ ATTN_API bool attn_platform_setting(const attn_platform *p, attn_setting s);
 ATTN_API attn_status attn_platform_set_setting(attn_platform *p, const char *key_eq_value);
 
 /* The platform's ordered candidate list for a configuration (names, lowest
- * index = highest priority). Returns the count; writes at most max names. */
+ * index = highest priority). Returns the count; writes at most max names
+ * (names NULL or max <= 0: writes nothing, still returns the count). */
 ATTN_API int attn_platform_priorities(const attn_platform *p, const attn_selector_config *cfg,
                                       const char **names, int max);
 

@@ -20,10 +20,12 @@
  *   - Opened with dlopen(RTLD_NOW | RTLD_LOCAL): every dependency must
  *     resolve at open time, and the plugin's symbols stay private to it.
  *   - No ELF constructors (__attribute__((constructor)), C++ static objects
- *     with constructors, ...): the loader runs them during dlopen, before it
- *     can read attn_plugin_abi, so they would run even in a plugin whose ABI
- *     is wrong. All work belongs in attn_plugin_init, which is only called
- *     after the ABI check passed.
+ *     with constructors, ...). The loader reads attn_plugin_abi from the
+ *     file's dynamic symbol table before dlopen, so a plugin whose ABI is
+ *     wrong (or that has no such symbol, or is no 64-bit ELF shared object
+ *     of this machine) is never opened and none of its code runs. A plugin
+ *     that passes is opened, and dlopen runs its constructors before
+ *     attn_plugin_init; all work belongs in attn_plugin_init.
  *   - Register only from inside attn_plugin_init, through `api`. If init
  *     returns anything but ATTN_OK, every registration it made is undone.
  *   - Do not link libattn into the plugin: use the host services in `api`

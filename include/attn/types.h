@@ -13,6 +13,18 @@
 
 ATTN_EXTERN_C_BEGIN
 
+/* Limits every public entry point checks: a value outside them is refused
+ * with a status and detail text, and nothing is changed. Sizes derived from
+ * them (elements, bytes) are computed with checked arithmetic. */
+#define ATTN_MAX_HEAD_SIZE  4096      /* head_size, head_size_v and MLA dims */
+#define ATTN_MAX_HEADS      65536     /* query heads and KV heads of a layer */
+#define ATTN_MAX_LAYERS     100000    /* layers of a model */
+#define ATTN_MAX_SEQ_LEN    (1 << 28) /* tokens of one request (seq_lens, max_model_len) */
+#define ATTN_MAX_NUM_REQS   (1 << 20) /* requests in one batch (num_reqs, max_num_seqs) */
+#define ATTN_MAX_BLOCK_SIZE 65536     /* tokens per KV block */
+#define ATTN_MAX_NUM_BLOCKS (1 << 30) /* blocks of one KV pool */
+#define ATTN_MAX_KV_NDIM    6         /* dims of a KV-cache shape */
+
 /* Model (activation) dtype. */
 typedef enum attn_dtype {
     ATTN_DTYPE_FP16 = 0,

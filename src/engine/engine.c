@@ -672,6 +672,9 @@ attn_status attn_engine_create(const attn_engine_config *cfg, attn_engine **out)
     if (!cfg->model) return attn__fail(ATTN_INVALID_ARGUMENT, "attn_engine_create: no model");
     if (cfg->block_size < 0 || cfg->num_blocks < 0 || cfg->max_num_seqs < 0 ||
         cfg->max_num_batched_tokens < 0 || cfg->max_model_len < 0 || cfg->max_waiting < 0 ||
+        cfg->block_size > ATTN_MAX_BLOCK_SIZE || cfg->num_blocks > ATTN_MAX_NUM_BLOCKS ||
+        cfg->max_num_seqs > ATTN_MAX_NUM_REQS || cfg->max_waiting > ATTN_MAX_NUM_REQS ||
+        cfg->max_num_batched_tokens > ATTN_MAX_SEQ_LEN || cfg->max_model_len > ATTN_MAX_SEQ_LEN ||
         cfg->layers_to_run < -1 || !(cfg->kv_memory_fraction >= 0 && cfg->kv_memory_fraction <= 1))
         return attn__fail(ATTN_INVALID_ARGUMENT,
                           "attn_engine_create: block_size %d, num_blocks %d, max_num_seqs %d, "

@@ -26,10 +26,12 @@ attn_status attn_block_pool_create(int num_blocks, int block_size, attn_block_po
 {
     ATTN__CHECK_NULL(out);
     *out = NULL;
-    if (num_blocks < 1 || block_size < 1)
+    if (num_blocks < 1 || block_size < 1 || num_blocks > ATTN_MAX_NUM_BLOCKS ||
+        block_size > ATTN_MAX_BLOCK_SIZE)
         return attn__fail(ATTN_INVALID_ARGUMENT,
-                          "block pool needs num_blocks >= 1 and block_size >= 1 (got %d, %d)",
-                          num_blocks, block_size);
+                          "block pool needs num_blocks in [1, %d] and block_size in [1, %d] (got "
+                          "%d, %d)",
+                          ATTN_MAX_NUM_BLOCKS, ATTN_MAX_BLOCK_SIZE, num_blocks, block_size);
     attn_block_pool *p = calloc(1, sizeof *p);
     if (!p) return attn__fail(ATTN_OUT_OF_MEMORY, "block pool: out of memory");
     p->free_stack = malloc(sizeof(int32_t) * (size_t)num_blocks);
@@ -101,7 +103,7 @@ static attn_status attn__pool_check_ids(attn_block_pool *p, int n, const int32_t
 {
     for (int i = 0; i < n; i++) {
         if (ids[i] < 0 || ids[i] >= p->num_blocks) {
-            p->rejected++;
+            if (!strcmp(what, "release")) p->rejected++; /* the stat counts releases only */
             return attn__fail(ATTN_INVALID_ARGUMENT,
                               "block pool: %s of block %d, outside the pool of %d blocks", what,
                               (int)ids[i], p->num_blocks);

@@ -18,6 +18,7 @@
 #include "attn/kvcache.h"
 #include "attn/platform.h"
 #include "util/error.h"
+#include "util/numeric.h"
 
 attn_kv_layout attn_kv_layout_resolve(const attn_backend_desc *d, const attn_platform *p,
                                       attn_kv_layout requested)
@@ -35,6 +36,8 @@ attn_kv_layout attn_kv_layout_resolve(const attn_backend_desc *d, const attn_pla
 int attn_kv_shape_format(const attn_kv_shape *s, char *buf, size_t size)
 {
     if (!s) return snprintf(buf, size, "()");
+    if (s->ndim < 0 || s->ndim > ATTN_MAX_KV_NDIM)
+        return snprintf(buf, size, "(bad ndim %d)", s->ndim);
     size_t o = 0;
     int total = 0;
     for (int i = 0; i < s->ndim; i++) {
@@ -104,15 +107,23 @@ attn_status attn_kv_layout_compute(const attn_backend_desc *d, attn_kv_layout la
     const char *name = d->name ? d->name : "?";
     if (!d->kv_cache_shape)
         return attn__fail(ATTN_UNSUPPORTED, "backend %s defines no KV cache shape", name);
-    if (num_blocks < 1 || block_size < 1 || num_kv_heads < 1 || head_size < 1 || head_size_v < 0)
+    if (num_blocks < 1 || block_size < 1 || num_kv_heads < 1 || head_size < 1 || head_size_v < 0 ||
+        num_blocks > ATTN_MAX_NUM_BLOCKS || block_size > ATTN_MAX_BLOCK_SIZE ||
+        num_kv_heads > ATTN_MAX_HEADS || head_size > ATTN_MAX_HEAD_SIZE ||
+        head_size_v > ATTN_MAX_HEAD_SIZE)
         return attn__fail(ATTN_INVALID_ARGUMENT,
-                          "KV layout needs positive sizes (num_blocks=%d, block_size=%d, "
-                          "num_kv_heads=%d, head_size=%d, head_size_v=%d)",
+                          "KV layout needs sizes within the limits of attn/types.h "
+                          "(num_blocks=%d, block_size=%d, num_kv_heads=%d, head_size=%d, "
+                          "head_size_v=%d)",
                           num_blocks, block_size, num_kv_heads, head_size, head_size_v);
     if ((unsigned)model_dtype >= ATTN_DTYPE_COUNT)
         return attn__fail(ATTN_INVALID_ARGUMENT, "KV layout: invalid model dtype %d",
                           (int)model_dtype);
-    if (layout != ATTN_LAYOUT_NHD && layout != ATTN_LAYOUT_HND) layout = ATTN_LAYOUT_NHD;
+    if (kv < ATTN_KV_NONE || kv >= ATTN_KV_COUNT)
+        return attn__fail(ATTN_INVALID_ARGUMENT, "KV layout: invalid KV cache dtype %d", (int)kv);
+    if (layout != ATTN_LAYOUT_DEFAULT && layout != ATTN_LAYOUT_NHD && layout != ATTN_LAYOUT_HND)
+        return attn__fail(ATTN_INVALID_ARGUMENT, "KV layout: invalid layout %d", (int)layout);
+    if (layout == ATTN_LAYOUT_DEFAULT) layout = ATTN_LAYOUT_NHD;
 
     attn_kv_layout_info li;
     memset(&li, 0, sizeof li);
@@ -183,7 +194,10 @@ attn_status attn_kv_layout_compute(const attn_backend_desc *d, attn_kv_layout la
     int64_t stride = 1;
     for (int i = n - 1; i >= 0; i--) {
         li.strides[order[i]] = stride;
-        stride *= li.shape.dims[order[i]];
+        if (!attn__mul_i64(stride, li.shape.dims[order[i]], &stride))
+            return attn__fail(ATTN_OUT_OF_RANGE,
+                              "backend %s: KV cache shape has more than 2^63 elements per layer",
+                              name);
     }
     memcpy(li.stride_order, order, sizeof(int) * (size_t)n);
     li.layout = layout;
@@ -191,7 +205,12 @@ attn_status attn_kv_layout_compute(const attn_backend_desc *d, attn_kv_layout la
 
     bool plain = attn__elem_for_layout(kv, model_dtype, &li.elem);
     size_t esz = attn_elem_size(li.elem);
-    li.bytes_per_layer = (uint64_t)stride * esz;
+    int64_t bytes;
+    if (!attn__mul_i64(stride, (int64_t)esz, &bytes))
+        return attn__fail(ATTN_OUT_OF_RANGE,
+                          "backend %s: KV cache layer of %lld elements overflows the byte count",
+                          name, (long long)stride);
+    li.bytes_per_layer = (uint64_t)bytes;
     li.bytes_per_block = li.bytes_per_layer / (uint64_t)num_blocks;
 
     int64_t last = li.shape.dims[where[AX_HEAD]];
@@ -245,8 +264,10 @@ attn_status attn_kv_cache_create(const attn_kv_layout_info *li, int num_layers, 
                           num_layers);
     if (li->bytes_per_layer == 0 || li->view.num_kv_heads < 1)
         return attn__fail(ATTN_INVALID_ARGUMENT, "KV cache: empty layout");
-    uint64_t total = li->bytes_per_layer * (uint64_t)num_layers;
-    if (total / (uint64_t)num_layers != li->bytes_per_layer || total > ((uint64_t)1 << 46))
+    size_t total;
+    if (li->bytes_per_layer > SIZE_MAX ||
+        !attn__mul_size((size_t)li->bytes_per_layer, (size_t)num_layers, &total) ||
+        total > ((size_t)1 << 46))
         return attn__fail(ATTN_OUT_OF_MEMORY, "KV cache of %d layers x %llu bytes is too large",
                           num_layers, (unsigned long long)li->bytes_per_layer);
     attn_kv_cache *c = calloc(1, sizeof *c);

@@ -102,6 +102,8 @@ attn_status attn_kv_write(const attn_kv_view *kv, const int64_t *slot_mapping, i
                           attn_elem_name(src));
     if (v && kv->head_size_v < 1)
         return attn__fail(ATTN_INVALID_ARGUMENT, "KV write: this cache stores no values (v given)");
+    if (!v && kv->head_size_v >= 1) /* K alone would leave stale values behind */
+        return attn__fail(ATTN_NULL_ARGUMENT, "KV write: this cache stores values but v is NULL");
     int64_t nslots = (int64_t)kv->num_blocks * kv->block_size;
     for (int i = 0; i < num_tokens; i++) {
         int64_t s = slot_mapping[i];

@@ -64,8 +64,10 @@ attn_status attn_common_metadata_check(const attn_common_metadata *cm, int num_b
 {
     ATTN__CHECK_NULL(cm);
     const int n = cm->num_reqs;
-    if (n < 0) return BAD("num_reqs is %d, must be >= 0", n);
-    if (cm->block_size < 1) return BAD("block_size is %d, must be >= 1", cm->block_size);
+    if (n < 0 || n > ATTN_MAX_NUM_REQS)
+        return BAD("num_reqs is %d, must be in [0, %d]", n, ATTN_MAX_NUM_REQS);
+    if (cm->block_size < 1 || cm->block_size > ATTN_MAX_BLOCK_SIZE)
+        return BAD("block_size is %d, must be in [1, %d]", cm->block_size, ATTN_MAX_BLOCK_SIZE);
     if (n > 0 && (!cm->query_start_loc || !cm->seq_lens))
         return BAD("%s is NULL with %d requests",
                    cm->query_start_loc ? "seq_lens" : "query_start_loc", n);
@@ -82,7 +84,8 @@ attn_status attn_common_metadata_check(const attn_common_metadata *cm, int num_b
     int32_t max_q = 0, max_s = 0;
     for (int r = 0; r < n; r++) {
         int32_t q = qsl[r + 1] - qsl[r], s = cm->seq_lens[r];
-        if (s < 0) return BAD("seq_lens[%d] is %d, must be >= 0", r, s);
+        if (s < 0 || s > ATTN_MAX_SEQ_LEN)
+            return BAD("seq_lens[%d] is %d, must be in [0, %d]", r, s, ATTN_MAX_SEQ_LEN);
         if (q > s)
             return BAD(
                 "request %d: query length %d is longer than its sequence (seq_lens[%d] = %d)", r, q,

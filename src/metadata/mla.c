@@ -214,12 +214,19 @@ static attn_status attn__mla_build(void *state, int common_prefix_len,
     if (cm->num_reqs > 0 && (!cm->query_start_loc || !cm->seq_lens))
         return attn__fail(ATTN_BAD_METADATA,
                           "MLA builder: query_start_loc and seq_lens are required");
+    const int32_t *qsl = cm->query_start_loc;
+    /* qsl[0] = 0 and non-decreasing (checked in order) keep every difference in range */
+    if (cm->num_reqs > 0 && (qsl[0] != 0 || qsl[cm->num_reqs] != cm->num_actual_tokens))
+        return attn__fail(ATTN_BAD_METADATA,
+                          "MLA builder: query_start_loc runs from %d to %d but the batch has %d "
+                          "tokens",
+                          qsl[0], qsl[cm->num_reqs], cm->num_actual_tokens);
     for (int r = 0; r < cm->num_reqs; r++) {
-        int ql = cm->query_start_loc[r + 1] - cm->query_start_loc[r];
-        if (ql < 0 || ql > cm->seq_lens[r])
+        if (qsl[r + 1] < qsl[r] || cm->seq_lens[r] < 0 || cm->seq_lens[r] > ATTN_MAX_SEQ_LEN ||
+            qsl[r + 1] - qsl[r] > cm->seq_lens[r])
             return attn__fail(ATTN_BAD_METADATA,
-                              "MLA builder: request %d has query length %d and seq_len %d", r, ql,
-                              cm->seq_lens[r]);
+                              "MLA builder: request %d has query_start_loc %d..%d and seq_len %d",
+                              r, qsl[r], qsl[r + 1], cm->seq_lens[r]);
     }
     attn_mla_metadata *md = &b->md;
     memset(md, 0, sizeof *md);

@@ -372,10 +372,10 @@ static attn_status read_decoder(hf *c)
     attn_status st;
     attn_model *tmp = c->m; /* holds model_type/notes while we read */
 
-    if ((st = need_int(c, "num_hidden_layers", 1, 100000, &layers)) != ATTN_OK ||
-        (st = need_int(c, "num_attention_heads", 1, 1 << 20, &heads)) != ATTN_OK ||
-        (st = get_int(c, "num_key_value_heads", 1, 1 << 20, &kv_heads, &p_kv)) != ATTN_OK ||
-        (st = get_int(c, "head_dim", 1, 1 << 16, &head_dim, &p_hd)) != ATTN_OK ||
+    if ((st = need_int(c, "num_hidden_layers", 1, ATTN_MAX_LAYERS, &layers)) != ATTN_OK ||
+        (st = need_int(c, "num_attention_heads", 1, ATTN_MAX_HEADS, &heads)) != ATTN_OK ||
+        (st = get_int(c, "num_key_value_heads", 1, ATTN_MAX_HEADS, &kv_heads, &p_kv)) != ATTN_OK ||
+        (st = get_int(c, "head_dim", 1, ATTN_MAX_HEAD_SIZE, &head_dim, &p_hd)) != ATTN_OK ||
         (st = get_int(c, "hidden_size", 1, 1 << 24, &hidden, &p_hidden)) != ATTN_OK)
         return st;
     if ((st = refuse_unmodelled(c)) != ATTN_OK) return st;
@@ -383,11 +383,12 @@ static attn_status read_decoder(hf *c)
     /* MLA */
     long long lora = 0, rope = 0, nope = 0, vdim = 0, topk = 0;
     bool p_lora, p_topk;
-    if ((st = get_int(c, "kv_lora_rank", 1, 1 << 16, &lora, &p_lora)) != ATTN_OK) return st;
+    if ((st = get_int(c, "kv_lora_rank", 1, ATTN_MAX_HEAD_SIZE, &lora, &p_lora)) != ATTN_OK)
+        return st;
     if (p_lora) {
-        if ((st = need_int(c, "qk_rope_head_dim", 0, 1 << 16, &rope)) != ATTN_OK ||
-            (st = need_int(c, "qk_nope_head_dim", 0, 1 << 16, &nope)) != ATTN_OK ||
-            (st = need_int(c, "v_head_dim", 1, 1 << 16, &vdim)) != ATTN_OK ||
+        if ((st = need_int(c, "qk_rope_head_dim", 0, ATTN_MAX_HEAD_SIZE, &rope)) != ATTN_OK ||
+            (st = need_int(c, "qk_nope_head_dim", 0, ATTN_MAX_HEAD_SIZE, &nope)) != ATTN_OK ||
+            (st = need_int(c, "v_head_dim", 1, ATTN_MAX_HEAD_SIZE, &vdim)) != ATTN_OK ||
             (st = get_int(c, "index_topk", 1, 1 << 24, &topk, &p_topk)) != ATTN_OK)
             return st;
         if (rope + nope <= 0)
@@ -417,6 +418,13 @@ static attn_status read_decoder(hf *c)
                                hidden, heads);
         head_size = (int)(hidden / heads);
     }
+    if (head_size > ATTN_MAX_HEAD_SIZE)
+        return field_error(c,
+                           p_lora ? "kv_lora_rank"
+                           : p_hd ? "head_dim"
+                                  : "hidden_size",
+                           "gives a head size of %d, above the limit %d", head_size,
+                           ATTN_MAX_HEAD_SIZE);
     if (!p_kv) {
         kv_heads = heads;
         if (!p_lora) note(tmp, "num_key_value_heads absent: %lld (= num_attention_heads)", heads);
@@ -461,7 +469,15 @@ static attn_status read_decoder(hf *c)
                 (st = get_num(&sub, "mscale_all_dim", &mall, &pm)) == ATTN_OK && pf && pm &&
                 factor > 1 && mall > 0) {
                 double ms = 0.1 * mall * log(factor) + 1.0;
-                m->scale_mult = (float)(ms * ms);
+                /* a multiplier past 1e6 makes every logit overflow: refuse it here, not at
+                 * the first step */
+                if (!(ms * ms <= 1e6))
+                    st = field_error(&sub, "factor",
+                                     "%g with mscale_all_dim %g gives a softmax scale multiplier "
+                                     "of %g (limit 1e6)",
+                                     factor, mall, ms * ms);
+                else
+                    m->scale_mult = (float)(ms * ms);
             }
         }
     }
@@ -519,7 +535,7 @@ static attn_status read_encoder_only(hf *c)
     attn_status st;
     bool b = false, present;
     if ((st = need_int(c, k_layers, 1, 100000, &layers)) != ATTN_OK ||
-        (st = need_int(c, k_heads, 1, 1 << 20, &heads)) != ATTN_OK ||
+        (st = need_int(c, k_heads, 1, ATTN_MAX_HEADS, &heads)) != ATTN_OK ||
         (st = need_int(c, k_hidden, 1, 1 << 24, &hidden)) != ATTN_OK)
         return st;
     if ((st = refuse_unmodelled(c)) != ATTN_OK) return st;
@@ -562,15 +578,17 @@ static attn_status read_seq2seq(hf *c, bool t5)
             dec_layers = enc_layers;
             note(c->m, "num_decoder_layers absent: %lld (= num_layers)", enc_layers);
         }
-        if ((st = need_int(c, "num_heads", 1, 1 << 20, &enc_heads)) != ATTN_OK ||
-            (st = need_int(c, "d_kv", 1, 1 << 16, &d_kv)) != ATTN_OK)
+        if ((st = need_int(c, "num_heads", 1, ATTN_MAX_HEADS, &enc_heads)) != ATTN_OK ||
+            (st = need_int(c, "d_kv", 1, ATTN_MAX_HEAD_SIZE, &d_kv)) != ATTN_OK)
             return st;
         dec_heads = enc_heads;
     } else {
         if ((st = need_int(c, "encoder_layers", 1, 100000, &enc_layers)) != ATTN_OK ||
             (st = need_int(c, "decoder_layers", 1, 100000, &dec_layers)) != ATTN_OK ||
-            (st = need_int(c, "encoder_attention_heads", 1, 1 << 20, &enc_heads)) != ATTN_OK ||
-            (st = need_int(c, "decoder_attention_heads", 1, 1 << 20, &dec_heads)) != ATTN_OK ||
+            (st = need_int(c, "encoder_attention_heads", 1, ATTN_MAX_HEADS, &enc_heads)) !=
+                ATTN_OK ||
+            (st = need_int(c, "decoder_attention_heads", 1, ATTN_MAX_HEADS, &dec_heads)) !=
+                ATTN_OK ||
             (st = need_int(c, "d_model", 1, 1 << 24, &d_model)) != ATTN_OK)
             return st;
         if (d_model % enc_heads != 0)

@@ -18,16 +18,10 @@
 
 #include "attn/model.h"
 #include "model/model_impl.h"
+#include "util/datadir.h"
 #include "util/error.h"
 #include "util/json.h"
 #include "util/strbuf.h"
-
-#ifndef ATTN_DATA_DIR
-#define ATTN_DATA_DIR ""
-#endif
-#ifndef ATTN_INSTALL_DATA_DIR
-#define ATTN_INSTALL_DATA_DIR ""
-#endif
 
 /* The presets shipped in data/models/ (one <name>.json each). */
 static const char *const k_presets[] = {
@@ -39,7 +33,7 @@ static const char *const k_presets[] = {
 attn_status attn__model_alloc(const char *name, int layers, attn_model **out)
 {
     *out = NULL;
-    if (layers <= 0 || layers > 100000)
+    if (layers <= 0 || layers > ATTN_MAX_LAYERS)
         return attn__fail(ATTN_INVALID_ARGUMENT, "model: number of layers %d out of range", layers);
     attn_model *m = calloc(1, sizeof *m);
     if (!m) return attn__fail(ATTN_OUT_OF_MEMORY, "model: out of memory");
@@ -75,6 +69,17 @@ bool attn__layer_spec_equal(const attn_layer_spec *a, const attn_layer_spec *b)
 attn_status attn__model_finish(attn_model *m)
 {
     int n = m->num_layers;
+    if (n < 1 || n > ATTN_MAX_LAYERS) return attn__fail(ATTN_INTERNAL, "model: %d layers", n);
+    for (int i = 0; i < n; i++) { /* every way of building a model ends here */
+        const attn_layer_spec *l = &m->layers[i];
+        if (l->head_size > ATTN_MAX_HEAD_SIZE || l->head_size_v > ATTN_MAX_HEAD_SIZE ||
+            l->num_heads > ATTN_MAX_HEADS || l->num_kv_heads > ATTN_MAX_HEADS)
+            return attn__fail(ATTN_INVALID_ARGUMENT,
+                              "model: layer %d has %d heads / %d KV heads of size %d / %d, above "
+                              "the limits (%d heads, head size %d)",
+                              i, l->num_heads, l->num_kv_heads, l->head_size, l->head_size_v,
+                              ATTN_MAX_HEADS, ATTN_MAX_HEAD_SIZE);
+    }
     free(m->group_first);
     free(m->group_count);
     free(m->group_offset);
@@ -113,16 +118,18 @@ attn_status attn_model_from_shape(int layers, int heads, int kv_heads, int head_
 {
     ATTN__CHECK_NULL(out);
     *out = NULL;
-    if (layers <= 0)
-        return attn__fail(ATTN_INVALID_ARGUMENT, "model: layers must be > 0 (got %d)", layers);
-    if (heads <= 0)
-        return attn__fail(ATTN_INVALID_ARGUMENT, "model: heads must be > 0 (got %d)", heads);
+    if (layers <= 0 || layers > ATTN_MAX_LAYERS)
+        return attn__fail(ATTN_INVALID_ARGUMENT, "model: layers must be in [1, %d] (got %d)",
+                          ATTN_MAX_LAYERS, layers);
+    if (heads <= 0 || heads > ATTN_MAX_HEADS)
+        return attn__fail(ATTN_INVALID_ARGUMENT, "model: heads must be in [1, %d] (got %d)",
+                          ATTN_MAX_HEADS, heads);
     if (kv_heads <= 0 || heads % kv_heads != 0)
         return attn__fail(ATTN_INVALID_ARGUMENT,
                           "model: kv_heads must be > 0 and divide heads (%d, %d)", kv_heads, heads);
-    if (head_size <= 0)
-        return attn__fail(ATTN_INVALID_ARGUMENT, "model: head_size must be > 0 (got %d)",
-                          head_size);
+    if (head_size <= 0 || head_size > ATTN_MAX_HEAD_SIZE)
+        return attn__fail(ATTN_INVALID_ARGUMENT, "model: head_size must be in [1, %d] (got %d)",
+                          ATTN_MAX_HEAD_SIZE, head_size);
     if ((int)dtype < 0 || dtype >= ATTN_DTYPE_COUNT)
         return attn__fail(ATTN_INVALID_ARGUMENT, "model: invalid dtype %d", (int)dtype);
     char name[96];
@@ -182,12 +189,8 @@ static bool valid_preset_name(const char *name)
 
 int attn_model_data_dirs(const char **dirs, int max)
 {
-    int n = 0;
-    const char *env = getenv("ATTN_DATA_DIR");
-    if (env && *env && n < max) dirs[n++] = env;
-    if (ATTN_DATA_DIR[0] && n < max) dirs[n++] = ATTN_DATA_DIR;
-    if (ATTN_INSTALL_DATA_DIR[0] && n < max) dirs[n++] = ATTN_INSTALL_DATA_DIR;
-    return n;
+    if (!dirs || max <= 0) return 0; /* nothing to write to */
+    return attn__data_dirs(dirs, max);
 }
 
 attn_status attn_model_preset_path(const char *name, char *buf, size_t size)
@@ -196,22 +199,36 @@ attn_status attn_model_preset_path(const char *name, char *buf, size_t size)
     ATTN__CHECK_NULL(buf);
     if (!valid_preset_name(name))
         return attn__fail(ATTN_INVALID_ARGUMENT, "model preset name '%s' is not valid", name);
-    const char *dirs[3];
-    int nd = attn_model_data_dirs(dirs, 3);
+    const char *dirs[8];
+    int nd = attn__data_dirs(dirs, 8);
+    bool truncated = false;
     for (int i = 0; i < nd; i++) {
-        int w = snprintf(buf, size, "%s/models/%s.json", dirs[i], name);
-        if (w > 0 && (size_t)w < size && file_exists(buf)) return ATTN_OK;
+        char path[4096];
+        int w = snprintf(path, sizeof path, "%s/models/%s.json", dirs[i], name);
+        if (w <= 0 || (size_t)w >= sizeof path || !file_exists(path)) continue;
+        if ((size_t)w >= size) {
+            truncated = true; /* found, but the caller's buffer cannot hold the path */
+            continue;
+        }
+        memcpy(buf, path, (size_t)w + 1);
+        return ATTN_OK;
     }
     if (size) buf[0] = 0;
+    if (truncated)
+        return attn__fail(ATTN_OUT_OF_RANGE,
+                          "model preset '%s' exists, but its path does not fit a buffer of %zu "
+                          "bytes",
+                          name, size);
+    char where[2048];
+    attn__data_dirs_text(where, sizeof where);
     char known[512] = "";
     size_t kl = 0;
     for (int i = 0; i < PRESET_COUNT && kl < sizeof known; i++)
         kl += (size_t)snprintf(known + kl, sizeof known - kl, "%s%s", i ? ", " : "", k_presets[i]);
     return attn__fail(ATTN_NOT_FOUND,
                       "unknown model '%s': no file models/%s.json in the data directories "
-                      "($ATTN_DATA_DIR, %s, %s). Presets: %s",
-                      name, name, ATTN_DATA_DIR[0] ? ATTN_DATA_DIR : "-",
-                      ATTN_INSTALL_DATA_DIR[0] ? ATTN_INSTALL_DATA_DIR : "-", known);
+                      "(%s). Presets: %s",
+                      name, name, where, known);
 }
 
 static bool looks_like_path(const char *s)
@@ -225,11 +242,14 @@ static attn_status load_file(const char *path, const char *name, attn_model **ou
     char *text = NULL;
     size_t len = 0;
     attn_status st = attn__read_file(path, &text, &len);
-    if (st != ATTN_OK)
-        return attn__fail(st, "cannot read model config '%s': %s", path, attn_last_error());
+    if (st != ATTN_OK) return attn__wrap(st, "cannot read model config '%s'", path);
     st = attn__model_from_hf(text, len, name, path, out);
     free(text);
-    if (st == ATTN_OK) snprintf((*out)->source, sizeof(*out)->source, "%s", path);
+    if (st == ATTN_OK) { /* a longer path is cut (it is only shown) */
+        size_t n = strnlen(path, sizeof(*out)->source - 1);
+        memcpy((*out)->source, path, n);
+        (*out)->source[n] = '\0';
+    }
     return st;
 }
 

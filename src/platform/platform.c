@@ -29,6 +29,7 @@
 
 #include "attn/log.h"
 #include "platform/platform_internal.h"
+#include "util/datadir.h"
 #include "util/error.h"
 
 static const char *const attn__component_tokens[] = {
@@ -282,6 +283,7 @@ int attn_platform_priorities(const attn_platform *p, const attn_selector_config 
                              const char **names, int max)
 {
     if (!p || !cfg || !p->ops || !p->ops->priorities) return 0;
+    if (!names || max < 0) max = 0; /* count only */
     return p->ops->priorities(p, cfg, names, max);
 }
 
@@ -465,15 +467,9 @@ attn_status attn_platform_open(const char *spec, attn_platform **out)
     if ((n > 5 && !strcasecmp(spec + n - 5, ".json")) || attn__is_file(spec))
         return attn__sim_open_file(spec, out);
     if (!strchr(spec, '/')) {
-        const char *dirs[] = {
-#ifdef ATTN_DATA_DIR
-            ATTN_DATA_DIR,
-#endif
-#ifdef ATTN_INSTALL_DATA_DIR
-            ATTN_INSTALL_DATA_DIR,
-#endif
-            NULL};
-        for (int i = 0; dirs[i]; i++) {
+        const char *dirs[8];
+        int nd = attn__data_dirs(dirs, 8);
+        for (int i = 0; i < nd; i++) {
             char path[1024];
             snprintf(path, sizeof path, "%s/machines/%s.json", dirs[i], spec);
             if (attn__is_file(path)) return attn__sim_open_file(path, out);

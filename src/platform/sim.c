@@ -43,7 +43,8 @@ uint32_t attn__default_installed(attn_platform_kind kind)
     return 0;
 }
 
-/* "X.Y" with 1-2 digit parts, major >= 1. */
+/* "X.Y": major 1..20, minor one digit (vLLM encodes a capability as
+ * major * 10 + minor, so a two-digit minor has no meaning). */
 static bool attn__parse_cuda_cc(const char *s, int *major, int *minor)
 {
     int a = 0, b = 0, na = 0, nb = 0;
@@ -53,7 +54,7 @@ static bool attn__parse_cuda_cc(const char *s, int *major, int *minor)
     if (*p++ != '.') return false;
     while (isdigit((unsigned char)*p) && nb < 3)
         b = b * 10 + (*p++ - '0'), nb++;
-    if (*p || na < 1 || na > 2 || nb < 1 || nb > 2 || a < 1) return false;
+    if (*p || na < 1 || na > 2 || nb != 1 || a < 1 || a > 20) return false;
     *major = a;
     *minor = b;
     return true;
@@ -114,7 +115,8 @@ static attn_status attn__build(const attn__machine_spec *s, const char *origin, 
                              "(\"major.minor\", e.g. \"9.0\")");
         if (!attn__parse_cuda_cc(s->capability, &maj, &min))
             return ATTN__BAD(ATTN_INVALID_ARGUMENT, "capability",
-                             "'%s' is not a CUDA compute capability \"major.minor\" (e.g. \"9.0\")",
+                             "'%s' is not a CUDA compute capability \"major.minor\" (major 1-20, "
+                             "minor 0-9, e.g. \"9.0\")",
                              s->capability);
     } else if (s->kind == ATTN_PLATFORM_ROCM) {
         if (!s->capability)

@@ -4,9 +4,18 @@
 #define ATTN_PLUGIN_IMPL_H
 
 #include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
 
 /* Name of the plugin whose attn_plugin_init is running on this thread, or
  * NULL. The registry may use it to label where a registration came from. */
 const char *attn__plugins_current(void);
+
+/* Reads the uint32_t data symbol `name` from the dynamic symbol table of the
+ * ELF shared object at `path` without loading it (no code of the file runs).
+ * false with the reason in why: not a readable 64-bit ELF of this machine's
+ * byte order, no such defined object symbol, or a malformed file. */
+bool attn__elf_read_u32(const char *path, const char *name, uint32_t *out, char *why,
+                        size_t why_size);
 
 #endif

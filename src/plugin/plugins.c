@@ -7,11 +7,14 @@
  *    from inside a plugin's init (same thread) returns at once instead of
  *    deadlocking on the once-guard.
  *  - Per candidate, in this order: allowlist (a filtered plugin is never
- *    opened), dlopen(RTLD_NOW | RTLD_LOCAL), the ABI *data* symbol is read
- *    and compared, and only then is the init symbol looked up and called.
- *    Both symbols must be defined by the plugin file itself, not by a
- *    library it depends on. ELF constructors are the one thing that runs
- *    before the check; the plugin rules forbid them.
+ *    opened), the ABI *data* symbol read from the file's dynamic symbol
+ *    table without loading it (src/plugin/elf_abi.c: nothing of a plugin
+ *    with the wrong ABI runs, ELF constructors included), dlopen(RTLD_NOW |
+ *    RTLD_LOCAL), the same symbol read and compared in the loaded image, and
+ *    only then is the init symbol looked up and called. Both symbols must be
+ *    defined by the plugin file itself, not by a library it depends on. A
+ *    plugin that passes the file check has its constructors run by dlopen,
+ *    before attn_plugin_init; the plugin rules still forbid them.
  *  - The registry is snapshotted before a plugin's init and restored when
  *    init fails, so nothing it half-registered stays (names it added go,
  *    overrides it replaced come back). Registrations are also journalled
@@ -234,6 +237,22 @@ static void load_one(int idx)
     char why[512];
     attn_log(ATTN_LOG_DEBUG, "Loading plugin %s", r->name);
 
+    /* The ABI is read from the file first, so a plugin built for another ABI
+     * is refused before dlopen could run any of its code (ELF constructors
+     * included). The same check is repeated on the loaded image below. */
+    uint32_t file_abi;
+    if (!attn__elf_read_u32(r->path, ATTN_PLUGIN_ABI_SYMBOL, &file_abi, why, sizeof why)) {
+        plugin_fail(idx, NULL, false, "%s", why);
+        return;
+    }
+    if (file_abi != ATTN_PLUGIN_ABI_VERSION) {
+        plugin_fail(idx, NULL, false,
+                    "ABI version mismatch: the plugin was built for plugin ABI %u, this "
+                    "libattn has ABI %u",
+                    (unsigned)file_abi, (unsigned)ATTN_PLUGIN_ABI_VERSION);
+        return;
+    }
+
     dlerror();
     void *h = dlopen(r->path, RTLD_NOW | RTLD_LOCAL);
     if (!h) {
@@ -436,6 +455,31 @@ static void scan_and_load(const char *path, const char *allow)
     free(copy);
 }
 
+/* Names on ATTN_PLUGINS that matched no candidate: a typo would otherwise
+ * silently load nothing. */
+static void warn_unmatched_allowlist(const char *allow)
+{
+    const char *p = allow;
+    while (*p) {
+        while (*p == ' ' || *p == '\t' || *p == ',')
+            p++;
+        const char *start = p;
+        while (*p && *p != ',')
+            p++;
+        const char *end = p;
+        while (end > start && (end[-1] == ' ' || end[-1] == '\t'))
+            end--;
+        if (end == start) continue;
+        char name[256];
+        snprintf(name, sizeof name, "%.*s", (int)(end - start), start);
+        if (find_rec(name) < 0)
+            attn_log(ATTN_LOG_WARN,
+                     "ATTN_PLUGINS names '%s', but no plugin of that name is on "
+                     "ATTN_PLUGIN_PATH",
+                     name);
+    }
+}
+
 static void run_loader(void)
 {
     g_in_loader = true;
@@ -450,6 +494,7 @@ static void run_loader(void)
                                      "ATTN_PLUGINS to control which plugins to load.");
         scan_and_load(path, allow);
     }
+    if (allow) warn_unmatched_allowlist(allow);
     g_in_loader = false;
 }
 

@@ -196,7 +196,7 @@ attn_status attn__loader_resolve(const char *locator, const attn_backend **out)
         return ATTN_OK;
     }
     attn_status st = attn__locator_check(locator);
-    if (st != ATTN_OK) return attn__fail(ATTN_IMPORT_ERROR, "%s", attn_last_error());
+    if (st != ATTN_OK) return ATTN_IMPORT_ERROR; /* the check set the detail */
     const char *colon = strrchr(locator, ':');
     char file[1024], resolved[1200], key[1400];
     snprintf(file, sizeof file, "%.*s", (int)(colon - locator), locator);

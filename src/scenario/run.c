@@ -74,8 +74,7 @@ static attn_status open_platform(run *r, const attn__scn_machine *mc, const attn
     attn_platform *p = NULL;
     attn_status st = mc->spec_json ? attn_platform_from_json(mc->spec_json, &p)
                                    : attn_platform_open(mc->spec_name, &p);
-    if (st != ATTN_OK)
-        return attn__fail(st, "machine '%s' (%s): %s", mc->label, mc->spec_name, attn_last_error());
+    if (st != ATTN_OK) return attn__wrap(st, "machine '%s' (%s)", mc->label, mc->spec_name);
     if (mc->installed_given && (st = attn_platform_set_installed(p, mc->installed)) != ATTN_OK)
         goto fail;
     for (int i = 0; i < mc->num_settings; i++)
@@ -91,7 +90,7 @@ static attn_status open_platform(run *r, const attn__scn_machine *mc, const attn
     return ATTN_OK;
 fail:
     attn_platform_free(p);
-    return attn__fail(st, "machine '%s': %s", mc->label, attn_last_error());
+    return attn__wrap(st, "machine '%s'", mc->label);
 }
 
 static void write_platform(attn__jw *w, const attn__scn_machine *mc, const attn_platform *p)

@@ -628,8 +628,8 @@ attn_status attn__scenario_load(const char *name_or_path, attn__scenario **out)
     if (is_path) {
         snprintf(path, sizeof path, "%s", name_or_path);
     } else {
-        const char *dirs[3];
-        int nd = attn_model_data_dirs(dirs, 3);
+        const char *dirs[8];
+        int nd = attn_model_data_dirs(dirs, 8);
         bool found = false;
         for (int i = 0; i < nd && !found; i++) {
             snprintf(path, sizeof path, "%s/scenarios/%s.json", dirs[i], name_or_path);
@@ -644,8 +644,7 @@ attn_status attn__scenario_load(const char *name_or_path, attn__scenario **out)
     char *text = NULL;
     size_t len = 0;
     attn_status st = attn__read_file(path, &text, &len);
-    if (st != ATTN_OK)
-        return attn__fail(st, "cannot read scenario '%s': %s", path, attn_last_error());
+    if (st != ATTN_OK) return attn__wrap(st, "cannot read scenario '%s'", path);
     st = attn__scenario_parse(text, len, path, out);
     free(text);
     return st;

@@ -49,8 +49,7 @@ attn_status attn__srv_start(const attn_platform *p, const attn_model *m,
     cfg.kv_cache_dtype = ATTN_KV_AUTO;
     if (launch->kv_cache_dtype[0] &&
         attn_kv_dtype_parse(launch->kv_cache_dtype, &cfg.kv_cache_dtype) != ATTN_OK)
-        return attn__fail(ATTN_INVALID_ARGUMENT, "kv_cache_dtype '%s': %s", launch->kv_cache_dtype,
-                          attn_last_error());
+        return attn__wrap(ATTN_INVALID_ARGUMENT, "kv_cache_dtype '%s'", launch->kv_cache_dtype);
     cfg.num_blocks = ATTN__SRV_NUM_BLOCKS;
     cfg.seed = seed;
     cfg.run_kernels = true;
@@ -402,7 +401,7 @@ attn_status attn__srv_step_run(attn__srv *s, attn__jw *d, attn__srv_step *info)
     attn_engine_step_stats ss;
     memset(&ss, 0, sizeof ss);
     attn_status st = attn_engine_step(s->engine, &ss);
-    if (st != ATTN_OK) return attn__fail(st, "%s", attn_last_error());
+    if (st != ATTN_OK) return st; /* the step set the detail */
     memset(info, 0, sizeof *info);
     info->num_reqs = ss.num_reqs;
     info->num_tokens = ss.num_tokens;

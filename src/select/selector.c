@@ -198,6 +198,9 @@ static attn_status attn__selftest(const attn_backend *b, char *detail, size_t si
 static bool attn__selftest_disabled(void)
 {
     const char *e = getenv("ATTN_SELFTEST");
+    static atomic_bool warned;
+    if (e && *e && strcmp(e, "0") && strcmp(e, "1") && !atomic_exchange(&warned, true))
+        attn_log(ATTN_LOG_WARN, "ATTN_SELFTEST='%s' is not 0 or 1; self-tests stay on", e);
     return e && !strcmp(e, "0");
 }
 
@@ -435,6 +438,13 @@ static attn_status attn__sel_check_config(attn_selection *s)
     if (c->head_size <= 0)
         return attn__sel_fail(s, ATTN_SELECT_INVALID_CONFIG, ATTN_INVALID_ARGUMENT,
                               "head_size must be a positive integer, got %d", c->head_size);
+    if (c->head_size > ATTN_MAX_HEAD_SIZE || c->num_heads > ATTN_MAX_HEADS ||
+        c->block_size > ATTN_MAX_BLOCK_SIZE) /* attn/types.h limits */
+        return attn__sel_fail(s, ATTN_SELECT_INVALID_CONFIG, ATTN_INVALID_ARGUMENT,
+                              "head_size %d, num_heads %d or block_size %d exceeds its limit "
+                              "(%d, %d, %d)",
+                              c->head_size, c->num_heads, c->block_size, ATTN_MAX_HEAD_SIZE,
+                              ATTN_MAX_HEADS, ATTN_MAX_BLOCK_SIZE);
     if ((unsigned)c->dtype >= ATTN_DTYPE_COUNT)
         return attn__sel_fail(s, ATTN_SELECT_INVALID_CONFIG, ATTN_INVALID_ARGUMENT,
                               "invalid dtype %d (expected fp16, bf16 or fp32)", (int)c->dtype);

@@ -188,7 +188,7 @@ int attn_backend_validate(const attn_backend_desc *d, const attn_platform *p,
 bool attn_backend_supports_block_size(const attn_backend_desc *d, const attn_platform *p,
                                       int block_size)
 {
-    if (!d) return false;
+    if (!d || block_size < 1 || block_size > ATTN_MAX_BLOCK_SIZE) return false;
     attn_selector_config cfg;
     attn_selector_config_init(&cfg);
     cfg.block_size = block_size;

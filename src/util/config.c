@@ -16,6 +16,7 @@ void attn_selector_config_init(attn_selector_config *cfg)
 
 bool attn_selector_config_equal(const attn_selector_config *a, const attn_selector_config *b)
 {
+    if (!a || !b) return a == b; /* NULL equals only NULL */
     return a->head_size == b->head_size && a->dtype == b->dtype &&
            a->kv_cache_dtype == b->kv_cache_dtype && a->block_size == b->block_size &&
            a->use_mla == b->use_mla && a->has_sink == b->has_sink &&
@@ -28,6 +29,7 @@ bool attn_selector_config_equal(const attn_selector_config *a, const attn_select
 
 uint64_t attn_selector_config_hash(const attn_selector_config *c)
 {
+    if (!c) return 0; /* NULL hashes to 0 */
     /* FNV-1a over the fields (not the struct bytes: padding is undefined). */
     int64_t f[] = {c->head_size,
                    c->dtype,
@@ -56,6 +58,8 @@ uint64_t attn_selector_config_hash(const attn_selector_config *c)
 
 int attn_selector_config_repr(const attn_selector_config *c, char *buf, size_t size)
 {
+    if (!buf) size = 0; /* snprintf(NULL, 0) only measures */
+    if (!c) return snprintf(buf, size, "None");
     char block[16], kv[32];
     if (c->block_size > 0)
         snprintf(block, sizeof block, "%d", c->block_size);

@@ -9,6 +9,7 @@
 
 #include "util/error.h"
 #include "util/json.h"
+#include "util/utf8.h"
 
 #define ATTN__JSON_MAX_DEPTH 200
 
@@ -162,6 +163,18 @@ static char *attn__jp_string(attn__jp *p)
             free(out);
             return NULL;
         }
+        if (c >= 0x80) { /* raw UTF-8: copied only when well-formed */
+            int n = attn__utf8_len((const unsigned char *)p->s + p->pos, end - p->pos);
+            if (n <= 0) {
+                attn__jp_error(p, "invalid UTF-8 in string");
+                free(out);
+                return NULL;
+            }
+            memcpy(out + o, p->s + p->pos, (size_t)n);
+            o += (size_t)n;
+            p->pos += (size_t)n;
+            continue;
+        }
         if (c != '\\') {
             out[o++] = (char)c;
             p->pos++;
@@ -193,6 +206,14 @@ static char *attn__jp_string(attn__jp *p)
                     cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
                     p->pos += 6;
                 }
+            }
+            /* Strings are NUL-terminated C strings ("a\u0000b" would silently
+             * become "a"), and a lone surrogate is no character: both refused. */
+            if (cp == 0 || (cp >= 0xD800 && cp < 0xE000)) {
+                attn__jp_error(p, cp == 0 ? "\\u0000 is not supported in strings"
+                                          : "lone UTF-16 surrogate in \\u escape");
+                free(out);
+                return NULL;
             }
             attn__utf8(out, &o, cp);
             break;

@@ -28,6 +28,11 @@ static void attn__log_init(void)
             lvl = ATTN_LOG_INFO;
         else if (!strcasecmp(e, "debug"))
             lvl = ATTN_LOG_DEBUG;
+        else /* said directly: attn_log would re-enter this once-init */
+            fprintf(stderr,
+                    "[attn WARNING] ATTN_LOG='%.64s' is not one of error|warn|info|debug; "
+                    "using warn\n",
+                    e);
     }
     if (attn__level < 0) attn__level = lvl;
 }
@@ -43,6 +48,11 @@ void attn_log_set_sink(attn_log_sink sink, void *user)
 void attn_log_set_level(attn_log_level level)
 {
     pthread_once(&attn__log_once, attn__log_init);
+    if ((unsigned)level > ATTN_LOG_DEBUG) {
+        attn_log(ATTN_LOG_WARN, "attn_log_set_level(%d): not a log level; level unchanged",
+                 (int)level);
+        return;
+    }
     attn__level = (int)level;
 }
 
@@ -56,6 +66,7 @@ void attn_log(attn_log_level level, const char *fmt, ...)
 {
     static const char *const tag[] = {"ERROR", "WARNING", "INFO", "DEBUG"};
     pthread_once(&attn__log_once, attn__log_init);
+    if ((unsigned)level > ATTN_LOG_DEBUG) level = ATTN_LOG_ERROR; /* a bad level still gets said */
     if ((int)level > attn__level) return;
     char msg[4096];
     va_list ap;

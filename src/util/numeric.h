@@ -6,6 +6,8 @@
 #define ATTN_UTIL_NUMERIC_H
 
 #include <math.h>
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -139,6 +141,33 @@ static inline uint8_t attn__f32_to_e5m2(float f)
 static inline float attn__e5m2_to_f32(uint8_t v)
 {
     return attn__fp8_to_f32(v, 2, 15, 5, 0);
+}
+
+/* Checked size arithmetic: every size, element count and byte count derived
+ * from caller input goes through these. They return false on overflow (and
+ * leave *out unspecified); callers turn that into a status with detail. */
+static inline bool attn__mul_i64(int64_t a, int64_t b, int64_t *out)
+{
+    return !__builtin_mul_overflow(a, b, out);
+}
+static inline bool attn__add_i64(int64_t a, int64_t b, int64_t *out)
+{
+    return !__builtin_add_overflow(a, b, out);
+}
+static inline bool attn__mul_size(size_t a, size_t b, size_t *out)
+{
+    return !__builtin_mul_overflow(a, b, out);
+}
+static inline bool attn__add_size(size_t a, size_t b, size_t *out)
+{
+    return !__builtin_add_overflow(a, b, out);
+}
+/* a * b * c as int64, all >= 0 expected; false on overflow or a negative. */
+static inline bool attn__mul3_i64(int64_t a, int64_t b, int64_t c, int64_t *out)
+{
+    int64_t t;
+    if (a < 0 || b < 0 || c < 0) return false;
+    return attn__mul_i64(a, b, &t) && attn__mul_i64(t, c, out);
 }
 
 /* Load element i of a buffer of the given storage type as float (no scale). */

@@ -3,8 +3,10 @@
  * other's messages. */
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "util/error.h"
+#include "util/utf8.h"
 
 const char *attn_status_name(attn_status s)
 {
@@ -40,11 +42,47 @@ void attn_clear_error(void)
     attn__last_error[0] = '\0';
 }
 
+/* Detail text is valid UTF-8 whatever it quotes: bytes of a broken or cut
+ * sequence (user input, a truncated message) become '?'. */
+static void attn__scrub_utf8(char *t)
+{
+    for (unsigned char *p = (unsigned char *)t; *p; p++) {
+        if (*p < 0x80) continue;
+        int n = attn__utf8_len(p, strnlen((const char *)p, 4));
+        if (n == 0)
+            *p = '?';
+        else
+            p += n - 1;
+    }
+}
+
 attn_status attn__fail(attn_status s, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(attn__last_error, sizeof attn__last_error, fmt, ap);
     va_end(ap);
+    attn__scrub_utf8(attn__last_error);
+    return s;
+}
+
+attn_status attn__wrap(attn_status s, const char *fmt, ...)
+{
+    char inner[sizeof attn__last_error];
+    memcpy(inner, attn__last_error, sizeof inner);
+    inner[sizeof inner - 1] = '\0';
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(attn__last_error, sizeof attn__last_error, fmt, ap);
+    va_end(ap);
+    size_t used = n < 0 ? 0 : (size_t)n;
+    if (inner[0] && used + 3 < sizeof attn__last_error) { /* ": " + inner, cut to fit */
+        char *d = attn__last_error + used;
+        size_t room = sizeof attn__last_error - used - 3, il = strlen(inner);
+        d[0] = ':', d[1] = ' ';
+        memcpy(d + 2, inner, il < room ? il : room);
+        d[2 + (il < room ? il : room)] = '\0';
+    }
+    attn__scrub_utf8(attn__last_error);
     return s;
 }

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "util/strbuf.h"
+#include "util/utf8.h"
 
 void attn__sb_init(attn__sb *sb)
 {
@@ -103,10 +104,20 @@ void attn__sb_json_str(attn__sb *sb, const char *s)
         case '\b': attn__sb_puts(sb, "\\b"); break;
         case '\f': attn__sb_puts(sb, "\\f"); break;
         default:
-            if (*p < 0x20)
+            if (*p < 0x20) {
                 attn__sb_printf(sb, "\\u%04x", *p);
-            else
+            } else if (*p < 0x80) {
                 attn__sb_putc(sb, (char)*p);
+            } else { /* JSON output is always valid UTF-8: bad bytes become U+FFFD */
+                int n = attn__utf8_len(p, strnlen((const char *)p, 4));
+                if (n == 0) {
+                    attn__sb_puts(sb, "\\ufffd");
+                } else {
+                    for (int k = 0; k < n; k++)
+                        attn__sb_putc(sb, (char)p[k]);
+                    p += n - 1;
+                }
+            }
         }
     }
     attn__sb_putc(sb, '"');

@@ -139,7 +139,8 @@ int attn__pool_default_threads(void)
         errno = 0;
         long v = strtol(env, &end, 10);
         if (errno == 0 && end && *end == '\0' && v >= 1 && v <= 4096) return (int)v;
-        attn_log(ATTN_LOG_WARN, "ATTN_NUM_THREADS='%s' is not a positive integer; ignored", env);
+        attn_log(ATTN_LOG_WARN, "ATTN_NUM_THREADS='%s' is not an integer in [1, 4096]; ignored",
+                 env);
     }
     cpu_set_t set;
     CPU_ZERO(&set);

@@ -127,16 +127,27 @@ static int usage(FILE *f)
     return f == stdout ? ATTN_EXIT_OK : ATTN_EXIT_USAGE;
 }
 
-static bool parse_list(const char *s, int *out, int *n, long lo, long hi)
+/* Every failure says why (an empty list, too many entries, a bad number). */
+static bool parse_list(const char *opt, const char *s, int *out, int *n, long lo, long hi)
 {
     *n = 0;
     char buf[256];
+    if (strlen(s) >= sizeof buf) {
+        attn_cli_usage_error("bench", "%s: list longer than %zu characters", opt, sizeof buf - 1);
+        return false;
+    }
     snprintf(buf, sizeof buf, "%s", s);
     for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
         long v;
-        if (*n >= MAX_LIST || !attn_cli_int("bench", "list", tok, lo, hi, &v)) return false;
+        if (*n >= MAX_LIST) {
+            attn_cli_usage_error("bench", "%s: at most %d entries", opt, MAX_LIST);
+            return false;
+        }
+        if (!attn_cli_int("bench", opt, tok, lo, hi, &v)) return false;
         out[(*n)++] = (int)v;
     }
+    if (*n == 0)
+        attn_cli_usage_error("bench", "%s: expected a comma-separated list, got '%s'", opt, s);
     return *n > 0;
 }
 
@@ -467,13 +478,15 @@ int attn_cmd_bench(int argc, char **argv)
                 return attn_cli_usage_error("bench", "--phase must be decode or prefill");
             phase = v;
         } else if (attn_cli_opt(argc, argv, &i, "--batch", &v, &bad)) {
-            if (bad || !parse_list(v, batches, &nb, 1, 4096)) return ATTN_EXIT_USAGE;
+            if (bad || !parse_list("--batch", v, batches, &nb, 1, 4096)) return ATTN_EXIT_USAGE;
             user_b = true;
         } else if (attn_cli_opt(argc, argv, &i, "--context", &v, &bad)) {
-            if (bad || !parse_list(v, contexts, &nc, 1, 1 << 20)) return ATTN_EXIT_USAGE;
+            if (bad || !parse_list("--context", v, contexts, &nc, 1, 1 << 20))
+                return ATTN_EXIT_USAGE;
             user_c = true;
         } else if (attn_cli_opt(argc, argv, &i, "--prefill", &v, &bad)) {
-            if (bad || !parse_list(v, prefills, &np, 1, 1 << 16)) return ATTN_EXIT_USAGE;
+            if (bad || !parse_list("--prefill", v, prefills, &np, 1, 1 << 16))
+                return ATTN_EXIT_USAGE;
             user_p = true;
         } else if (attn_cli_opt(argc, argv, &i, "--kv", &v, &bad)) {
             if (bad) return ATTN_EXIT_USAGE;

@@ -1,5 +1,6 @@
 /* `attn` — one binary, one file per subcommand. Subcommands are linked in
  * when their file exists (weak references), so the table lists them all. */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -32,6 +33,17 @@ static int attn_main_usage(FILE *f, const attn_subcommand *cmds, int n)
     return f == stdout ? ATTN_EXIT_OK : ATTN_EXIT_USAGE;
 }
 
+/* Output that could not be written (a full disk, a closed pipe) is a failure,
+ * whatever the command thought of its run. */
+static int attn_main_finish(int rc)
+{
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        fprintf(stderr, "attn: error writing the output: %s\n", strerror(errno));
+        return rc == ATTN_EXIT_OK ? ATTN_EXIT_ERROR : rc;
+    }
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     const attn_subcommand cmds[] = {
@@ -53,7 +65,7 @@ int main(int argc, char **argv)
                 fprintf(stderr, "attn: command '%s' is not built into this binary\n", argv[1]);
                 return ATTN_EXIT_ERROR;
             }
-            return cmds[i].fn(argc - 1, argv + 1);
+            return attn_main_finish(cmds[i].fn(argc - 1, argv + 1));
         }
     }
     fprintf(stderr, "attn: unknown command '%s'\n", argv[1]);

@@ -15,8 +15,9 @@ static int usage(FILE *f)
                "Without a name: list the model presets (data/models/*.json).\n"
                "With one: its attention layers grouped into KV-cache groups (layers with\n"
                "equal specs), the spec of each group, and notes on defaulted fields.\n"
-               "Presets are looked up in $ATTN_DATA_DIR/models, then the source and\n"
-               "installed data directories.\n");
+               "Presets are looked up in $ATTN_DATA_DIR/models, then the data directory\n"
+               "of the installed copy (found next to the library/program), then the\n"
+               "source tree's (only from the build tree) and the configured prefix's.\n");
     return f == stdout ? ATTN_EXIT_OK : ATTN_EXIT_USAGE;
 }
 

@@ -55,7 +55,9 @@ static int parse_opts(int argc, char **argv, opts *o)
         else if (attn_cli_opt(argc, argv, &i, "--installed", &v, &bad))
             o->installed = v;
         else if (attn_cli_opt(argc, argv, &i, "--setting", &v, &bad)) {
-            if (v && o->num_settings < 16) o->settings[o->num_settings++] = v;
+            if (v && o->num_settings >= 16)
+                return fail_usage("too many --setting options (at most 16)%s%s", "", "");
+            if (v) o->settings[o->num_settings++] = v;
         } else if (attn_cli_opt(argc, argv, &i, "--backend", &v, &bad))
             o->backend = v;
         else if (attn_cli_opt(argc, argv, &i, "--backend-for", &v, &bad)) {

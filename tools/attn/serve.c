@@ -9,6 +9,8 @@
  * and after every request is released. --json prints the same as one
  * object. Exit codes: 0 served, 3 startup failed (the message is the
  * selector's), 2 usage error, 1 a step failed. */
+#include <ctype.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -235,10 +237,12 @@ static int attn__serve_parse(int argc, char **argv, attn__serve_opts *o)
             o->traffic.prefix_len = (int)n;
         } else if (attn_cli_opt(argc, argv, &i, "--seed", &v, &bad)) {
             char *end = NULL;
+            errno = 0;
             unsigned long long s = v ? strtoull(v, &end, 10) : 0;
-            if (v && (!*v || *end))
-                return attn_cli_usage_error(cmd, "--seed: expected an unsigned integer, got '%s'",
-                                            v);
+            /* strtoull takes "-1" and clamps overflow: both are user errors here */
+            if (v && (!isdigit((unsigned char)*v) || *end || errno == ERANGE))
+                return attn_cli_usage_error(
+                    cmd, "--seed: expected an integer in [0, 2^64-1], got '%s'", v);
             o->traffic.seed = s;
         } else if (attn_cli_opt(argc, argv, &i, "--layers-to-run", &v, &bad)) {
             if (v && !strcmp(v, "all"))

@@ -1,5 +1,6 @@
 /* `attn simulate [SCENARIO] [--steps N] [--json] [--html FILE]`: machines
  * side by side through startup and serving, in stages (src/scenario). */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -90,14 +91,22 @@ int attn_cmd_simulate(int argc, char **argv)
     }
     if (machine || model)
         return attn_cli_usage_error("simulate", "--machine and --model go with --dcp");
+    /* the report file is opened before the run, so a bad path fails at once */
+    FILE *hf = NULL;
+    if (html && !(hf = fopen(html, "w"))) {
+        fprintf(stderr, "attn simulate: cannot write %s: %s\n", html, strerror(errno));
+        return ATTN_EXIT_ERROR;
+    }
     attn__scenario *s = NULL;
     if (attn__scenario_load(name ? name : "default", &s) != ATTN_OK) {
         fprintf(stderr, "attn simulate: %s\n", attn_last_error());
+        if (hf) fclose(hf), remove(html);
         return ATTN_EXIT_USAGE;
     }
     if (steps && attn__scenario_set_steps(s, (int)steps) != ATTN_OK) {
         fprintf(stderr, "attn simulate: %s\n", attn_last_error());
         attn__scenario_free(s);
+        if (hf) fclose(hf), remove(html);
         return ATTN_EXIT_USAGE;
     }
     if (verify) s->verify = true;
@@ -106,6 +115,7 @@ int attn_cmd_simulate(int argc, char **argv)
     attn__scenario_free(s);
     if (st != ATTN_OK) {
         fprintf(stderr, "attn simulate: %s\n", attn_last_error());
+        if (hf) fclose(hf), remove(html);
         return ATTN_EXIT_ERROR;
     }
     int rc = ATTN_EXIT_OK;
@@ -115,20 +125,16 @@ int attn_cmd_simulate(int argc, char **argv)
         fprintf(stderr, "attn simulate: %s\n", attn_last_error());
         rc = ATTN_EXIT_ERROR;
     }
-    if (html) {
-        FILE *f = fopen(html, "w");
-        if (!f) {
-            fprintf(stderr, "attn simulate: cannot write %s\n", html);
+    if (hf) {
+        if (attn__scenario_write_html(doc, hf) != ATTN_OK) {
+            fprintf(stderr, "attn simulate: %s\n", attn_last_error());
             rc = ATTN_EXIT_ERROR;
-        } else {
-            if (attn__scenario_write_html(doc, f) != ATTN_OK) {
-                fprintf(stderr, "attn simulate: %s\n", attn_last_error());
-                rc = ATTN_EXIT_ERROR;
-            }
-            if (fclose(f) != 0)
-                rc = ATTN_EXIT_ERROR;
-            else if (!json)
-                printf("\nHTML report written to %s\n", html);
+        }
+        if (fclose(hf) != 0) {
+            fprintf(stderr, "attn simulate: writing %s: %s\n", html, strerror(errno));
+            rc = ATTN_EXIT_ERROR;
+        } else if (!json) {
+            printf("\nHTML report written to %s\n", html);
         }
     }
     free(doc);

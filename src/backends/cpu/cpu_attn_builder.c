@@ -192,6 +192,14 @@ static attn_status cpu_builder_build(void *state, int common_prefix_len,
     if (cm->num_reqs > 0 && !cm->seq_lens && b->attn_type == ATTN_TYPE_DECODER)
         return attn__fail(ATTN_NULL_ARGUMENT, "CPU_ATTN builder: seq_lens is NULL");
     const int32_t *qsl = cm->query_start_loc;
+    /* the tile walks below index qsl by token: its ends must match the count */
+    if (cm->num_reqs > 0 ? qsl[0] != 0 || qsl[cm->num_reqs] != cm->num_actual_tokens
+                         : cm->num_actual_tokens != 0)
+        return attn__fail(ATTN_BAD_METADATA,
+                          "CPU_ATTN builder: query_start_loc runs from %d to %d but the batch "
+                          "has %d tokens",
+                          cm->num_reqs > 0 ? qsl[0] : 0, cm->num_reqs > 0 ? qsl[cm->num_reqs] : 0,
+                          cm->num_actual_tokens);
     for (int r = 0; r < cm->num_reqs; r++) {
         int qlen = qsl[r + 1] - qsl[r];
         int kv = req_kv_len(b, cm, r);

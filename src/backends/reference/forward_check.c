@@ -14,9 +14,14 @@ static attn_status check_layer(const attn_layer_params *l)
         return attn__fail(ATTN_INVALID_ARGUMENT,
                           "num_heads (%d) must be a positive multiple of num_kv_heads (%d)",
                           l->num_heads, l->num_kv_heads);
-    if (l->head_size < 1 || l->head_size_v < 0)
-        return attn__fail(ATTN_INVALID_ARGUMENT, "bad head sizes (head_size=%d, head_size_v=%d)",
-                          l->head_size, l->head_size_v);
+    if (l->num_heads > ATTN_MAX_HEADS)
+        return attn__fail(ATTN_INVALID_ARGUMENT, "num_heads %d exceeds ATTN_MAX_HEADS (%d)",
+                          l->num_heads, ATTN_MAX_HEADS);
+    if (l->head_size < 1 || l->head_size_v < 0 || l->head_size > ATTN_MAX_HEAD_SIZE ||
+        l->head_size_v > ATTN_MAX_HEAD_SIZE)
+        return attn__fail(ATTN_INVALID_ARGUMENT,
+                          "bad head sizes (head_size=%d, head_size_v=%d; limit %d)", l->head_size,
+                          l->head_size_v, ATTN_MAX_HEAD_SIZE);
     if ((unsigned)l->dtype >= ATTN_DTYPE_COUNT)
         return attn__fail(ATTN_INVALID_ARGUMENT, "bad dtype %d", (int)l->dtype);
     if ((unsigned)l->attn_type >= ATTN_TYPE_COUNT)
@@ -78,6 +83,9 @@ attn_status attn__fwd_check(const attn_forward_args *a)
     const attn_common_metadata *cm = a->common;
     attn_status st = check_layer(l);
     if (st != ATTN_OK) return st;
+    if (cm->num_reqs > ATTN_MAX_NUM_REQS)
+        return attn__fail(ATTN_BAD_METADATA, "num_reqs %d exceeds ATTN_MAX_NUM_REQS (%d)",
+                          cm->num_reqs, ATTN_MAX_NUM_REQS);
     if (cm->num_reqs < 0 || cm->num_actual_tokens < 0)
         return attn__fail(ATTN_BAD_METADATA, "num_reqs %d / num_actual_tokens %d < 0", cm->num_reqs,
                           cm->num_actual_tokens);
@@ -117,22 +125,24 @@ attn_status attn__fwd_check(const attn_forward_args *a)
     for (int r = 0; r < cm->num_reqs; r++) {
         int qlen = qsl[r + 1] - qsl[r];
         int kv_len = attn__fwd_kv_len(a, r);
-        if (kv_len < 0) return attn__fail(ATTN_BAD_METADATA, "request %d has %d keys", r, kv_len);
+        if (kv_len < 0 || kv_len > ATTN_MAX_SEQ_LEN)
+            return attn__fail(ATTN_BAD_METADATA, "request %d has %d keys (limit %d)", r, kv_len,
+                              ATTN_MAX_SEQ_LEN);
         if (!cross && qlen > kv_len)
             return attn__fail(ATTN_BAD_METADATA,
                               "request %d: query length %d exceeds its sequence length %d", r, qlen,
                               kv_len);
-        int nblk = (kv_len + kv->block_size - 1) / kv->block_size;
+        int64_t nblk = ((int64_t)kv_len + kv->block_size - 1) / kv->block_size;
         if (nblk > cm->block_table_stride)
             return attn__fail(ATTN_BAD_METADATA,
-                              "request %d needs %d blocks but the block table row holds %d", r,
-                              nblk, cm->block_table_stride);
+                              "request %d needs %lld blocks but the block table row holds %d", r,
+                              (long long)nblk, cm->block_table_stride);
         const int32_t *bt = cm->block_table + (int64_t)r * cm->block_table_stride;
-        for (int b = 0; b < nblk; b++)
+        for (int64_t b = 0; b < nblk; b++)
             if (bt[b] < 0 || bt[b] >= kv->num_blocks)
                 return attn__fail(ATTN_BAD_METADATA,
-                                  "request %d block %d has id %d outside the pool of %d", r, b,
-                                  bt[b], kv->num_blocks);
+                                  "request %d block %lld has id %d outside the pool of %d", r,
+                                  (long long)b, bt[b], kv->num_blocks);
     }
     return ATTN_OK;
 }
