@@ -168,21 +168,32 @@ static PyObject *desc_dict(const attn_backend *b)
         if (!v || PyList_Append(blocks, v) < 0) Py_CLEAR(blocks);
         Py_XDECREF(v);
     }
+    PyObject *sizes = PyList_New(0);
+    for (int i = 0; sizes && i < d->heads.n_sizes; i++) {
+        PyObject *v = PyLong_FromLong(d->heads.sizes[i]);
+        if (!v || PyList_Append(sizes, v) < 0) Py_CLEAR(sizes);
+        Py_XDECREF(v);
+    }
+    PyObject *heads =
+        sizes ? Py_BuildValue("{s:N,s:i,s:i,s:i,s:O}", "sizes", sizes, "min", d->heads.min, "max",
+                              d->heads.max, "multiple_of", d->heads.multiple_of, "dynamic",
+                              d->supports_head_size ? Py_True : Py_False)
+              : NULL;
     uint32_t dt =
         d->dtypes ? d->dtypes : (ATTN_DTYPE_BIT(ATTN_DTYPE_FP16) | ATTN_DTYPE_BIT(ATTN_DTYPE_BF16));
     return Py_BuildValue(
-        "{s:s,s:s,s:s,s:N,s:N,s:N,s:N,s:O,s:O,s:O,s:O,s:O,s:s,s:O,s:O,s:O,s:z}", "name", d->name,
-        "display_name", d->display_name ? d->display_name : d->name, "platforms",
+        "{s:s,s:s,s:s,s:N,s:N,s:N,s:N,s:N,s:O,s:O,s:O,s:O,s:O,s:s,s:O,s:O,s:O,s:z}", "name",
+        d->name, "display_name", d->display_name ? d->display_name : d->name, "platforms",
         d->platforms ? d->platforms : "", "dtypes", mask_names(dt, ATTN_DTYPE_COUNT, dtype_name_i),
         "kv_cache_dtypes", mask_names(d->kv_dtypes, ATTN_KV_COUNT, kv_name_i), "attn_types",
-        mask_names(d->attn_types, ATTN_TYPE_COUNT, type_name_i), "block_sizes", blocks, "is_mla",
-        d->is_mla ? Py_True : Py_False, "is_sparse", d->is_sparse ? Py_True : Py_False,
-        "supports_sink", d->supports_sink ? Py_True : Py_False, "supports_non_causal",
-        d->supports_non_causal ? Py_True : Py_False, "has_kernel", b->kernel ? Py_True : Py_False,
-        "cudagraph_support", attn_cg_support_name(d->cg_support), "can_return_lse_for_decode",
-        d->can_return_lse_for_decode ? Py_True : Py_False, "supports_pcp",
-        d->supports_pcp ? Py_True : Py_False, "supports_dcp", d->supports_dcp ? Py_True : Py_False,
-        "variant", variant);
+        mask_names(d->attn_types, ATTN_TYPE_COUNT, type_name_i), "block_sizes", blocks,
+        "head_sizes", heads, "is_mla", d->is_mla ? Py_True : Py_False, "is_sparse",
+        d->is_sparse ? Py_True : Py_False, "supports_sink", d->supports_sink ? Py_True : Py_False,
+        "supports_non_causal", d->supports_non_causal ? Py_True : Py_False, "has_kernel",
+        b->kernel ? Py_True : Py_False, "cudagraph_support", attn_cg_support_name(d->cg_support),
+        "can_return_lse_for_decode", d->can_return_lse_for_decode ? Py_True : Py_False,
+        "supports_pcp", d->supports_pcp ? Py_True : Py_False, "supports_dcp",
+        d->supports_dcp ? Py_True : Py_False, "variant", variant);
 }
 
 /* backends(machine, installed, settings) -> [{name, locator, resolved, error | desc...}] */
