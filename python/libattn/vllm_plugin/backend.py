@@ -38,7 +38,8 @@ _DESC = next(b for b in libattn.backends() if b.name == KERNEL).info
 _TORCH_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}
 _DTYPE_NAMES = {v: k for k, v in _TORCH_DTYPES.items()}
 _ELEM = {torch.float16: "f16", torch.bfloat16: "bf16", torch.float32: "f32"}
-_ATTN_TYPES = {"decoder": AttentionType.DECODER}
+# Calls into libattn in this process (the plugin test checks its layers ran here).
+STATS = {"forward": 0, "kv_update": 0}
 
 
 def _head_size_ok(h: int) -> bool:
@@ -218,6 +219,7 @@ class LibattnAttentionImpl(AttentionImpl[LibattnMetadata]):
         kv_cache: torch.Tensor,
         slot_mapping: torch.Tensor,
     ) -> None:
+        STATS["kv_update"] += 1
         n = slot_mapping.shape[0]
         self._cache(kv_cache).write(
             slot_mapping.to(torch.int64), key[:n].contiguous(), value[:n].contiguous()
@@ -239,6 +241,7 @@ class LibattnAttentionImpl(AttentionImpl[LibattnMetadata]):
             raise NotImplementedError("libattn plugin: fused output quantization")
         if attn_metadata is None:  # profiling run
             return output
+        STATS["forward"] += 1
         n = attn_metadata.num_actual_tokens
         out = output[:n]
         dst = out if out.is_contiguous() else torch.empty_like(out)
