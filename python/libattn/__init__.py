@@ -44,8 +44,14 @@ try:
 except Exception:  # running from a build tree
     __version__ = "0+unknown"
 
-library: str = _core.__file__
-"""Path of the extension module; libattn.so lies beside it."""
+extension: str = _core.__file__
+"""Path of the extension module libattn._core."""
+library: str = next(
+    (_os.path.join(_os.path.dirname(__file__), f) for f in sorted(_os.listdir(_os.path.dirname(__file__)))
+     if f.startswith("libattn.so")),
+    "",
+)
+"""Path of the C library the package carries (libattn.so.0); "" in a build tree."""
 
 __all__ = [
     "Backend",

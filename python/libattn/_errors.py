@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from . import _core
 
 if TYPE_CHECKING:
     from ._select import Candidate, Selection
@@ -38,11 +37,3 @@ class SelectionError(Error):
         self.kind: str | None = selection.error
         self.candidates: list["Candidate"] = selection.candidates
         self.selection = selection
-
-
-def raise_from_core(exc: BaseException) -> None:
-    """Re-raises a ``_core.Error`` as :class:`Error`."""
-    if isinstance(exc, _core.Error):
-        status, message = exc.args
-        raise Error(status, message) from None
-    raise exc

@@ -120,3 +120,11 @@ def test_case_file(name, case):
         assert not s.ok and s.error == ex["error"], s.backend
     for frag in ex.get("contains", []):
         assert frag in (s.message or "")
+
+
+def test_package_names_its_library():
+    import os
+
+    assert os.path.basename(libattn.library).startswith("libattn.so.")
+    assert os.path.isfile(libattn.library) and os.path.isfile(libattn.extension)
+    assert libattn.__version__.count(".") == 2
