@@ -68,7 +68,9 @@ def test_bad_tensors(rng):
     with pytest.raises(ValueError, match="C-contiguous"):
         libattn.forward("REFERENCE", q.transpose(0, 1).contiguous().transpose(0, 1), c, out,
                         **_meta(p))
-    with pytest.raises(TypeError, match="q has dtype float16"):
+    with pytest.raises(TypeError, match="q has dtype float64"):
+        libattn.forward("REFERENCE", q.double(), c, out, **_meta(p))
+    with pytest.raises(TypeError, match="out has dtype fp32, expected fp16"):
         libattn.forward("REFERENCE", q.half(), c, out, **_meta(p))
     with pytest.raises(ValueError, match="out must have shape"):
         libattn.forward("REFERENCE", q, c, out[:, :2].contiguous(), **_meta(p))

@@ -32,8 +32,7 @@ for line in z.read(meta).decode().splitlines():
 PY
     "${pip[@]}" install -r "$venv/vllm-requirements.txt"
 fi
-"${pip[@]}" install --no-build-isolation scikit-build-core >/dev/null 2>&1 ||
-    "${pip[@]}" install scikit-build-core
+"${pip[@]}" install scikit-build-core
 "${pip[@]}" install --no-build-isolation "$root" -Ccmake.define.ATTN_WHEEL_LIBRARY="$lib" \
     -Cbuild-dir="$build/python-wheel-build-vllm"
 cd "$build"
