@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # `attn serve --dcp N` under mpirun on loopback: the same per-step output
 # checksums as one process (llama-3.1-8b, 50 steps; fewer under the
-# sanitizers), the per-rank report, the startup failure of a mixed fleet (one
+# sanitizers) with the same KV token capacity from half the pool per rank
+# (the scheduler's blocks hold block_size tokens on each rank, as vLLM's
+# block_size * dcp_world_size), the per-rank report, the startup failure of a mixed fleet (one
 # rank without FlashInfer installed) naming each rank's choice on every
 # rank, and a rank killed mid-run ending the job with an error instead of a
 # hang. Exit 77 when mpirun is missing or attn was built without MPI.
@@ -30,8 +32,10 @@ steps=50
 [ -n "${ATTN_SANITIZED:-}" ] && steps=8
 "$ATTN" serve --model llama-3.1-8b --steps $steps --json >"$tmp/one.json" 2>"$tmp/one.err"
 check "serve without DCP" test $? -eq 0
-"${MPI[@]}" -np 2 "$ATTN" serve --model llama-3.1-8b --steps $steps --dcp 2 --json \
-    >"$tmp/dcp.json" 2>"$tmp/dcp.err"
+# the same token capacity over 2 ranks: half the blocks per rank
+half=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["num_blocks"] // 2)' "$tmp/one.json")
+"${MPI[@]}" -np 2 "$ATTN" serve --model llama-3.1-8b --steps $steps --dcp 2 --num-blocks "$half" \
+    --json >"$tmp/dcp.json" 2>"$tmp/dcp.err"
 rc=$?
 check "serve --dcp 2 under mpirun exits 0 (got $rc: $(tail -3 "$tmp/dcp.err"))" test $rc -eq 0
 python3 - "$tmp/one.json" "$tmp/dcp.json" "$steps" <<'PY' || fail=1
@@ -50,7 +54,22 @@ r0, r1 = d["ranks"]
 assert r0["output_checksum_sum"] == r1["output_checksum_sum"], d
 for r in d["ranks"]:
     assert r["kv_bytes_peak"] > 0 and r["step_ms_mean"] > 0, r
-tot = [s["num_tokens"] for s in one["steps"]]
+# Per-rank pool vs one process's pool: the same KV token capacity (the
+# default sizing gives one process an even block count) from exactly half
+# the blocks and bytes on each rank.
+assert one["num_blocks"] % 2 == 0, one["num_blocks"]
+assert dcp["kv_token_capacity"] == one["kv_token_capacity"], (dcp["kv_token_capacity"], one["kv_token_capacity"])
+assert dcp["num_blocks"] * 2 == one["num_blocks"], (dcp["num_blocks"], one["num_blocks"])
+assert dcp["kv_bytes"] * 2 == one["kv_bytes"] == d["kv_bytes_allocated_per_rank"] * 2, (dcp["kv_bytes"], one["kv_bytes"])
+# the blocks the requests hold at the end: a request of n tokens holds
+# ceil(n / 256) per rank against ceil(n / 128), so half, plus at most one
+# half-filled block per running request
+used1, used2 = one["final"]["blocks"][0]["num_used"], dcp["final"]["blocks"][0]["num_used"]
+running = one["final"]["running"]
+assert dcp["final"]["running"] == running, (dcp["final"]["running"], running)
+assert used1 <= 2 * used2 <= used1 + running, (used1, used2, running)
+print("dcp pool: %d tokens, %d bytes per rank vs %d bytes in one process; blocks in use %d vs %d" %
+      (dcp["kv_token_capacity"], dcp["kv_bytes"], one["kv_bytes"], used2, used1))
 # each rank holds about half of the KV tokens
 assert abs(r0["kv_tokens_peak"] - r1["kv_tokens_peak"]) <= 64 * 2, d
 print("dcp checksums: %d steps, worst relative difference %.2g" % (len(a), worst))

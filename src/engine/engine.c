@@ -227,6 +227,8 @@ static attn_status attn__layout(attn_engine *e, attn__eng_group *g, int num_bloc
 
 static attn_status attn__size_pools(attn_engine *e)
 {
+    int w = e->cfg.dcp_comm ? attn_comm_size(e->cfg.dcp_comm) : 1;
+    e->dcp_world = w > 1 ? w : 1;
     if (e->num_groups == 0) {
         snprintf(e->block_size_source, sizeof e->block_size_source, "no KV cache");
         e->max_model_len = e->cfg.max_model_len > 0 ? e->cfg.max_model_len : 8192;
@@ -272,7 +274,12 @@ static attn_status attn__size_pools(attn_engine *e)
                                      (unsigned long long)per_block, (double)mem * frac);
         e->num_blocks = nb > (double)(1 << 24) ? 1 << 24 : (int)nb;
     }
-    int64_t capacity = (int64_t)e->num_blocks * e->block_size;
+    if (e->dcp_world > 1024 || e->block_size > INT32_MAX / e->dcp_world)
+        return attn__engine_fail(e, ATTN_INVALID_ARGUMENT,
+                                 "DCP world size %d with block size %d: out of range", e->dcp_world,
+                                 e->block_size);
+    e->sched_block_size = e->block_size * e->dcp_world;
+    int64_t capacity = (int64_t)e->num_blocks * e->sched_block_size;
     if (e->cfg.max_model_len > 0) {
         if (e->cfg.max_model_len > capacity)
             return attn__engine_fail(
@@ -285,12 +292,13 @@ static attn_status attn__size_pools(attn_engine *e)
     } else {
         e->max_model_len = capacity < 8192 ? (int)capacity : 8192;
     }
-    e->max_blocks = (e->max_model_len + e->block_size - 1) / e->block_size;
+    e->max_blocks = (e->max_model_len + e->sched_block_size - 1) / e->sched_block_size;
     e->kv_bytes = per_block * (uint64_t)e->num_blocks;
     for (int g = 0; g < e->num_groups; g++) {
         attn__eng_group *gr = &e->groups[g];
         attn_status st = attn__layout(e, gr, e->num_blocks);
-        if (st == ATTN_OK) st = attn_block_pool_create(e->num_blocks, e->block_size, &gr->pool);
+        if (st == ATTN_OK)
+            st = attn_block_pool_create(e->num_blocks, e->sched_block_size, &gr->pool);
         if (st != ATTN_OK)
             return e->state == ATTN_ENGINE_FAILED
                        ? st

@@ -108,10 +108,17 @@ struct attn_engine {
     int num_model_groups;
     const attn_selection **selections; /* [num_model_groups] */
     char (*requested)[64];             /* [num_model_groups] */
-    int block_size;
+    int block_size;                    /* of a physical block: tokens of this rank */
     char block_size_source[96];
-    int num_blocks;
-    int max_blocks; /* per request */
+    /* DCP world size, and the scheduler's (virtual) block of block_size *
+     * dcp_world tokens: each rank's block with the same id holds its own
+     * block_size of them (vLLM's block_size * dcp_world_size), so a rank's
+     * pool is sized for its share of the tokens. Both 1 / block_size
+     * without DCP. */
+    int dcp_world;
+    int sched_block_size;
+    int num_blocks; /* per rank */
+    int max_blocks; /* scheduler blocks per request */
     int max_model_len;
     int max_seqs, max_tokens, max_requests;
     uint64_t kv_bytes;

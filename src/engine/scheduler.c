@@ -204,8 +204,8 @@ static bool attn__prefix_evict(attn_engine *e)
 static void attn__prefix_register(attn_engine *e, attn__eng_req *r)
 {
     if (e->num_groups == 0 || r->prefix_id <= 0) return;
-    int nblk = r->prefix_len / e->block_size;
-    if (nblk <= 0 || r->num_computed < nblk * e->block_size ||
+    int nblk = r->prefix_len / e->sched_block_size;
+    if (nblk <= 0 || r->num_computed < nblk * e->sched_block_size ||
         e->num_prefixes == ATTN__ENG_MAX_PREFIXES || attn__prefix_find(e, r->prefix_id))
         return;
     attn__eng_prefix *p = &e->prefixes[e->num_prefixes];
@@ -313,8 +313,8 @@ static void attn__schedule(attn_engine *e, attn_engine_step_stats *st)
         attn__eng_prefix *p = r->prefix_id > 0 ? attn__prefix_find(e, r->prefix_id) : NULL;
         if (p && e->num_groups > 0) {
             shared = p->num_blocks;
-            int cap = (attn__total(r) - 1) / e->block_size;
-            int own = r->prefix_len / e->block_size;
+            int cap = (attn__total(r) - 1) / e->sched_block_size;
+            int own = r->prefix_len / e->sched_block_size;
             shared = shared < cap ? shared : cap;
             shared = shared < own ? shared : own;
             for (int g = 0; g < e->num_groups && shared > 0; g++) {
@@ -324,7 +324,7 @@ static void attn__schedule(attn_engine *e, attn_engine_step_stats *st)
                 l->count = shared;
             }
         }
-        r->num_computed = shared * e->block_size;
+        r->num_computed = shared * e->sched_block_size;
         int remaining = attn__total(r) - r->num_computed;
         int n = remaining < budget ? remaining : budget;
         /* Encoder attention cannot be chunked: a prompt that does not fit
@@ -358,7 +358,7 @@ static void attn__schedule(attn_engine *e, attn_engine_step_stats *st)
 
 static void attn__build_batch(attn_engine *e, attn_engine_step_stats *st)
 {
-    const int n = e->num_sched, bs = e->block_size;
+    const int n = e->num_sched, bs = e->block_size, sbs = e->sched_block_size;
     for (int i = 0; i < n; i++)
         e->qlens[i] = e->reqs[e->sched[i]].scheduled;
     attn__reorder_decodes_first(e->qlens, n, e->reorder_threshold, e->order);
@@ -389,12 +389,13 @@ static void attn__build_batch(attn_engine *e, attn_engine_step_stats *st)
             attn__eng_group *gr = &e->groups[g];
             const attn_block_list *l = attn__list(e, r, g);
             int32_t *row = gr->block_table + (size_t)b * (size_t)e->max_blocks;
-            int nblk = (seq + bs - 1) / bs;
+            int nblk = (seq + sbs - 1) / sbs;
             memcpy(row, l->ids, sizeof(int32_t) * (size_t)nblk);
             int64_t *sl = gr->slot_mapping + (tok - q);
             for (int32_t j = 0; j < q; j++) {
                 int32_t pos = r->num_computed + j;
-                sl[j] = (int64_t)row[pos / bs] * bs + pos % bs;
+                /* under DCP the rank's slots come from attn_dcp_slot_mapping */
+                sl[j] = e->dcp_world > 1 ? -1 : (int64_t)row[pos / bs] * bs + pos % bs;
             }
         }
     }
@@ -423,6 +424,9 @@ static void attn__build_batch(attn_engine *e, attn_engine_step_stats *st)
 
 static attn_status attn__build_metadata(attn_engine *e, attn_engine_step_stats *st)
 {
+    /* Under DCP the block table counts scheduler blocks; each rank's runner
+     * checks it and builds its own local metadata (attn_dcp_forward). */
+    if (e->dcp_world > 1) return ATTN_OK;
     for (int g = 0; g < e->num_groups; g++) {
         attn__eng_group *gr = &e->groups[g];
         attn_status s;
@@ -555,7 +559,7 @@ static attn_status attn__run_attention(attn_engine *e, attn_engine_step_stats *s
     for (int gi = 0; gi < e->num_groups; gi++) {
         attn__eng_group *g = &e->groups[gi];
         if (g->mode == ATTN_KERNEL_NONE) continue;
-        attn_status s = attn__kernel_md(g, &g->run);
+        attn_status s = g->dcp ? ATTN_OK : attn__kernel_md(g, &g->run);
         if (s == ATTN_OK && g->verify.impl) s = attn__kernel_md(g, &g->verify);
         if (s != ATTN_OK) return s;
         const attn_layer_spec *sp = &g->spec;

@@ -322,7 +322,8 @@ static const char *attn__kernel_text(const attn_engine_group_info *gi, char *buf
     return buf;
 }
 
-static void attn__print_startup(const attn_engine *e, const attn_platform *p, const attn_model *m)
+static void attn__print_startup(const attn_engine *e, const attn_platform *p, const attn_model *m,
+                                int dcp)
 {
     int maj = 0, min = 0;
     bool cc = attn_platform_capability(p, &maj, &min);
@@ -399,8 +400,14 @@ static void attn__print_startup(const attn_engine *e, const attn_platform *p, co
     if (ng > 0) {
         int bs = attn_engine_block_size(e), nb = attn_engine_num_blocks(e);
         printf("block size: %d (%s)\n", bs, attn_engine_block_size_source(e));
-        printf("KV pool: %d blocks x %d tokens = %lld tokens per group, %.1f MiB in all\n", nb, bs,
-               (long long)nb * bs, attn__mib(attn_engine_kv_bytes(e)));
+        if (dcp > 1) /* a scheduler block holds bs tokens on each rank */
+            printf("KV pool per rank: %d blocks x %d tokens of its own = %lld tokens per group "
+                   "(of %lld across %d ranks), %.1f MiB in all\n",
+                   nb, bs, (long long)nb * bs, (long long)nb * bs * dcp, dcp,
+                   attn__mib(attn_engine_kv_bytes(e)));
+        else
+            printf("KV pool: %d blocks x %d tokens = %lld tokens per group, %.1f MiB in all\n", nb,
+                   bs, (long long)nb * bs, attn__mib(attn_engine_kv_bytes(e)));
     }
     printf("max model len: %d\n", attn_engine_max_model_len(e));
 }
@@ -685,12 +692,15 @@ int attn_cmd_serve(int argc, char **argv)
         attn__jw_int(&w, attn_engine_num_blocks(e));
         attn__jw_key(&w, "kv_bytes");
         attn__jw_int(&w, (long long)attn_engine_kv_bytes(e));
+        attn__jw_key(&w, "kv_token_capacity"); /* per group, across the DCP ranks */
+        attn__jw_int(&w, (long long)attn_engine_num_blocks(e) * attn_engine_block_size(e) *
+                             (dcp ? attn_comm_size(dcp) : 1));
         attn__jw_key(&w, "max_model_len");
         attn__jw_int(&w, attn_engine_max_model_len(e));
         attn__jw_key(&w, "steps");
         attn__jw_arr_begin(&w);
     } else {
-        attn__print_startup(e, p, m);
+        attn__print_startup(e, p, m, dcp ? attn_comm_size(dcp) : 1);
         printf("serving %ld steps: %g new requests per step, prompts %d..%d, outputs %d..%d",
                o.steps, o.traffic.rate, o.traffic.prompt_min, o.traffic.prompt_max,
                o.traffic.output_min, o.traffic.output_max);
