@@ -33,7 +33,7 @@ PY
     "${pip[@]}" install -r "$venv/vllm-requirements.txt"
 fi
 "${pip[@]}" install scikit-build-core
-"${pip[@]}" install --no-build-isolation "$root" -Ccmake.define.ATTN_WHEEL_LIBRARY="$lib" \
-    -Cbuild-dir="$build/python-wheel-build-vllm"
+"${pip[@]}" install --no-build-isolation "$root" --config-settings=cmake.define.ATTN_WHEEL_LIBRARY="$lib" \
+    --config-settings=build-dir="$build/python-wheel-build-vllm"
 cd "$build"
 exec "$venv/bin/python" "$root/tests/vllm/plugin_test.py"
