@@ -24,7 +24,7 @@ pip=("$venv/bin/python" -m pip -q --disable-pip-version-check)
 "${pip[@]}" install --no-index --find-links "$wheels" -r "$src/tests/python/requirements.txt" ||
     exit 1
 "${pip[@]}" install --no-index --no-build-isolation --find-links "$wheels" "$src" \
-    -Ccmake.define.ATTN_WHEEL_LIBRARY="$lib" -Cbuild-dir="$bin/python-wheel-build" || exit 1
+    --config-settings=cmake.define.ATTN_WHEEL_LIBRARY="$lib" --config-settings=build-dir="$bin/python-wheel-build" || exit 1
 # Not from $bin: its libattn.so would shadow the package on sys.path.
 mkdir -p "$bin/python-test-run" && cd "$bin/python-test-run" || exit 1
 exec "$venv/bin/python" -m pytest -q -rs -p no:cacheprovider "$src/tests/python"

