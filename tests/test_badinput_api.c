@@ -467,8 +467,9 @@ static void rows_select_registry(fx *f)
     VAL(full, attn_platform_priorities(f->h100, &f->c128, NULL, 4));
     VAL(full, attn_platform_priorities(f->h100, &f->c128, names, -7));
     VAL(0, attn_platform_priorities(NULL, &f->c128, names, 4));
-    /* the finding: block size 0 / -16 were "supported" */
-    VAL(0, attn_backend_supports_block_size(f->cpu->desc, f->local, 0));
+    /* the finding: block size -16 was "supported" (0 stays vLLM's None: supported) */
+    VAL(1, attn_backend_supports_block_size(f->cpu->desc, f->local, 0));
+    VAL(0, attn_backend_supports_block_size(f->cpu->desc, f->local, -1));
     VAL(0, attn_backend_supports_block_size(f->cpu->desc, f->local, -16));
     VAL(0, attn_backend_supports_block_size(f->cpu->desc, f->local, INT_MAX));
     VAL(1, attn_backend_supports_block_size(f->cpu->desc, f->local, 16));

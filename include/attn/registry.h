@@ -49,7 +49,7 @@ ATTN_API int attn_backend_validate(const attn_backend_desc *d, const attn_platfo
 /* get_preferred_block_size(default) of reference §3. */
 ATTN_API int attn_backend_preferred_block_size(const attn_backend_desc *d, const attn_platform *p,
                                                int default_size);
-/* false for block_size outside [1, ATTN_MAX_BLOCK_SIZE]. */
+/* block_size 0 is vLLM's None (true); negative or above ATTN_MAX_BLOCK_SIZE: false. */
 ATTN_API bool attn_backend_supports_block_size(const attn_backend_desc *d, const attn_platform *p,
                                                int block_size);
 

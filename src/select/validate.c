@@ -188,7 +188,8 @@ int attn_backend_validate(const attn_backend_desc *d, const attn_platform *p,
 bool attn_backend_supports_block_size(const attn_backend_desc *d, const attn_platform *p,
                                       int block_size)
 {
-    if (!d || block_size < 1 || block_size > ATTN_MAX_BLOCK_SIZE) return false;
+    /* 0 is vLLM's None (supported); a negative size or one past the limit is not */
+    if (!d || block_size < 0 || block_size > ATTN_MAX_BLOCK_SIZE) return false;
     attn_selector_config cfg;
     attn_selector_config_init(&cfg);
     cfg.block_size = block_size;
