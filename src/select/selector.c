@@ -32,6 +32,7 @@
 
 #include "attn/log.h"
 #include "attn/plugin.h"
+#include "backends/catalog/catalog.h"
 #include "registry/registry_impl.h"
 #include "select/selection.h"
 #include "util/error.h"
@@ -215,6 +216,23 @@ static void attn__cand_reason(void *user, const char *text)
         k->c->reasons[k->c->num_reasons++] = attn__sel_strdup(k->s, text);
 }
 
+/* vLLM's text for a failed backend import on a simulated machine: the
+ * first missing Python package as ModuleNotFoundError prints it. */
+static const char *attn__sel_import_reason(attn_selection *s, const attn_backend *b,
+                                           const char *name)
+{
+    (void)b;
+    const attn__catalog_entry *e = attn__catalog_find(name);
+    const attn_backend *desc_b = e && e->builtin ? e->builtin() : NULL;
+    uint32_t need = desc_b && desc_b->desc ? desc_b->desc->import_requires : 0;
+    uint32_t missing = s->platform ? need & ~s->platform->installed : 0;
+    for (int k = 0; k < ATTN_COMPONENT_COUNT; k++)
+        if ((missing >> k) & 1u)
+            return attn__sel_printf(s, "ModuleNotFoundError: No module named '%s'",
+                                    attn_component_name((attn_component)k));
+    return attn__sel_printf(s, "ImportError: %s", attn_last_error());
+}
+
 static attn_status attn__sel_consider_ex(attn_selection *s, const char *name, int priority,
                                          bool validate, int *index)
 {
@@ -237,8 +255,11 @@ static attn_status attn__sel_consider_ex(attn_selection *s, const char *name, in
     if (st != ATTN_OK) {
         /* Import failures are a reason like any other (vLLM catches
          * ImportError around the class import). */
-        const char *r = attn__sel_printf(s, "ImportError: %s", attn_last_error());
-        c->reasons[c->num_reasons++] = r;
+        /* The reason is the exception as vLLM prints it; libattn's own
+         * account (which component is missing where) is the detail. */
+        c->detail = attn__sel_strdup(s, attn_last_error());
+        c->reasons[c->num_reasons++] = attn__sel_import_reason(s, b, stable);
+        c->import_failed = true;
         return ATTN_OK;
     }
     c->backend = b;
@@ -296,9 +317,17 @@ static attn_status attn__sel_finish_explicit(attn_selection *s, int idx)
     }
     attn__sb sb;
     attn__sb_init(&sb);
+    /* vLLM formats the enum member (AttentionBackendEnum.X). An import
+     * failure is printed bare inside the brackets, the other reasons as a
+     * Python list repr. */
     attn__sb_printf(&sb,
-                    "Selected backend %s is not valid for this configuration. Reason: ", c->name);
-    attn__put_py_list(&sb, c);
+                    "Selected backend AttentionBackendEnum.%s is not valid for this "
+                    "configuration. Reason: ",
+                    c->name);
+    if (c->import_failed)
+        attn__sb_printf(&sb, "[%s]", c->num_reasons ? c->reasons[0] : "");
+    else
+        attn__put_py_list(&sb, c);
     return attn__sel_fail_sb(s, ATTN_SELECT_EXPLICIT_INVALID, ATTN_BACKEND_INVALID, &sb);
 }
 
@@ -967,6 +996,16 @@ static void attn__json_config(attn__jw *w, const attn_selector_config *c)
     attn__jw_bool(w, c->use_non_causal);
     attn__jw_key(w, "use_batch_invariant");
     attn__jw_bool(w, c->use_batch_invariant);
+    attn__jw_key(w, "use_kv_connector");
+    attn__jw_bool(w, c->use_kv_connector);
+    attn__jw_key(w, "use_pcp");
+    attn__jw_bool(w, c->use_pcp);
+    attn__jw_key(w, "use_adaptive_verification");
+    attn__jw_bool(w, c->use_adaptive_verification);
+    attn__jw_key(w, "use_dcp");
+    attn__jw_bool(w, c->use_dcp);
+    attn__jw_key(w, "use_rswa");
+    attn__jw_bool(w, c->use_rswa);
     attn__jw_key(w, "num_heads");
     if (c->num_heads > 0)
         attn__jw_int(w, c->num_heads);
@@ -1044,6 +1083,8 @@ attn_status attn_selection_to_json(const attn_selection *s, char **out)
         for (int j = 0; j < c->num_reasons; j++)
             attn__jw_str(&w, c->reasons[j]);
         attn__jw_arr_end(&w);
+        attn__jw_key(&w, "detail");
+        attn__jw_str(&w, c->detail);
         attn__jw_obj_end(&w);
     }
     attn__jw_arr_end(&w);
@@ -1095,6 +1136,7 @@ attn_status attn_selection_explain(const attn_selection *s, char **out)
             if (c->valid) attn__sb_puts(&sb, i == s->chosen ? "valid (chosen)" : "valid");
             for (int j = 0; j < c->num_reasons; j++)
                 attn__sb_printf(&sb, "%s%s", j ? "; " : "", c->reasons[j]);
+            if (c->detail) attn__sb_printf(&sb, " (%s)", c->detail);
             attn__sb_putc(&sb, '\n');
         }
         attn__sb_putc(&sb, '\n');

@@ -88,6 +88,7 @@ static const char *fa_combination(const attn_check_ctx *c, char *buf, size_t siz
 const attn_backend_desc attn__desc_flash_attn = {
     ATTN__FLASH_ATTN_RULES,
     .name = "FLASH_ATTN",
+    .supports_dcp = true,
     .kv_cache_shape = attn__kv_shape_flash,
     .kv_stride_order = attn__stride_order_flash,
     .builder = &attn__builder_flash_attn,
@@ -96,6 +97,7 @@ const attn_backend_desc attn__desc_flash_attn = {
 static const attn_backend_desc attn__desc_flash_attn_diffkv = {
     ATTN__FLASH_ATTN_RULES,
     .name = "FLASH_ATTN_DIFFKV",
+    .supports_dcp = true,
     .kv_cache_shape = attn__kv_shape_flash_diffkv,
     .builder = &attn__builder_flash_attn,
 };
@@ -147,6 +149,7 @@ static attn_kv_layout fi_layout(const attn_platform *p)
 const attn_backend_desc attn__desc_flashinfer = {
     ATTN__FLASHINFER_RULES,
     .name = "FLASHINFER",
+    .supports_dcp = true,
 };
 
 static const attn_backend_desc attn__desc_triton_flashinfer = {
