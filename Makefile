@@ -4,7 +4,7 @@ BUILD_SAN  ?= build-san
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_ARGS ?=
 
-.PHONY: all deps configure build run test test-fast san clean format
+.PHONY: all deps configure build run test test-fast san clean format parity
 
 all: build
 
@@ -39,6 +39,15 @@ test-fast: build
 
 format:
 	bash tests/format_check.sh --fix
+
+# libattn against vLLM itself (opt-in, never part of `test`): makes a venv
+# with vllm==0.32.0 from PyPI on first use, answers the seeded cases
+# with vLLM's own selection code, compares `attn select --json`, and
+# rewrites the CI case file. See docs/vllm-parity.md.
+PARITY_ARGS ?=
+parity: build
+	python3 tools/vllm-parity/parity.py --attn $(BUILD)/bin/attn \
+	  --write-cases tests/data/vllm-0.32.0-cases.json $(PARITY_ARGS)
 
 clean:
 	rm -rf $(BUILD) $(BUILD_SAN)

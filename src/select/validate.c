@@ -165,7 +165,7 @@ int attn__validate(const attn_backend_desc *d, const attn_check_ctx *c, attn__re
     if (!attn__type_ok(d, cfg->attn_type)) {
         char buf[96];
         snprintf(buf, sizeof buf, "attention type %s not supported",
-                 attn_attn_type_name(cfg->attn_type));
+                 attn_attn_type_enum_name(cfg->attn_type));
         ATTN__REASON(buf);
     }
     const attn__v032_flags *x = attn__v032_flags_of(d->name);

@@ -79,7 +79,7 @@ int attn_selector_config_repr(const attn_selector_config *c, char *buf, size_t s
                     "use_adaptive_verification=%s, use_pcp=%s, use_dcp=%s, use_rswa=%s)",
                     c->head_size, attn_dtype_torch_name(c->dtype), kv, block, ATTN__B(c->use_mla),
                     ATTN__B(c->has_sink), ATTN__B(c->use_sparse), ATTN__B(c->use_mm_prefix),
-                    ATTN__B(c->use_per_head_quant_scales), attn_attn_type_name(c->attn_type),
+                    ATTN__B(c->use_per_head_quant_scales), attn_attn_type_enum_name(c->attn_type),
                     ATTN__B(c->has_sliding_window), ATTN__B(c->use_non_causal),
                     ATTN__B(c->use_batch_invariant), ATTN__B(c->use_kv_connector),
                     ATTN__B(c->use_adaptive_verification), ATTN__B(c->use_pcp),

@@ -110,7 +110,15 @@ class _StubLoader(importlib.abc.Loader):
         return m
 
     def exec_module(self, module):
-        pass
+        # FlashInfer API that vLLM feature-detects by signature: the stub
+        # answers as the FlashInfer release vLLM pins (0.7.0.post1) does.
+        if module.__name__ == "flashinfer.mla":
+
+            class BatchMLAPagedAttentionWrapper:
+                def run(self, *args, ckv_scale_arr=None, **kwargs):
+                    pass
+
+            module.BatchMLAPagedAttentionWrapper = BatchMLAPagedAttentionWrapper
 
 
 class _Finder(importlib.abc.MetaPathFinder):
@@ -274,6 +282,7 @@ def _candidates(platform, cap, sel_cfg, num_heads, backend):
 
 
 def _answer(platform, case):
+    from vllm.v1.attention.backend import AttentionType
     from vllm.v1.attention.backends.registry import AttentionBackendEnum
     from vllm.v1.attention.selector import AttentionSelectorConfig
 
@@ -306,7 +315,9 @@ def _answer(platform, case):
         use_sparse=c.get("use_sparse", False),
         use_mm_prefix=c.get("use_mm_prefix", False),
         use_per_head_quant_scales=c.get("use_per_head_quant_scales", False),
-        attn_type=c.get("attn_type", "decoder"),
+        # The member, as vLLM's layers pass it: its f-string is
+        # "AttentionType.DECODER" (Python >= 3.11), which messages show.
+        attn_type=AttentionType(c.get("attn_type", "decoder")),
         has_sliding_window=c.get("has_sliding_window", False),
         use_non_causal=c.get("use_non_causal", False),
         use_batch_invariant=c.get("use_batch_invariant", False),

@@ -209,7 +209,7 @@ static const attn_backend_desc attn__desc_flashinfer_mla_sparse = {
     .kv_dtypes = KV_PLAIN | KV_FP8,
     .block_sizes = attn__blocks_32_64,
     .n_block_sizes = 2,
-    .heads = {.sizes = attn__heads_576, .n_sizes = 1},
+    .heads = {.sizes = attn__heads_sparse, .n_sizes = 2},
     .cc_min = {10, 0},
     .cc_max = {10, 99},
     .is_sparse = true,
