@@ -60,7 +60,7 @@ expect_out FLASH_ATTN 0 env ATTN_BACKEND=auto "$ATTN" select --machine h100
 # --explain: every candidate, marked.
 "$ATTN" select --machine h100 --installed fa2,fa3,fa4 --explain >"$tmp/out" 2>/dev/null ||
     fail "--explain failed"
-for w in "FLASH_ATTN" "FLASHINFER" "ImportError" "TURBOQUANT" "✓" "✗" "selected:  FLASH_ATTN"; do
+for w in "FLASH_ATTN" "FLASHINFER" "ModuleNotFoundError" "is not installed on machine" "TURBOQUANT" "✓" "✗" "selected:  FLASH_ATTN"; do
     grep -qF -- "$w" "$tmp/out" || fail "--explain lacks '$w'"
 done
 

@@ -101,15 +101,15 @@ static void test_rocm(void)
     const char *on[] = {"rocm_use_aiter=true", NULL};
     const char *on_nomha[] = {"rocm_use_aiter=true", "rocm_use_aiter_mha=false", NULL};
     const char *on_nomla[] = {"rocm_use_aiter=1", "rocm_use_aiter_mla=0", NULL};
-    LIST("rocm:gfx942", "", NULL, &c, "ROCM_ATTN TRITON_ATTN TURBOQUANT");
+    LIST("rocm:gfx942", "", NULL, &c, "ROCM_ATTN TRITON_ATTN TURBOQUANT ULTRAQUANT");
     LIST("rocm:gfx942", "aiter", NULL, &c,
-         "ROCM_ATTN ROCM_AITER_UNIFIED_ATTN TRITON_ATTN TURBOQUANT");
+         "ROCM_ATTN ROCM_AITER_UNIFIED_ATTN TRITON_ATTN TURBOQUANT ULTRAQUANT");
     LIST("rocm:gfx942", "aiter", on, &c,
-         "ROCM_ATTN ROCM_AITER_FA ROCM_AITER_UNIFIED_ATTN TRITON_ATTN TURBOQUANT");
+         "ROCM_ATTN ROCM_AITER_FA ROCM_AITER_UNIFIED_ATTN TRITON_ATTN TURBOQUANT ULTRAQUANT");
     LIST("rocm:gfx950", "aiter", on_nomha, &c,
-         "ROCM_ATTN ROCM_AITER_UNIFIED_ATTN TRITON_ATTN TURBOQUANT");
-    LIST("rocm:gfx90a", "aiter", on, &c, "ROCM_ATTN TRITON_ATTN TURBOQUANT");
-    LIST("rocm:gfx942", "", on, &c, "ROCM_ATTN TRITON_ATTN TURBOQUANT");
+         "ROCM_ATTN ROCM_AITER_UNIFIED_ATTN TRITON_ATTN TURBOQUANT ULTRAQUANT");
+    LIST("rocm:gfx90a", "aiter", on, &c, "ROCM_ATTN TRITON_ATTN TURBOQUANT ULTRAQUANT");
+    LIST("rocm:gfx942", "", on, &c, "ROCM_ATTN TRITON_ATTN TURBOQUANT ULTRAQUANT");
     c.use_mla = true;
     LIST("rocm:gfx942", "", NULL, &c, "TRITON_MLA");
     LIST("rocm:gfx942", "aiter", NULL, &c, "TRITON_MLA");

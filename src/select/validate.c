@@ -40,8 +40,8 @@ void attn__check_ctx_init(attn_check_ctx *c, const attn_platform *p,
  * backend gets the defaults. */
 typedef struct attn__v032_flags {
     const char *name;
-    bool sliding_window, rswa, no_kv_connector, no_query_lens_mismatch,
-        query_lens_mismatch_on_10x, non_causal_dcp;
+    bool sliding_window, rswa, no_kv_connector, no_query_lens_mismatch, query_lens_mismatch_on_10x,
+        non_causal_dcp;
 } attn__v032_flags;
 
 static const attn__v032_flags attn__v032_table[] = {

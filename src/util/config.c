@@ -82,7 +82,7 @@ int attn_selector_config_repr(const attn_selector_config *c, char *buf, size_t s
                     ATTN__B(c->use_per_head_quant_scales), attn_attn_type_enum_name(c->attn_type),
                     ATTN__B(c->has_sliding_window), ATTN__B(c->use_non_causal),
                     ATTN__B(c->use_batch_invariant), ATTN__B(c->use_kv_connector),
-                    ATTN__B(c->use_adaptive_verification), ATTN__B(c->use_pcp),
-                    ATTN__B(c->use_dcp), ATTN__B(c->use_rswa));
+                    ATTN__B(c->use_adaptive_verification), ATTN__B(c->use_pcp), ATTN__B(c->use_dcp),
+                    ATTN__B(c->use_rswa));
 #undef ATTN__B
 }

@@ -251,6 +251,8 @@ def _candidates(platform, cap, sel_cfg, num_heads, backend):
     """Per-candidate reasons, the way the platform itself computes them."""
     fam = platform.device_name
     out = []
+    if not hasattr(platform, "get_valid_backends"):
+        return None  # XPU and CPU decide without per-candidate reasons
     if backend is not None:
         try:
             cls = backend.get_class()
@@ -360,9 +362,25 @@ def _name_of(path):
     return path
 
 
+def _triton_driver(machine):
+    """Triton's driver for the simulated GPU is active (vLLM disables Triton
+    when no driver is; this machine has none)."""
+    name = {"cuda": "nvidia", "rocm": "amd"}.get(machine["family"])
+    if not name:
+        return
+    try:
+        from triton.backends import backends
+    except ImportError:
+        return
+    for key, b in backends.items():
+        active = key == name
+        setattr(b.driver, "is_active", staticmethod(lambda a=active: a))
+
+
 def _family_setup(machine):
     """In the family parent: bind vLLM's platform, import its config."""
     sys.meta_path.insert(0, _FINDER)
+    _triton_driver(machine)
     _CAP["cc"] = machine.get("cc", "0.0")
     platform = _make_platform(machine)
     import vllm.config  # noqa: F401

@@ -98,8 +98,8 @@ static const char *fi_sm120_combination(const attn_check_ctx *c, char *buf, size
         return "FLASHINFER_MLA_SPARSE_SM120 requires FlashInfer's sparse MLA decode API";
     if (c->cfg->dtype != ATTN_DTYPE_BF16) return "dtype not supported";
     attn_kv_dtype kv = c->cfg->kv_cache_dtype;
-    if (!(kv == ATTN_KV_NONE || kv == ATTN_KV_AUTO || kv == ATTN_KV_FP8 ||
-          kv == ATTN_KV_FP8_E4M3 || kv == ATTN_KV_FP8_DS_MLA))
+    if (!(kv == ATTN_KV_NONE || kv == ATTN_KV_AUTO || kv == ATTN_KV_FP8 || kv == ATTN_KV_FP8_E4M3 ||
+          kv == ATTN_KV_FP8_DS_MLA))
         return "kv_cache_dtype not supported";
     return NULL;
 }
@@ -113,7 +113,6 @@ static const attn_backend_desc attn__desc_flashinfer_mla_sparse_sm120 = {
     .supports_compute_capability = attn__sp_cc12,
     .supports_combination = fi_sm120_combination,
     .supports_dcp = true,
-    .import_requires = 1u << ATTN_COMPONENT_FLASHINFER,
 };
 
 ATTN__BUILTIN(attn__builtin_flash_attn_mla_sparse, attn__desc_flash_attn_mla_sparse)
