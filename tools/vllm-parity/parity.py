@@ -316,13 +316,17 @@ def v_reasons(a, family=None):
     # XPU and CPU decide without per-candidate reasons (no get_valid_backends).
     if not a or a.get("candidates") is None or family in ("xpu", "cpu"):
         return None
-    return [(x["name"], x["reasons"]) for x in a["candidates"]]
+    rows = [(x["name"], x["reasons"]) for x in a["candidates"]]
+    # ROCm's get_valid_backends keeps no priority for the rejected backends,
+    # so its candidates compare as a set (name -> reasons).
+    return sorted(rows) if family == "rocm" else rows
 
 
-def l_reasons(a):
+def l_reasons(a, family=None):
     if "candidates" not in a:
         return []
-    return [(x["name"], x["reasons"]) for x in a["candidates"]]
+    rows = [(x["name"], x["reasons"]) for x in a["candidates"]]
+    return sorted(rows) if family == "rocm" else rows
 
 
 def compare(cases, vans, lans):
@@ -343,12 +347,12 @@ def compare(cases, vans, lans):
             continue
         same_out = v_outcome(v) == l_outcome(l)
         vr = v_reasons(v, fam)
-        same_r = vr is None or vr == l_reasons(l)
+        same_r = vr is None or vr == l_reasons(l, fam)
         same_m = v_message(v) == l_message(l)
         row["outcome"] += same_out
         if vr is not None:
             row["reasons_n"] += 1
-            row["reasons"] += vr == l_reasons(l)
+            row["reasons"] += vr == l_reasons(l, fam)
         row["message"] += same_m and same_out
         if not (same_out and same_r and same_m):
             level = "outcome" if not same_out else ("reasons" if not same_r else "message")
@@ -388,7 +392,7 @@ def show_diff(c, level, v, l):
     print("    vllm: %s" % json.dumps(v_outcome(v)))
     print("    attn: %s" % json.dumps(l_outcome(l)))
     if level == "reasons":
-        vr, lr = v_reasons(v, c["machine"]["family"]), l_reasons(l)
+        vr, lr = v_reasons(v, c["machine"]["family"]), l_reasons(l, c["machine"]["family"])
         for i in range(max(len(vr), len(lr))):
             a = vr[i] if i < len(vr) else None
             b = lr[i] if i < len(lr) else None
