@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "backends/catalog/catalog.h"
 #include "platform/platform_impl.h"
 #include "select/selection.h"
 #include "util/error.h"
@@ -63,11 +64,18 @@ static const attn__v032_flags attn__v032_table[] = {
     {"TOKENSPEED_MLA", false, false, false, false, false, true},
 };
 
-static const attn__v032_flags *attn__v032_flags_of(const char *name)
+/* A descriptor that is not one of the catalog's own (a plugin's, or a
+ * registration under a catalog name) has no field to declare these, so it is
+ * not rejected for them: libattn's descriptor ABI predates them. */
+static const attn__v032_flags *attn__v032_flags_of(const attn_backend_desc *d)
 {
     static const attn__v032_flags none = {NULL, false, false, false, false, false, false};
-    for (size_t i = 0; name && i < sizeof attn__v032_table / sizeof attn__v032_table[0]; i++)
-        if (!strcmp(attn__v032_table[i].name, name)) return &attn__v032_table[i];
+    static const attn__v032_flags plugin = {NULL, true, true, false, false, false, true};
+    const attn__catalog_entry *e = attn__catalog_find(d->name);
+    const attn_backend *b = e && e->builtin ? e->builtin() : NULL;
+    if (!b || b->desc != d) return &plugin;
+    for (size_t i = 0; i < sizeof attn__v032_table / sizeof attn__v032_table[0]; i++)
+        if (!strcmp(attn__v032_table[i].name, d->name)) return &attn__v032_table[i];
     return &none;
 }
 
@@ -168,7 +176,7 @@ int attn__validate(const attn_backend_desc *d, const attn_check_ctx *c, attn__re
                  attn_attn_type_enum_name(cfg->attn_type));
         ATTN__REASON(buf);
     }
-    const attn__v032_flags *x = attn__v032_flags_of(d->name);
+    const attn__v032_flags *x = attn__v032_flags_of(d);
     if (cfg->has_sliding_window && !x->sliding_window) ATTN__REASON("sliding window not supported");
     if (cfg->use_rswa && !x->rswa) ATTN__REASON("R-SWA not supported");
     if (cfg->use_non_causal && !d->supports_non_causal)
