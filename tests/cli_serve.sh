@@ -44,7 +44,7 @@ check "native kernel" has "$out" "attention: CPU_ATTN kernel"
 err=$("$ATTN" serve --machine h100 --installed fa2,fa3,fa4 --backend FLASHINFER $SMALL --steps 3 2>&1 >/dev/null)
 rc=$?
 check "failed startup exits 3 (got $rc)" test $rc -eq 3
-check "failure message" has "$err" "Selected backend FLASHINFER is not valid for this configuration. Reason: ['ImportError: "
+check "failure message" has "$err" "Selected backend AttentionBackendEnum.FLASHINFER is not valid for this configuration. Reason: [ModuleNotFoundError: No module named 'flashinfer']"
 
 # the same through ATTN_BACKEND
 ATTN_BACKEND=FLASHINFER "$ATTN" serve --machine h100 --installed fa2 $SMALL --steps 1 >/dev/null 2>&1

@@ -116,7 +116,7 @@ for s in doc["summary"]:
 assert {"h100-0", "a100-0", "mi300x-0", "FLASH_ATTN", "FLASHINFER", "ROCM_ATTN"} <= names, names
 missing = sorted(n for n in names if n not in text)
 assert not missing, "not in the rendered page: %s" % missing
-assert "Selected backend FLASHINFER is not valid for this configuration." in text
+assert "Selected backend AttentionBackendEnum.FLASHINFER is not valid for this configuration." in text
 print("page names", len(names), "machines and backends")
 PY
 echo "cli_simulate_html: ok"

@@ -129,9 +129,9 @@ static void test_failed_startup(void)
     CHECK_STATUS(attn_engine_create(&cfg, &e), ATTN_BACKEND_INVALID);
     CHECK(e != NULL && attn_engine_get_state(e) == ATTN_ENGINE_FAILED);
     CHECK_CONTAINS(attn_engine_error(e),
-                   "Selected backend FLASHINFER is not valid for this configuration. Reason: "
-                   "['ImportError: ");
-    CHECK_CONTAINS(attn_last_error(), "Selected backend FLASHINFER");
+                   "Selected backend AttentionBackendEnum.FLASHINFER is not valid for this "
+                   "configuration. Reason: [ModuleNotFoundError: No module named 'flashinfer']");
+    CHECK_CONTAINS(attn_last_error(), "Selected backend AttentionBackendEnum.FLASHINFER");
     CHECK(attn_engine_num_groups(e) == 0);
     attn_request_desc r = {.prompt_len = 4, .output_len = 1};
     CHECK_STATUS(attn_engine_add_request(e, &r, NULL), ATTN_BAD_STATE);

@@ -114,9 +114,10 @@ int main(void)
     CHECK(rc == 3);
     if (j) {
         CHECK_STR(attn__json_string(attn__json_get(j, "state")), "failed");
-        CHECK_CONTAINS(attn__json_string(attn__json_get(j, "error")),
-                       "Selected backend FLASHINFER is not valid for this configuration. Reason: "
-                       "['ImportError: ");
+        CHECK_CONTAINS(
+            attn__json_string(attn__json_get(j, "error")),
+            "Selected backend AttentionBackendEnum.FLASHINFER is not valid for this "
+            "configuration. Reason: [ModuleNotFoundError: No module named 'flashinfer']");
         CHECK(attn__json_get(j, "steps") == NULL);
     }
     attn__json_free(j);

@@ -28,16 +28,20 @@ static const char *const vllm_order[] = {
     "FLASHINFER_MLA",
     "TOKENSPEED_MLA",
     "FLASHINFER_MLA_SPARSE",
+    "FLASHINFER_MLA_SPARSE_SM120",
+    "FLASHINFER_MLA_SPARSE_SM90",
     "TRITON_MLA",
     "CUTLASS_MLA",
     "FLASHMLA",
     "FLASHMLA_SPARSE",
     "FLASH_ATTN_MLA",
+    "FLASH_ATTN_MLA_SPARSE",
     "NO_ATTENTION",
     "FLEX_ATTENTION",
     "ROCM_AITER_UNIFIED_ATTN",
     "CPU_ATTN",
     "TURBOQUANT",
+    "ULTRAQUANT",
     "CUSTOM",
     "TRITON_FLASHINFER",
     "TRITON_FLASH_ATTN",
@@ -63,8 +67,9 @@ static void test_names(void)
     CHECK(!attn_registry_contains(NULL));
     const char *v = attn_registry_valid_names();
     CHECK(!strncmp(v, "FLASH_ATTN, FLASH_ATTN_DIFFKV, TRITON_ATTN, ROCM_ATTN, ", 53));
-    CHECK_CONTAINS(v, "CPU_ATTN, TURBOQUANT, CUSTOM, TRITON_FLASHINFER, TRITON_FLASH_ATTN, "
-                      "CPU_MLA, REFERENCE");
+    CHECK_CONTAINS(
+        v, "CPU_ATTN, TURBOQUANT, ULTRAQUANT, CUSTOM, TRITON_FLASHINFER, TRITON_FLASH_ATTN, "
+           "CPU_MLA, REFERENCE");
     CHECK(attn_registry_valid_names() == v); /* unchanged registry: same text */
 }
 
@@ -183,7 +188,7 @@ static void test_overrides_affect_selection(void)
                                                     "libattn_nowhere.so");
     attn_selection *u = NULL;
     CHECK_STATUS(attn_select_uncached(p, "FLASH_ATTN", &cfg, &u), ATTN_BACKEND_INVALID);
-    CHECK_CONTAINS(attn_selection_message(u), "Reason: ['ImportError: No module named "
+    CHECK_CONTAINS(attn_selection_message(u), "Reason: [ImportError: No module named "
                                               "libattn_nowhere.so");
     attn_selection_free(u);
     CHECK_OK(attn_registry_clear_override("FLASH_ATTN"));

@@ -18,7 +18,7 @@ static const attn_backend_desc *desc_of(const char *name)
 
 static void test_entries(void)
 {
-    CHECK(attn__catalog_count() == 32);
+    CHECK(attn__catalog_count() == 36);
     for (int i = 0; i < attn__catalog_count(); i++) {
         const attn__catalog_entry *e = attn__catalog_at(i);
         CHECK_STR(attn_registry_name(i), e->name);
@@ -40,7 +40,7 @@ static void test_entries(void)
                    !strcmp(e->name, "REFERENCE_MLA") || !strcmp(e->name, "REFERENCE_MLA_SPARSE");
         CHECK_MSG(cpu == (b->kernel != NULL), "%s: kernel %p", e->name, (const void *)b->kernel);
     }
-    CHECK(attn__catalog_at(-1) == NULL && attn__catalog_at(32) == NULL);
+    CHECK(attn__catalog_at(-1) == NULL && attn__catalog_at(36) == NULL);
     CHECK(attn__catalog_find(NULL) == NULL && attn__catalog_find("flash_attn") == NULL);
     const char *why = NULL;
     CHECK(attn__catalog_builtin("CUSTOM", &why) == NULL);
@@ -54,7 +54,7 @@ static void test_capabilities(void)
 {
     const attn_backend_desc *fi = desc_of("FLASHINFER");
     CHECK(fi->n_block_sizes == 3 && fi->block_sizes[2] == 64);
-    CHECK(fi->heads.n_sizes == 3 && fi->cc_min.major == 7 && fi->cc_min.minor == 5);
+    CHECK(fi->heads.n_sizes == 4 && fi->cc_min.major == 8 && fi->cc_min.minor == 0);
     CHECK(fi->cc_max.major == 12 && fi->cc_max.minor == 1);
     CHECK(fi->import_requires == 1u << ATTN_COMPONENT_FLASHINFER);
     CHECK(fi->attn_types == ATTN_TYPE_BIT(ATTN_TYPE_DECODER));

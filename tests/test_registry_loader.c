@@ -122,16 +122,16 @@ static void test_selection(void)
     s = select_on(p, "MOD_BADABI");
     CHECK(attn_selection_status(s) == ATTN_BACKEND_INVALID);
     CHECK_CONTAINS(attn_selection_message(s),
-                   "Selected backend MOD_BADABI is not valid for this configuration. Reason: "
-                   "['ImportError: ABI version mismatch: ");
+                   "Selected backend AttentionBackendEnum.MOD_BADABI is not valid for this "
+                   "configuration. Reason: [ImportError: ABI version mismatch: ");
 
     /* A kernel whose known-answer test fails is never chosen. */
     CHECK_OK(attn_register_backend(
         "MOD_KAT", mod("libattn_test_mod_good.so", "attn_test_backend_selftest_fail")));
     s = select_on(p, "MOD_KAT");
-    CHECK_STR(attn_selection_message(s),
-              "Selected backend MOD_KAT is not valid for this configuration. Reason: "
-              "['self-test failed: max error 0.5 on [2x4x64]']");
+    CHECK_STR(attn_selection_message(s), "Selected backend AttentionBackendEnum.MOD_KAT is not "
+                                         "valid for this configuration. Reason: "
+                                         "['self-test failed: max error 0.5 on [2x4x64]']");
     /* ATTN_SELFTEST=0 skips it and says so (uncached: the cache would answer
      * the earlier result for the same key). */
     setenv("ATTN_SELFTEST", "0", 1);

@@ -1,8 +1,10 @@
-/* Runs every worked case of ../shared/reference/selection-cases.json through
- * the public API: open the case's machine, install its components, apply
- * its settings, select without the cache, and check the expected backend or
- * error kind, every message fragment, and the names of a --block-size
- * precluded warning. Each failing case is printed with what happened. */
+/* Runs vLLM 0.32.0's own answers (tests/data/vllm-0.32.0-cases.json, made by
+ * tools/vllm-parity/parity.py with vLLM itself) through the public API: open
+ * the case's simulated machine, install its components, apply its settings,
+ * select without the cache, and check the backend or the error kind. The
+ * cases where libattn is known to differ are listed with their cause in
+ * tests/data/vllm-0.32.0-known-diffs.txt; a listed case that now agrees fails
+ * too, so the list only shrinks. Reads nothing outside the repository. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,7 +35,15 @@ static int int_or(const attn__json *cfg, const char *key, int def)
 /* Returns NULL when the case passes, else a description (static buffer). */
 static const char *run_case(const attn__json *c, char *why, size_t size)
 {
-    const char *machine = str_or(attn__json_get(c, "machine"), "?");
+    const attn__json *m = attn__json_get(c, "machine");
+    const char *fam = str_or(attn__json_get(m, "family"), "?");
+    char machine[64];
+    if (!strcmp(fam, "cuda"))
+        snprintf(machine, sizeof machine, "cuda:%s", str_or(attn__json_get(m, "cc"), "?"));
+    else if (!strcmp(fam, "rocm"))
+        snprintf(machine, sizeof machine, "rocm:%s", str_or(attn__json_get(m, "gfx"), "?"));
+    else
+        snprintf(machine, sizeof machine, "%s", fam);
     attn_platform *p = NULL;
     if (attn_platform_open(machine, &p) != ATTN_OK) {
         snprintf(why, size, "cannot open machine %s: %s", machine, attn_last_error());
@@ -41,7 +51,7 @@ static const char *run_case(const attn__json *c, char *why, size_t size)
     }
     attn__sb csv;
     attn__sb_init(&csv);
-    const attn__json *inst = attn__json_get(c, "installed");
+    const attn__json *inst = attn__json_get(m, "installed");
     for (size_t i = 0; inst && i < attn__json_len(inst); i++)
         attn__sb_printf(&csv, "%s%s", i ? "," : "", str_or(attn__json_at(inst, i), ""));
     attn_status st = attn_platform_set_installed(p, csv.data ? csv.data : "");
@@ -51,7 +61,7 @@ static const char *run_case(const attn__json *c, char *why, size_t size)
         attn_platform_free(p);
         return why;
     }
-    const attn__json *set = attn__json_get(c, "settings");
+    const attn__json *set = attn__json_get(m, "settings");
     for (size_t i = 0; set && i < attn__json_len(set); i++) {
         char kv[128];
         snprintf(kv, sizeof kv, "%s=%s", attn__json_key_at(set, i),
@@ -101,6 +111,11 @@ static const char *run_case(const attn__json *c, char *why, size_t size)
     cfg.use_non_causal = bool_of(cj, "use_non_causal");
     cfg.use_batch_invariant = bool_of(cj, "use_batch_invariant");
     cfg.num_heads = int_or(cj, "num_heads", 0);
+    cfg.use_kv_connector = bool_of(cj, "use_kv_connector");
+    cfg.use_pcp = bool_of(cj, "use_pcp");
+    cfg.use_dcp = bool_of(cj, "use_dcp");
+    cfg.use_adaptive_verification = bool_of(cj, "use_adaptive_verification");
+    cfg.use_rswa = bool_of(cj, "use_rswa");
 
     const char *backend = str_or(attn__json_get(c, "backend"), NULL);
     attn_selection *s = NULL;
@@ -160,33 +175,51 @@ static const char *run_case(const attn__json *c, char *why, size_t size)
     return result;
 }
 
+static bool listed(const char *known, const char *id)
+{
+    size_t n = strlen(id);
+    for (const char *q = known; q && (q = strstr(q, id)) != NULL; q += n)
+        if ((q == known || q[-1] == '\n') && (q[n] == ' ' || q[n] == '\t')) return true;
+    return false;
+}
+
 int main(void)
 {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/selection-cases.json", attn_test_reference_dir());
-    char *text = NULL;
-    size_t len = 0;
+    char path[4096], kpath[4096];
+    snprintf(path, sizeof path, "%s/tests/data/vllm-0.32.0-cases.json", attn_test_source_dir());
+    snprintf(kpath, sizeof kpath, "%s/tests/data/vllm-0.32.0-known-diffs.txt",
+             attn_test_source_dir());
+    char *text = NULL, *known = NULL;
+    size_t len = 0, klen = 0;
     if (attn__read_file(path, &text, &len) != ATTN_OK) {
         fprintf(stderr, "cannot read %s: %s\n", path, attn_last_error());
         return 1;
     }
+    if (attn__read_file(kpath, &known, &klen) != ATTN_OK) known = NULL;
     attn__json *root = NULL;
     char err[256];
     CHECK_OK(attn__json_parse(text, len, &root, err, sizeof err));
     free(text);
     if (!root) return attn_test_finish("test_select_cases");
-    size_t n = attn__json_len(root);
-    int passed = 0;
+    const attn__json *cases = attn__json_get(root, "cases");
+    size_t n = attn__json_len(cases);
+    int passed = 0, known_diff = 0;
     for (size_t i = 0; i < n; i++) {
-        const attn__json *c = attn__json_at(root, i);
+        const attn__json *c = attn__json_at(cases, i);
+        const char *id = str_or(attn__json_get(c, "id"), "?");
         char why[4096];
         const char *fail = run_case(c, why, sizeof why);
-        CHECK_MSG(fail == NULL, "case %s: %s", str_or(attn__json_get(c, "id"), "?"),
-                  fail ? fail : "");
+        if (listed(known, id)) {
+            CHECK_MSG(fail != NULL, "case %s agrees now: drop it from the known differences", id);
+            known_diff++;
+            continue;
+        }
+        CHECK_MSG(fail == NULL, "case %s: %s", id, fail ? fail : "");
         if (!fail) passed++;
     }
-    printf("selection cases: %d/%zu pass\n", passed, n);
-    CHECK(n >= 88);
+    printf("vLLM 0.32.0 cases: %d/%zu agree, %d known differences\n", passed, n, known_diff);
+    CHECK(n >= 1000);
+    free(known);
     attn__json_free(root);
     return attn_test_finish("test_select_cases");
 }

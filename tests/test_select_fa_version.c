@@ -103,10 +103,14 @@ static void test_flash_attn_rules(void)
     c.head_size = 128;
     c.kv_cache_dtype = ATTN_KV_FP8_E4M3;
     CHECK(reasons_for("cuda:9.0", "fa2,fa3", &c, r) == 0);
-    CHECK(reasons_for("cuda:10.0", "fa2,fa3,fa4", &c, r) == 1);
+    /* vLLM 0.32.0: FA4 on 10.x takes an fp8 cache (FA version 4 by default). */
+    CHECK(reasons_for("cuda:10.0", "fa2,fa3,fa4", &c, r) == 0);
+    CHECK(reasons_for("cuda:10.0", "fa2", &c, r) == 2);
     CHECK_STR(r[0], "kv_cache_dtype not supported");
+    CHECK_STR(r[1], "FP8 KV cache requires FA3 on SM90, FA4 with head_size=512 on SM90, or FA4 "
+                    "on SM100");
     c.kv_cache_dtype = ATTN_KV_FP8_E5M2;
-    CHECK(reasons_for("cuda:9.0", "fa2,fa3", &c, r) == 1);
+    CHECK(reasons_for("cuda:9.0", "fa2,fa3", &c, r) == 2);
     c.kv_cache_dtype = ATTN_KV_AUTO;
     c.use_batch_invariant = true; /* FA3 still, so fp8 stays fine on Hopper */
     c.kv_cache_dtype = ATTN_KV_FP8;

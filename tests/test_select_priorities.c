@@ -82,10 +82,17 @@ static void test_cuda(void)
     c.kv_cache_dtype = ATTN_KV_NONE;
     snprintf(want, sizeof want, "%s FLASHMLA_SPARSE FLASHINFER_MLA_SPARSE", six);
     LIST("cuda:10.0", NULL, NULL, &c, want);
-    const char *mla9 = "FLASH_ATTN_MLA FLASHMLA FLASHINFER_MLA TRITON_MLA FLASHMLA_SPARSE";
+    /* vLLM 0.32.0: SM 12.x has its own MLA list; elsewhere the sparse tail
+     * ends with FlashInfer's SM90 kernel, which leads it for head size 512. */
+    const char *mla9 = "FLASH_ATTN_MLA FLASHMLA FLASHINFER_MLA TRITON_MLA FLASH_ATTN_MLA_SPARSE "
+                       "FLASHMLA_SPARSE FLASHINFER_MLA_SPARSE_SM90";
     LIST("cuda:9.0", NULL, NULL, &c, mla9);
-    LIST("cuda:12.0", NULL, NULL, &c, mla9);
+    LIST("cuda:12.0", NULL, NULL, &c, "TRITON_MLA FLASHINFER_MLA_SPARSE_SM120");
     LIST("cuda:8.0", NULL, NULL, &c, mla9);
+    c.head_size = 512;
+    LIST("cuda:9.0", NULL, NULL, &c,
+         "FLASH_ATTN_MLA FLASHMLA FLASHINFER_MLA TRITON_MLA FLASHINFER_MLA_SPARSE_SM90 "
+         "FLASH_ATTN_MLA_SPARSE FLASHMLA_SPARSE");
 }
 
 static void test_rocm(void)
@@ -94,15 +101,15 @@ static void test_rocm(void)
     const char *on[] = {"rocm_use_aiter=true", NULL};
     const char *on_nomha[] = {"rocm_use_aiter=true", "rocm_use_aiter_mha=false", NULL};
     const char *on_nomla[] = {"rocm_use_aiter=1", "rocm_use_aiter_mla=0", NULL};
-    LIST("rocm:gfx942", "", NULL, &c, "ROCM_ATTN TRITON_ATTN TURBOQUANT");
+    LIST("rocm:gfx942", "", NULL, &c, "ROCM_ATTN TRITON_ATTN TURBOQUANT ULTRAQUANT");
     LIST("rocm:gfx942", "aiter", NULL, &c,
-         "ROCM_ATTN ROCM_AITER_UNIFIED_ATTN TRITON_ATTN TURBOQUANT");
+         "ROCM_ATTN ROCM_AITER_UNIFIED_ATTN TRITON_ATTN TURBOQUANT ULTRAQUANT");
     LIST("rocm:gfx942", "aiter", on, &c,
-         "ROCM_ATTN ROCM_AITER_FA ROCM_AITER_UNIFIED_ATTN TRITON_ATTN TURBOQUANT");
+         "ROCM_ATTN ROCM_AITER_FA ROCM_AITER_UNIFIED_ATTN TRITON_ATTN TURBOQUANT ULTRAQUANT");
     LIST("rocm:gfx950", "aiter", on_nomha, &c,
-         "ROCM_ATTN ROCM_AITER_UNIFIED_ATTN TRITON_ATTN TURBOQUANT");
-    LIST("rocm:gfx90a", "aiter", on, &c, "ROCM_ATTN TRITON_ATTN TURBOQUANT");
-    LIST("rocm:gfx942", "", on, &c, "ROCM_ATTN TRITON_ATTN TURBOQUANT");
+         "ROCM_ATTN ROCM_AITER_UNIFIED_ATTN TRITON_ATTN TURBOQUANT ULTRAQUANT");
+    LIST("rocm:gfx90a", "aiter", on, &c, "ROCM_ATTN TRITON_ATTN TURBOQUANT ULTRAQUANT");
+    LIST("rocm:gfx942", "", on, &c, "ROCM_ATTN TRITON_ATTN TURBOQUANT ULTRAQUANT");
     c.use_mla = true;
     LIST("rocm:gfx942", "", NULL, &c, "TRITON_MLA");
     LIST("rocm:gfx942", "aiter", NULL, &c, "TRITON_MLA");

@@ -1,6 +1,6 @@
 /* The selector configuration: everything about a layer and launch that
- * decides which attention backend can run it (vLLM's AttentionSelectorConfig
- * plus has_sliding_window and num_heads). Plain data; compare with
+ * decides which attention backend can run it (vLLM 0.32.0's
+ * AttentionSelectorConfig, plus num_heads which vLLM passes beside it). Plain data; compare with
  * attn_selector_config_equal, print with attn_selector_config_repr. */
 #ifndef ATTN_CONFIG_H
 #define ATTN_CONFIG_H
@@ -24,6 +24,12 @@ typedef struct attn_selector_config {
     bool use_non_causal;
     bool use_batch_invariant;
     int num_heads; /* 0 = None (plain attention layers do not pass it) */
+    /* Launch facts vLLM 0.32 derives from the engine config. */
+    bool use_kv_connector;          /* a KV-transfer instance (disaggregated serving) */
+    bool use_pcp;                   /* prefill context parallel size > 1 */
+    bool use_adaptive_verification; /* speculative decoding with adaptive verification */
+    bool use_dcp;                   /* decode context parallel size > 1 */
+    bool use_rswa;                  /* the model has an R-SWA window */
 } attn_selector_config;
 
 /* head_size 0 (must be set), bf16, kv "auto", block None, decoder, flags off. */
@@ -35,8 +41,8 @@ ATTN_API void attn_selector_config_init(attn_selector_config *cfg);
 ATTN_API bool attn_selector_config_equal(const attn_selector_config *a,
                                          const attn_selector_config *b);
 ATTN_API uint64_t attn_selector_config_hash(const attn_selector_config *cfg);
-/* "AttentionSelectorConfig(head_size=128, dtype=torch.bfloat16, ...)" as vLLM
- * prints it (§2 field order, with has_sliding_window after attn_type).
+/* "AttentionSelectorConfig(head_size=128, dtype=torch.bfloat16, ...)" as
+ * vLLM 0.32.0's __repr__ prints it (its field order, use_rswa last).
  * Returns the length that the full text needs, like snprintf. */
 ATTN_API int attn_selector_config_repr(const attn_selector_config *cfg, char *buf, size_t size);
 

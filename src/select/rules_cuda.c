@@ -43,11 +43,20 @@ static int attn__cuda_list(const attn_platform *p, const attn_selector_config *c
         }
         return n;
     }
+    if (major == 12) {
+        l[n++] = "TRITON_MLA";
+        l[n++] = "FLASHINFER_MLA_SPARSE_SM120";
+        return n;
+    }
     l[n++] = "FLASH_ATTN_MLA";
     l[n++] = "FLASHMLA";
     l[n++] = "FLASHINFER_MLA";
     l[n++] = "TRITON_MLA";
+    /* FlashInfer's SM90 kernel leads the sparse tail for head size 512. */
+    if (cfg->head_size == 512) l[n++] = "FLASHINFER_MLA_SPARSE_SM90";
+    l[n++] = "FLASH_ATTN_MLA_SPARSE";
     l[n++] = "FLASHMLA_SPARSE";
+    if (cfg->head_size != 512) l[n++] = "FLASHINFER_MLA_SPARSE_SM90";
     return n;
 }
 

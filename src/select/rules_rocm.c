@@ -44,12 +44,14 @@ static int attn__rocm_list(const attn_platform *p, const attn_selector_config *c
             l[n++] = "TRITON_MLA";
         }
     } else {
-        l[n++] = "ROCM_ATTN";
+        /* ROCM_ATTN's (2, num_blocks, ...) layout cannot serve a KV connector. */
+        if (!cfg->use_kv_connector) l[n++] = "ROCM_ATTN";
         if (attn__rocm_mha_enabled(p)) l[n++] = "ROCM_AITER_FA";
         /* Added whenever aiter is usable, even with rocm_use_aiter off. */
         if (attn__rocm_aiter_found(p)) l[n++] = "ROCM_AITER_UNIFIED_ATTN";
         l[n++] = "TRITON_ATTN";
         l[n++] = "TURBOQUANT";
+        l[n++] = "ULTRAQUANT";
     }
     return n;
 }

@@ -23,10 +23,12 @@ typedef struct attn__candidate {
     const char *name; /* registry name (stable) */
     int priority;     /* index in the platform's list; -1 when requested */
     bool valid;
+    bool import_failed; /* the only reason is the failed import */
     int num_reasons;
     const char *reasons[ATTN__SEL_MAX_REASONS];
     const attn_backend *backend; /* resolved object, NULL if it did not resolve */
     const char *locator;         /* where it resolved from (stable), or NULL */
+    const char *detail;          /* libattn's account of a failed import, or NULL */
 } attn__candidate;
 
 struct attn_selection {

@@ -32,6 +32,7 @@
 
 #include "attn/log.h"
 #include "attn/plugin.h"
+#include "backends/catalog/catalog.h"
 #include "registry/registry_impl.h"
 #include "select/selection.h"
 #include "util/error.h"
@@ -218,6 +219,53 @@ static void attn__cand_reason(void *user, const char *text)
         k->c->reasons[k->c->num_reasons++] = attn__sel_strdup(k->s, text);
 }
 
+/* vLLM's text for a failed backend import on a simulated machine: the
+ * first missing Python package as ModuleNotFoundError prints it. */
+static const char *attn__sel_import_reason(attn_selection *s, const attn_backend *b,
+                                           const char *name)
+{
+    (void)b;
+    const attn__catalog_entry *e = attn__catalog_find(name);
+    const attn_backend *desc_b = e && e->builtin ? e->builtin() : NULL;
+    uint32_t need = desc_b && desc_b->desc ? desc_b->desc->import_requires : 0;
+    uint32_t missing = s->platform ? need & ~s->platform->installed : 0;
+    for (int k = 0; k < ATTN_COMPONENT_COUNT; k++)
+        if ((missing >> k) & 1u)
+            return attn__sel_printf(s, "ModuleNotFoundError: No module named '%s'",
+                                    attn_component_name((attn_component)k));
+    return attn__sel_printf(s, "ImportError: %s", attn_last_error());
+}
+
+/* In vLLM 0.32.0 these backends' modules import vllm.vllm_flash_attn on
+ * CUDA, which fails when neither the FA2 nor the FA3 extension is there. */
+static const char *const attn__fa_importers[] = {
+    "FLASH_ATTN",
+    "FLASH_ATTN_DIFFKV",
+    "FLASH_ATTN_MLA",
+    "FLASH_ATTN_MLA_SPARSE",
+    "FLASHMLA_SPARSE",
+    "FLASHINFER_MLA_SPARSE",
+    "FLASHINFER_MLA_SPARSE_SM90",
+    "FLASHINFER_MLA_SPARSE_SM120",
+    "FLEX_ATTENTION",
+    "TRITON_FLASH_ATTN",
+    "TURBOQUANT",
+};
+static const char attn__fa_import_error[] =
+    "ImportError: vllm.vllm_flash_attn requires the CUDA flash attention extensions "
+    "(_vllm_fa2_C or _vllm_fa3_C). On ROCm, use upstream flash_attn.";
+
+static bool attn__sel_needs_fa(const attn_selection *s, const char *name)
+{
+    const attn_platform *p = s->platform;
+    if (!p || !p->simulated || p->kind != ATTN_PLATFORM_CUDA) return false;
+    uint32_t fa = (1u << ATTN_COMPONENT_FA2) | (1u << ATTN_COMPONENT_FA3);
+    if (p->installed & fa) return false;
+    for (size_t i = 0; i < sizeof attn__fa_importers / sizeof attn__fa_importers[0]; i++)
+        if (!strcmp(attn__fa_importers[i], name)) return true;
+    return false;
+}
+
 static attn_status attn__sel_consider_ex(attn_selection *s, const char *name, int priority,
                                          bool validate, int *index)
 {
@@ -237,11 +285,27 @@ static attn_status attn__sel_consider_ex(attn_selection *s, const char *name, in
     c->priority = priority;
     if (index) *index = i;
     attn__cand_sink sink = {s, c};
+    if (attn__sel_needs_fa(s, stable)) {
+        /* The FlashAttention helpers are imported before anything else. */
+        c->detail = attn__sel_printf(s,
+                                     "%s imports the FlashAttention helpers; machine %s has "
+                                     "neither fa2 nor fa3 installed",
+                                     stable, s->platform->name);
+        c->reasons[c->num_reasons++] = attn__fa_import_error;
+        c->import_failed = true;
+        return ATTN_OK;
+    }
     if (st != ATTN_OK) {
         /* Import failures are a reason like any other (vLLM catches
          * ImportError around the class import). */
-        const char *r = attn__sel_printf(s, "ImportError: %s", attn_last_error());
-        c->reasons[c->num_reasons++] = r;
+        /* The reason is the exception as vLLM prints it; libattn's own
+         * account (which component is missing where) is the detail. */
+        c->detail = attn__sel_strdup(s, attn_last_error());
+        /* ROCm's selector records a bare "ImportError" reason, the others
+         * the exception's text. */
+        bool rocm = s->platform && s->platform->kind == ATTN_PLATFORM_ROCM;
+        c->reasons[c->num_reasons++] = rocm ? "ImportError" : attn__sel_import_reason(s, b, stable);
+        c->import_failed = !rocm;
         return ATTN_OK;
     }
     c->backend = b;
@@ -299,9 +363,17 @@ static attn_status attn__sel_finish_explicit(attn_selection *s, int idx)
     }
     attn__sb sb;
     attn__sb_init(&sb);
+    /* vLLM formats the enum member (AttentionBackendEnum.X). An import
+     * failure is printed bare inside the brackets, the other reasons as a
+     * Python list repr. */
     attn__sb_printf(&sb,
-                    "Selected backend %s is not valid for this configuration. Reason: ", c->name);
-    attn__put_py_list(&sb, c);
+                    "Selected backend AttentionBackendEnum.%s is not valid for this "
+                    "configuration. Reason: ",
+                    c->name);
+    if (c->import_failed)
+        attn__sb_printf(&sb, "[%s]", c->num_reasons ? c->reasons[0] : "");
+    else
+        attn__put_py_list(&sb, c);
     return attn__sel_fail_sb(s, ATTN_SELECT_EXPLICIT_INVALID, ATTN_BACKEND_INVALID, &sb);
 }
 
@@ -352,6 +424,44 @@ static void attn__put_reasons_dict(attn__sb *sb, const attn_selection *s)
     attn__sb_putc(sb, '}');
 }
 
+/* ROCm's hint after "No valid ...": the KV dtypes accepted by the backends
+ * that rejected the requested one, sorted as Python sorts strings. */
+static int attn__cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+static void attn__put_kv_hint(attn__sb *sb, const attn_selection *s)
+{
+    uint64_t mask = 0;
+    bool ultra = false;
+    for (int i = 0; i < s->num_candidates; i++) {
+        const attn__candidate *c = &s->candidates[i];
+        bool kv_reason = false;
+        for (int j = 0; j < c->num_reasons; j++)
+            kv_reason = kv_reason || strstr(c->reasons[j], "kv_cache_dtype") != NULL;
+        if (!kv_reason || !c->backend || !c->backend->desc) continue;
+        const attn_backend_desc *d = c->backend->desc;
+        if (!strcmp(c->name, "ULTRAQUANT"))
+            ultra = true;
+        else
+            mask |= d->kv_dtypes ? d->kv_dtypes
+                                 : ATTN_KV_BIT(ATTN_KV_AUTO) | ATTN_KV_BIT(ATTN_KV_FLOAT16) |
+                                       ATTN_KV_BIT(ATTN_KV_BFLOAT16);
+    }
+    const char *names[ATTN_KV_COUNT + 1];
+    int n = 0;
+    for (int k = 0; k < ATTN_KV_COUNT; k++)
+        if ((mask >> k) & 1u) names[n++] = attn_kv_dtype_name((attn_kv_dtype)k);
+    if (ultra) names[n++] = "ultraquant_4bit";
+    if (!n) return;
+    qsort(names, (size_t)n, sizeof names[0], attn__cmp_str);
+    attn__sb_puts(sb, " Supported kv_cache_dtype values: ");
+    for (int i = 0; i < n; i++)
+        attn__sb_printf(sb, "%s%s", i ? ", " : "", names[i]);
+    attn__sb_putc(sb, '.');
+}
+
 attn_status attn__sel_auto(attn_selection *s, const char *const *names, int n,
                            bool precluded_warning)
 {
@@ -371,6 +481,7 @@ attn_status attn__sel_auto(attn_selection *s, const char *const *names, int n,
                         s->device_family, repr);
         attn__put_reasons_dict(&sb, s);
         attn__sb_putc(&sb, '.');
+        if (s->platform && s->platform->kind == ATTN_PLATFORM_ROCM) attn__put_kv_hint(&sb, s);
         return attn__sel_fail_sb(s, ATTN_SELECT_NO_VALID, ATTN_NO_VALID_BACKEND, &sb);
     }
     if (precluded_warning && s->cfg.block_size > 0) {
@@ -977,6 +1088,16 @@ static void attn__json_config(attn__jw *w, const attn_selector_config *c)
     attn__jw_bool(w, c->use_non_causal);
     attn__jw_key(w, "use_batch_invariant");
     attn__jw_bool(w, c->use_batch_invariant);
+    attn__jw_key(w, "use_kv_connector");
+    attn__jw_bool(w, c->use_kv_connector);
+    attn__jw_key(w, "use_pcp");
+    attn__jw_bool(w, c->use_pcp);
+    attn__jw_key(w, "use_adaptive_verification");
+    attn__jw_bool(w, c->use_adaptive_verification);
+    attn__jw_key(w, "use_dcp");
+    attn__jw_bool(w, c->use_dcp);
+    attn__jw_key(w, "use_rswa");
+    attn__jw_bool(w, c->use_rswa);
     attn__jw_key(w, "num_heads");
     if (c->num_heads > 0)
         attn__jw_int(w, c->num_heads);
@@ -1054,6 +1175,8 @@ attn_status attn_selection_to_json(const attn_selection *s, char **out)
         for (int j = 0; j < c->num_reasons; j++)
             attn__jw_str(&w, c->reasons[j]);
         attn__jw_arr_end(&w);
+        attn__jw_key(&w, "detail");
+        attn__jw_str(&w, c->detail);
         attn__jw_obj_end(&w);
     }
     attn__jw_arr_end(&w);
@@ -1105,6 +1228,7 @@ attn_status attn_selection_explain(const attn_selection *s, char **out)
             if (c->valid) attn__sb_puts(&sb, i == s->chosen ? "valid (chosen)" : "valid");
             for (int j = 0; j < c->num_reasons; j++)
                 attn__sb_printf(&sb, "%s%s", j ? "; " : "", c->reasons[j]);
+            if (c->detail) attn__sb_printf(&sb, " (%s)", c->detail);
             attn__sb_putc(&sb, '\n');
         }
         attn__sb_putc(&sb, '\n');

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "backends/catalog/catalog.h"
 #include "platform/platform_impl.h"
 #include "select/selection.h"
 #include "util/error.h"
@@ -32,6 +33,50 @@ void attn__check_ctx_init(attn_check_ctx *c, const attn_platform *p,
         c->cc_major = p->cc_major;
         c->cc_minor = p->cc_minor;
     }
+}
+
+/* vLLM 0.32.0 class facts the descriptor has no field for (base-class
+ * defaults: no sliding window, no R-SWA, KV connectors fine, device/CPU
+ * query-length mismatch fine, no non-causal multi-token DCP). A plugin's
+ * backend gets the defaults. */
+typedef struct attn__v032_flags {
+    const char *name;
+    bool sliding_window, rswa, no_kv_connector, no_query_lens_mismatch, query_lens_mismatch_on_10x,
+        non_causal_dcp;
+} attn__v032_flags;
+
+static const attn__v032_flags attn__v032_table[] = {
+    {"FLASH_ATTN", true, true, false, false, false, false},
+    {"FLASH_ATTN_DIFFKV", true, true, false, false, false, false},
+    {"TRITON_ATTN", true, true, false, false, false, false},
+    {"FLEX_ATTENTION", true, true, false, false, false, false},
+    {"CPU_ATTN", true, false, false, false, false, false},
+    {"ROCM_ATTN", true, false, true, false, false, false},
+    {"ROCM_AITER_UNIFIED_ATTN", true, false, false, false, false, false},
+    {"ROCM_AITER_FA", true, false, false, false, false, false},
+    {"FLASHINFER", true, false, false, true, true, false},
+    /* Composites: both halves must agree; no query-length mismatch. */
+    {"TRITON_FLASH_ATTN", true, true, false, true, false, false},
+    {"TRITON_FLASHINFER", true, false, false, true, false, false},
+    {"FLASHINFER_MLA", false, false, false, false, false, true},
+    {"ROCM_AITER_MLA", false, false, false, false, false, true},
+    {"ROCM_AITER_TRITON_MLA", false, false, false, false, false, true},
+    {"TOKENSPEED_MLA", false, false, false, false, false, true},
+};
+
+/* A descriptor that is not one of the catalog's own (a plugin's, or a
+ * registration under a catalog name) has no field to declare these, so it is
+ * not rejected for them: libattn's descriptor ABI predates them. */
+static const attn__v032_flags *attn__v032_flags_of(const attn_backend_desc *d)
+{
+    static const attn__v032_flags none = {NULL, false, false, false, false, false, false};
+    static const attn__v032_flags plugin = {NULL, true, true, false, false, false, true};
+    const attn__catalog_entry *e = attn__catalog_find(d->name);
+    const attn_backend *b = e && e->builtin ? e->builtin() : NULL;
+    if (!b || b->desc != d) return &plugin;
+    for (size_t i = 0; i < sizeof attn__v032_table / sizeof attn__v032_table[0]; i++)
+        if (!strcmp(attn__v032_table[i].name, d->name)) return &attn__v032_table[i];
+    return &none;
 }
 
 static bool attn__head_ok(const attn_backend_desc *d, const attn_check_ctx *c, int hs)
@@ -131,10 +176,22 @@ int attn__validate(const attn_backend_desc *d, const attn_check_ctx *c, attn__re
                  attn_attn_type_enum_name(cfg->attn_type));
         ATTN__REASON(buf);
     }
+    const attn__v032_flags *x = attn__v032_flags_of(d);
+    if (cfg->has_sliding_window && !x->sliding_window) ATTN__REASON("sliding window not supported");
+    if (cfg->use_rswa && !x->rswa) ATTN__REASON("R-SWA not supported");
     if (cfg->use_non_causal && !d->supports_non_causal)
         ATTN__REASON("non-causal attention not supported");
+    if (cfg->use_mla && cfg->use_non_causal && cfg->use_dcp && !x->non_causal_dcp)
+        ATTN__REASON("non-causal MLA attention with DCP not supported");
     if (cfg->use_batch_invariant && !d->supports_batch_invariance)
         ATTN__REASON("batch invariance not supported");
+    if (cfg->use_kv_connector && x->no_kv_connector) ATTN__REASON("KV connector not supported");
+    if (cfg->use_pcp && !d->supports_pcp) ATTN__REASON("PCP not supported");
+    if (cfg->use_dcp && !d->supports_dcp) ATTN__REASON("DCP not supported");
+    if (cfg->use_adaptive_verification && x->no_query_lens_mismatch &&
+        !(x->query_lens_mismatch_on_10x && c->has_cc && c->cc_major == 10))
+        ATTN__REASON("device-cpu query lens mismatch not supported, this is needed for adaptive "
+                     "verification");
     if (d->supports_combination) {
         char buf[ATTN_REASON_MAX * 2];
         buf[0] = '\0';

@@ -24,7 +24,10 @@ bool attn_selector_config_equal(const attn_selector_config *a, const attn_select
            a->use_per_head_quant_scales == b->use_per_head_quant_scales &&
            a->attn_type == b->attn_type && a->has_sliding_window == b->has_sliding_window &&
            a->use_non_causal == b->use_non_causal &&
-           a->use_batch_invariant == b->use_batch_invariant && a->num_heads == b->num_heads;
+           a->use_batch_invariant == b->use_batch_invariant && a->num_heads == b->num_heads &&
+           a->use_kv_connector == b->use_kv_connector && a->use_pcp == b->use_pcp &&
+           a->use_adaptive_verification == b->use_adaptive_verification &&
+           a->use_dcp == b->use_dcp && a->use_rswa == b->use_rswa;
 }
 
 uint64_t attn_selector_config_hash(const attn_selector_config *c)
@@ -44,7 +47,12 @@ uint64_t attn_selector_config_hash(const attn_selector_config *c)
                    c->has_sliding_window,
                    c->use_non_causal,
                    c->use_batch_invariant,
-                   c->num_heads};
+                   c->num_heads,
+                   c->use_kv_connector,
+                   c->use_pcp,
+                   c->use_adaptive_verification,
+                   c->use_dcp,
+                   c->use_rswa};
     uint64_t h = 1469598103934665603ull;
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
         uint64_t v = (uint64_t)f[i];
@@ -71,11 +79,14 @@ int attn_selector_config_repr(const attn_selector_config *c, char *buf, size_t s
                     "AttentionSelectorConfig(head_size=%d, dtype=%s, kv_cache_dtype=%s, "
                     "block_size=%s, use_mla=%s, has_sink=%s, use_sparse=%s, use_mm_prefix=%s, "
                     "use_per_head_quant_scales=%s, attn_type=%s, has_sliding_window=%s, "
-                    "use_non_causal=%s, use_batch_invariant=%s)",
+                    "use_non_causal=%s, use_batch_invariant=%s, use_kv_connector=%s, "
+                    "use_adaptive_verification=%s, use_pcp=%s, use_dcp=%s, use_rswa=%s)",
                     c->head_size, attn_dtype_torch_name(c->dtype), kv, block, ATTN__B(c->use_mla),
                     ATTN__B(c->has_sink), ATTN__B(c->use_sparse), ATTN__B(c->use_mm_prefix),
                     ATTN__B(c->use_per_head_quant_scales), attn_attn_type_enum_name(c->attn_type),
                     ATTN__B(c->has_sliding_window), ATTN__B(c->use_non_causal),
-                    ATTN__B(c->use_batch_invariant));
+                    ATTN__B(c->use_batch_invariant), ATTN__B(c->use_kv_connector),
+                    ATTN__B(c->use_adaptive_verification), ATTN__B(c->use_pcp), ATTN__B(c->use_dcp),
+                    ATTN__B(c->use_rswa));
 #undef ATTN__B
 }

@@ -43,6 +43,11 @@ static void attn__select_usage(FILE *f)
                "  --use-mla --has-sink --use-sparse --use-mm-prefix --per-head-quant-scales\n"
                "  --attn-type T          decoder|encoder|encoder_only|encoder_decoder\n"
                "  --sliding-window --non-causal --batch-invariant\n"
+               "  --kv-connector --pcp --dcp --adaptive-verification --rswa\n"
+               "                         launch facts vLLM 0.32 derives from the engine\n"
+               "                         config: a KV-transfer instance, prefill / decode\n"
+               "                         context parallel size > 1, adaptive speculative\n"
+               "                         verification, an R-SWA model\n"
                "  --num-heads N          query heads (MLA layers pass it)\n"
                "output:\n"
                "  --explain              every candidate with its reasons\n"
@@ -95,6 +100,16 @@ static int attn__select_parse(int argc, char **argv, attn__select_opts *o)
             o->cfg.use_non_causal = true;
         } else if (attn_cli_flag(argv, i, "--batch-invariant")) {
             o->cfg.use_batch_invariant = true;
+        } else if (attn_cli_flag(argv, i, "--kv-connector")) {
+            o->cfg.use_kv_connector = true;
+        } else if (attn_cli_flag(argv, i, "--pcp")) {
+            o->cfg.use_pcp = true;
+        } else if (attn_cli_flag(argv, i, "--dcp")) {
+            o->cfg.use_dcp = true;
+        } else if (attn_cli_flag(argv, i, "--adaptive-verification")) {
+            o->cfg.use_adaptive_verification = true;
+        } else if (attn_cli_flag(argv, i, "--rswa")) {
+            o->cfg.use_rswa = true;
         } else if (attn_cli_opt(argc, argv, &i, "--machine", &v, &bad)) {
             o->machine = v;
         } else if (attn_cli_opt(argc, argv, &i, "--installed", &v, &bad)) {

@@ -112,5 +112,9 @@ const attn_backend *attn__builtin_triton_mla(void);
 const attn_backend *attn__builtin_flashmla_sparse(void);
 const attn_backend *attn__builtin_flashinfer_mla_sparse(void);
 const attn_backend *attn__builtin_xpu_mla_sparse(void);
+const attn_backend *attn__builtin_flash_attn_mla_sparse(void);
+const attn_backend *attn__builtin_ultraquant(void);
+const attn_backend *attn__builtin_flashinfer_mla_sparse_sm90(void);
+const attn_backend *attn__builtin_flashinfer_mla_sparse_sm120(void);
 
 #endif

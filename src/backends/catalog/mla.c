@@ -16,7 +16,7 @@ static const int attn__blocks_16[] = {16};
 static const int attn__blocks_32_64[] = {32, 64};
 static const int attn__blocks_64[] = {64};
 static const int attn__blocks_128[] = {128};
-static const int attn__heads_mla[] = {320, 576};
+static const int attn__heads_mla[] = {320, 512, 576};
 static const int attn__heads_sparse[] = {512, 576};
 static const int attn__heads_576[] = {576};
 
@@ -49,12 +49,13 @@ static const attn_backend_desc attn__desc_flash_attn_mla = {
     .dtypes = DT(FP16) | DT(BF16),
     .kv_cache_shape = attn__kv_shape_mla,
     .name = "FLASH_ATTN_MLA",
+    .supports_dcp = true,
     .builder = &attn__builder_mla_varlen,
     .platforms = "CUDA",
     .kv_dtypes = KV_PLAIN,
     .block_sizes = attn__blocks_16,
     .n_block_sizes = 1,
-    .heads = {.sizes = attn__heads_mla, .n_sizes = 2},
+    .heads = {.sizes = attn__heads_mla, .n_sizes = 3},
     .cc_min = {9, 0},
     .cc_max = {9, 99},
     .supports_batch_invariance = true,
@@ -72,7 +73,7 @@ static const char *flashmla_combination(const attn_check_ctx *c, char *buf, size
                "compile for.";
     if (c->cfg->use_sparse) {
         if (!attn__major_is(c, 9) && !attn__major_is(c, 10))
-            return "FlashMLA Sparse is only supported on Hopper and Blackwell devices.";
+            return "FlashMLA Sparse is only supported on Hopper and Blackwell DC devices.";
         return NULL;
     }
     if (!attn__major_is(c, 9)) return "FlashMLA Dense is only supported on Hopper devices.";
@@ -84,12 +85,13 @@ static const attn_backend_desc attn__desc_flashmla = {
     .dtypes = DT(FP16) | DT(BF16),
     .kv_cache_shape = attn__kv_shape_mla,
     .name = "FLASHMLA",
+    .supports_dcp = true,
     .builder = &attn__builder_mla_flashmla,
     .platforms = "CUDA",
     .kv_dtypes = KV_PLAIN | KV_FP8,
     .block_sizes = attn__blocks_64,
     .n_block_sizes = 1,
-    .heads = {.sizes = attn__heads_mla, .n_sizes = 2},
+    .heads = {.sizes = attn__heads_mla, .n_sizes = 3},
     .cc_min = {9, 0},
     .cc_max = {10, 99},
     .cg_support = ATTN_CG_UNIFORM_BATCH,
@@ -102,12 +104,14 @@ static const attn_backend_desc attn__desc_flashinfer_mla = {
     .dtypes = DT(FP16) | DT(BF16),
     .kv_cache_shape = attn__kv_shape_mla,
     .name = "FLASHINFER_MLA",
+    .supports_non_causal = true,
+    .supports_dcp = true,
     .builder = &attn__builder_mla_uniform,
     .platforms = "CUDA",
     .kv_dtypes = KV_PLAIN | KV_FP8,
     .block_sizes = attn__blocks_32_64,
     .n_block_sizes = 2,
-    .heads = {.sizes = attn__heads_mla, .n_sizes = 2},
+    .heads = {.sizes = attn__heads_mla, .n_sizes = 3},
     .cc_min = {10, 0},
     .cc_max = {10, 99},
     .cg_support = ATTN_CG_UNIFORM_BATCH,
@@ -129,12 +133,14 @@ static const attn_backend_desc attn__desc_tokenspeed_mla = {
     .dtypes = DT(FP16) | DT(BF16),
     .kv_cache_shape = attn__kv_shape_mla,
     .name = "TOKENSPEED_MLA",
+    .supports_non_causal = true,
+    .supports_dcp = true,
     .builder = &attn__builder_mla_uniform,
     .platforms = "CUDA",
     .kv_dtypes = KV_FP8,
     .block_sizes = attn__blocks_32_64,
     .n_block_sizes = 2,
-    .heads = {.sizes = attn__heads_mla, .n_sizes = 2},
+    .heads = {.sizes = attn__heads_mla, .n_sizes = 3},
     .cc_min = {10, 0},
     .cc_max = {10, 99},
     .cg_support = ATTN_CG_UNIFORM_BATCH,
@@ -147,12 +153,13 @@ static const attn_backend_desc attn__desc_cutlass_mla = {
     .dtypes = DT(FP16) | DT(BF16),
     .kv_cache_shape = attn__kv_shape_mla,
     .name = "CUTLASS_MLA",
+    .supports_dcp = true,
     .builder = &attn__builder_mla_single,
     .platforms = "CUDA",
     .kv_dtypes = KV_PLAIN | KV_FP8,
     .block_sizes = attn__blocks_128,
     .n_block_sizes = 1,
-    .heads = {.sizes = attn__heads_mla, .n_sizes = 2},
+    .heads = {.sizes = attn__heads_mla, .n_sizes = 3},
     .cc_min = {10, 0},
     .cc_max = {10, 99},
     .cg_support = ATTN_CG_UNIFORM_SINGLE_TOKEN_DECODE,
@@ -164,6 +171,8 @@ static const attn_backend_desc attn__desc_triton_mla = {
     .dtypes = DT(FP16) | DT(BF16),
     .kv_cache_shape = attn__kv_shape_mla,
     .name = "TRITON_MLA",
+    .supports_non_causal = true,
+    .supports_dcp = true,
     .builder = &attn__builder_mla,
     .platforms = "CUDA, ROCm, XPU",
     .kv_dtypes = KV_PLAIN | KV_FP8,
@@ -177,6 +186,7 @@ static const attn_backend_desc attn__desc_triton_mla = {
 static const attn_backend_desc attn__desc_flashmla_sparse = {
     ATTN__MLA_COMMON,
     .name = "FLASHMLA_SPARSE",
+    .supports_dcp = true,
     .builder = &attn__builder_mla_sparse,
     .platforms = "CUDA",
     .dtypes = DT(BF16),
@@ -196,18 +206,18 @@ static const attn_backend_desc attn__desc_flashinfer_mla_sparse = {
     .dtypes = DT(FP16) | DT(BF16),
     .kv_cache_shape = attn__kv_shape_mla,
     .name = "FLASHINFER_MLA_SPARSE",
+    .supports_dcp = true,
     .builder = &attn__builder_mla_sparse,
     .platforms = "CUDA",
     .kv_dtypes = KV_PLAIN | KV_FP8,
     .block_sizes = attn__blocks_32_64,
     .n_block_sizes = 2,
-    .heads = {.sizes = attn__heads_576, .n_sizes = 1},
+    .heads = {.sizes = attn__heads_sparse, .n_sizes = 2},
     .cc_min = {10, 0},
     .cc_max = {10, 99},
     .is_sparse = true,
     .cg_support = ATTN_CG_UNIFORM_BATCH,
     .required_layout = ATTN_LAYOUT_HND,
-    .import_requires = 1u << ATTN_COMPONENT_FLASHINFER,
 };
 
 static const attn_backend_desc attn__desc_xpu_mla_sparse = {

@@ -97,12 +97,13 @@ static const attn_backend_desc attn__desc_rocm_aiter_fa = {
 static const attn_backend_desc attn__desc_rocm_aiter_mla = {
     ATTN__AITER_MLA_RULES,
     .name = "ROCM_AITER_MLA",
+    .supports_non_causal = true,
+    .supports_dcp = true,
 };
 
 static const attn_backend_desc attn__desc_rocm_aiter_triton_mla = {
-    ATTN__AITER_MLA_RULES,
-    .name = "ROCM_AITER_TRITON_MLA",
-    .display_name = "AITER_TRITON_MLA",
+    ATTN__AITER_MLA_RULES, .name = "ROCM_AITER_TRITON_MLA",    .supports_non_causal = true,
+    .supports_dcp = true,  .display_name = "AITER_TRITON_MLA",
 };
 
 static const attn_backend_desc attn__desc_rocm_aiter_mla_sparse = {

@@ -5,6 +5,8 @@
  * backend they wrap). Capabilities are reference §5a, field by field; the
  * rules that depend on the machine (FlashAttention version, FlashInfer's
  * TRT-LLM sinks) are dynamic hooks. */
+#include <string.h>
+
 #include "backends/catalog/catalog.h"
 #include "platform/platform_impl.h"
 #include "registry/builders_weak.h"
@@ -43,13 +45,31 @@ static bool fa_head_size(const attn_check_ctx *c, int hs)
     return hs % 8 == 0 && hs <= max;
 }
 
+/* vLLM 0.32.0's flash_attn_supports_kv_cache_dtype for fp8 at FA version v
+ * (head size 0 = not given): FA3 on 9.x, FA4 with head size 512 on 9.x, or
+ * FA4 on 10.x. */
+static bool fa_fp8_ok(const attn_check_ctx *c, int v, int head_size)
+{
+    if (!c->has_cc) return false;
+    bool sm90 = c->cc_major == 9 && (v == 3 || (v == 4 && (head_size == 0 || head_size == 512)));
+    return sm90 || (v == 4 && c->cc_major == 10);
+}
+
+static bool fa_kv_quantized(attn_kv_dtype kv)
+{
+    const char *n = attn_kv_dtype_name(kv);
+    size_t len = strlen(n);
+    return kv != ATTN_KV_NONE && (!strncmp(n, "fp8", 3) || !strncmp(n, "nvfp4", 5) ||
+                                  (len > 14 && !strcmp(n + len - 14, "per_token_head")));
+}
+
 /* fp8 needs FA3 on Hopper (the XPU kernels always take it). */
 static bool fa_kv_dtype(const attn_check_ctx *c, attn_kv_dtype kv)
 {
     if (kv == ATTN_KV_AUTO || kv == ATTN_KV_FLOAT16 || kv == ATTN_KV_BFLOAT16) return true;
     if (kv != ATTN_KV_FP8 && kv != ATTN_KV_FP8_E4M3) return false;
     if (attn__on_xpu(c)) return true;
-    return attn__fa_version_ctx(c) == 3 && c->has_cc && c->cc_major == 9;
+    return fa_fp8_ok(c, attn__fa_version_ctx(c), 0);
 }
 
 static bool fa_sink(const attn_check_ctx *c)
@@ -67,8 +87,20 @@ static bool fa_per_head(const attn_check_ctx *c)
 static const char *fa_combination(const attn_check_ctx *c, char *buf, size_t size)
 {
     (void)buf, (void)size;
-    if (c->cfg->has_sink && c->has_cc && c->cc_major < 9)
+    const attn_selector_config *cfg = c->cfg;
+    if (cfg->has_sink && c->has_cc && c->cc_major < 9)
         return "sink not supported on compute capability < 9.0";
+    bool quant = fa_kv_quantized(cfg->kv_cache_dtype);
+    if (cfg->use_mm_prefix && quant && c->has_cc && c->cc_major == 9 && c->cc_minor == 0)
+        return "SM90 FP8 KV with mm_prefix requires Triton";
+    if (attn__on_xpu(c)) return NULL;
+    int v = attn__fa_version(c->platform, cfg->head_size, 0, attn__bi(c));
+    if (quant && (cfg->kv_cache_dtype == ATTN_KV_FP8_E5M2 || !fa_fp8_ok(c, v, cfg->head_size)))
+        return "FP8 KV cache requires FA3 on SM90, FA4 with head_size=512 on SM90, or FA4 on "
+               "SM100";
+    if (cfg->use_mm_prefix && v != 4)
+        return "mm_prefix (PrefixLM bidirectional attention) requires FlashAttention v4, which "
+               "does not resolve for this head_size";
     return NULL;
 }
 
@@ -88,6 +120,7 @@ static const char *fa_combination(const attn_check_ctx *c, char *buf, size_t siz
 const attn_backend_desc attn__desc_flash_attn = {
     ATTN__FLASH_ATTN_RULES,
     .name = "FLASH_ATTN",
+    .supports_dcp = true,
     .kv_cache_shape = attn__kv_shape_flash,
     .kv_stride_order = attn__stride_order_flash,
     .builder = &attn__builder_flash_attn,
@@ -96,6 +129,7 @@ const attn_backend_desc attn__desc_flash_attn = {
 static const attn_backend_desc attn__desc_flash_attn_diffkv = {
     ATTN__FLASH_ATTN_RULES,
     .name = "FLASH_ATTN_DIFFKV",
+    .supports_dcp = true,
     .kv_cache_shape = attn__kv_shape_flash_diffkv,
     .builder = &attn__builder_flash_attn,
 };
@@ -111,15 +145,48 @@ static const attn_backend_desc attn__desc_triton_flash_attn = {
 
 /* ---- FLASHINFER ---------------------------------------------------------- */
 
-static const int attn__heads_fi[] = {64, 128, 256};
+static const int attn__heads_fi[] = {64, 128, 256, 512};
 
-/* Sinks come from the TRT-LLM kernels: Blackwell (10.x) only, with the cubin
- * package present (the network is assumed unreachable), not in
- * batch-invariant mode. */
+/* TRT-LLM kernels (vLLM's supports_trtllm_attention): not batch-invariant,
+ * the cubin package present (the network is assumed unreachable); decode on
+ * SM 9.0 and 12.x, decode and prefill on 10.x. */
+static bool fi_trtllm(const attn_check_ctx *c, bool prefill)
+{
+    if (attn__bi(c) || !attn__has(c->platform, ATTN_COMPONENT_FLASHINFER_CUBIN) || !c->has_cc)
+        return false;
+    if ((c->cc_major == 9 && c->cc_minor == 0) || c->cc_major == 12) return !prefill;
+    return c->cc_major == 10;
+}
+
+/* Sinks: the TRT-LLM decode kernel on 9.0 / 12.x, both kernels on 10.x. */
 static bool fi_sink(const attn_check_ctx *c)
 {
-    return !attn__bi(c) && c->has_cc && c->cc_major == 10 &&
-           attn__has(c->platform, ATTN_COMPONENT_FLASHINFER_CUBIN);
+    if (!c->has_cc) return false;
+    if ((c->cc_major == 9 && c->cc_minor == 0) || c->cc_major == 12) return fi_trtllm(c, false);
+    return c->cc_major == 10 && fi_trtllm(c, false) && fi_trtllm(c, true);
+}
+
+/* nvfp4 through FA2 prefill on 8.x/9.x/12.x, else only with TRT-LLM on 10.x. */
+static bool fi_kv(const attn_check_ctx *c, attn_kv_dtype kv)
+{
+    if (kv == ATTN_KV_NVFP4) {
+        if (c->has_cc && (c->cc_major == 8 || c->cc_major == 9 || c->cc_major == 12)) return true;
+        return c->has_cc && c->cc_major == 10 && fi_trtllm(c, true) && fi_trtllm(c, false);
+    }
+    return kv == ATTN_KV_AUTO || kv == ATTN_KV_FLOAT16 || kv == ATTN_KV_BFLOAT16 ||
+           kv == ATTN_KV_FP8 || kv == ATTN_KV_FP8_E4M3 || kv == ATTN_KV_FP8_E5M2;
+}
+
+static const char *fi_combination(const attn_check_ctx *c, char *buf, size_t size)
+{
+    (void)buf, (void)size;
+    if (c->cfg->kv_cache_dtype == ATTN_KV_NVFP4 && c->has_cc &&
+        (c->cc_major == 8 || c->cc_major == 9 || c->cc_major == 12)) {
+        if (c->cfg->head_size == 64)
+            return "fa2 prefill misreads an NVFP4 KV cache at head_size 64";
+        if (c->cfg->has_sink) return "the sink prefill wrapper cannot read an NVFP4 KV cache";
+    }
+    return NULL;
 }
 
 /* The TRT-LLM decode kernels used on Blackwell read the cache as HND. */
@@ -136,9 +203,10 @@ static attn_kv_layout fi_layout(const attn_platform *p)
     .abi_version = ATTN_BACKEND_ABI_VERSION, .struct_size = sizeof(attn_backend_desc),             \
     .platforms = "CUDA", .dtypes = DT(FP16) | DT(BF16),                                            \
     .kv_dtypes = KV_PLAIN | KV(FP8) | KV(FP8_E4M3) | KV(FP8_E5M2) | KV(NVFP4),                     \
+    .supports_kv_cache_dtype = fi_kv, .supports_combination = fi_combination,                      \
     .block_sizes = attn__blocks_fi, .n_block_sizes = 3,                                            \
-    .heads = {.sizes = attn__heads_fi, .n_sizes = 3}, .cc_min = {7, 5}, .cc_max = {12, 1},         \
-    .supports_sink = true, .attn_types = TY(DECODER),                                              \
+    .heads = {.sizes = attn__heads_fi, .n_sizes = 4}, .cc_min = {8, 0}, .cc_max = {12, 1},         \
+    .supports_sink = true, .supports_non_causal = true, .attn_types = TY(DECODER),                 \
     .cg_support = ATTN_CG_UNIFORM_SINGLE_TOKEN_DECODE, .can_return_lse_for_decode = true,          \
     .import_requires = 1u << ATTN_COMPONENT_FLASHINFER, .supports_sink_fn = fi_sink,               \
     .kv_cache_shape = attn__kv_shape_flashinfer, .kv_stride_order = attn__stride_order_flashinfer, \
@@ -147,6 +215,7 @@ static attn_kv_layout fi_layout(const attn_platform *p)
 const attn_backend_desc attn__desc_flashinfer = {
     ATTN__FLASHINFER_RULES,
     .name = "FLASHINFER",
+    .supports_dcp = true,
 };
 
 static const attn_backend_desc attn__desc_triton_flashinfer = {
@@ -161,6 +230,7 @@ static const attn_backend_desc attn__desc_triton_attn = {
     .abi_version = ATTN_BACKEND_ABI_VERSION,
     .struct_size = sizeof(attn_backend_desc),
     .name = "TRITON_ATTN",
+    .supports_non_causal = true,
     .platforms = "CUDA, ROCm, XPU",
     .dtypes = DT(FP16) | DT(BF16) | DT(FP32),
     .kv_dtypes = KV_PLAIN | KV(FP8) | KV(FP8_E4M3) | KV(FP8_E5M2) | KV(INT8_PER_TOKEN_HEAD) |
@@ -218,7 +288,36 @@ static const attn_backend_desc attn__desc_turboquant = {
     .builder = &attn__builder_triton,
 };
 
+/* ULTRAQUANT (vLLM 0.32.0): TurboQuant's layout for the ultraquant_4bit KV
+ * dtype, which libattn's KV dtype table does not have, so every config it
+ * can be given is a kv_cache_dtype rejection (None included). */
+static bool ultraquant_kv(const attn_check_ctx *c, attn_kv_dtype kv)
+{
+    (void)c, (void)kv;
+    return false;
+}
+
+static const attn_backend_desc attn__desc_ultraquant = {
+    .abi_version = ATTN_BACKEND_ABI_VERSION,
+    .struct_size = sizeof(attn_backend_desc),
+    .name = "ULTRAQUANT",
+    .platforms = "ROCm",
+    .dtypes = DT(BF16),
+    .supports_kv_cache_dtype = ultraquant_kv,
+    .kv_none_rejected = true,
+    .block_sizes = attn__blocks_tq,
+    .n_block_sizes = 4,
+    .preferred_block_size = 64,
+    .heads = {.min = 1},
+    .attn_types = TY(DECODER),
+    .cg_support = ATTN_CG_UNIFORM_BATCH,
+    .kv_cache_shape = attn__kv_shape_turboquant,
+    .builder = &attn__builder_triton,
+};
+
 /* ---- built-in objects (descriptor only: no kernel in this process) ------- */
+
+ATTN__BUILTIN(attn__builtin_ultraquant, attn__desc_ultraquant)
 
 ATTN__BUILTIN(attn__builtin_flash_attn, attn__desc_flash_attn)
 ATTN__BUILTIN(attn__builtin_flash_attn_diffkv, attn__desc_flash_attn_diffkv)
