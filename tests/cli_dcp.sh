@@ -4,7 +4,7 @@
 # sanitizers) with the same KV token capacity from half the pool per rank
 # (the scheduler's blocks hold block_size tokens on each rank, as vLLM's
 # block_size * dcp_world_size), the per-rank report, the startup failure of a mixed fleet (one
-# rank without FlashInfer installed) naming each rank's choice on every
+# rank without FlashAttention installed) naming each rank's choice on every
 # rank, and a rank killed mid-run ending the job with an error instead of a
 # hang. Exit 77 when mpirun is missing or attn was built without MPI.
 set -u
@@ -75,13 +75,13 @@ assert abs(r0["kv_tokens_peak"] - r1["kv_tokens_peak"]) <= 64 * 2, d
 print("dcp checksums: %d steps, worst relative difference %.2g" % (len(a), worst))
 PY
 
-# a mixed fleet: rank 1 has no FlashInfer, so it would run TRITON_ATTN
-SMALL=(--machine t4 --layers 2 --heads 4 --kv-heads 2 --head-size 64 --steps 2 --dcp 2 --quiet)
+# a mixed fleet: rank 1 has no FlashAttention, so it would run FLASHINFER
+SMALL=(--machine a100 --layers 2 --heads 4 --kv-heads 2 --head-size 64 --steps 2 --dcp 2 --quiet)
 out=$("${MPI[@]}" -np 1 "$ATTN" serve "${SMALL[@]}" : -np 1 "$ATTN" serve "${SMALL[@]}" \
-    --installed fa2 2>&1)
+    --installed flashinfer 2>&1)
 rc=$?
 check "mixed fleet fails startup (got $rc)" test $rc -ne 0
-msg="DCP ranks disagree on the attention setup: rank 0: backend FLASHINFER, layout NHD, block size 16; rank 1: backend TRITON_ATTN, layout NHD, block size 16"
+msg="DCP ranks disagree on the attention setup: rank 0: backend FLASH_ATTN, layout NHD, block size 16; rank 1: backend FLASHINFER, layout NHD, block size 16"
 check "mismatch message" has "$out" "$msg"
 check "on both ranks" test "$(grep -cF -- "$msg" <<<"$out")" -eq 2
 

@@ -181,6 +181,11 @@ def select(
     use_non_causal: bool = False,
     use_batch_invariant: bool = False,
     num_heads: int | None = None,
+    use_kv_connector: bool = False,
+    use_pcp: bool = False,
+    use_adaptive_verification: bool = False,
+    use_dcp: bool = False,
+    use_rswa: bool = False,
     installed: Iterable[str] | str | None = None,
     settings: Mapping[str, bool] | Sequence[str] | None = None,
     raise_on_error: bool = True,
@@ -204,8 +209,9 @@ def select(
         block_size: the user's --block-size, or None.
         use_mla, has_sink, use_sparse, use_mm_prefix,
         use_per_head_quant_scales, attn_type, has_sliding_window,
-        use_non_causal, use_batch_invariant, num_heads: the remaining fields
-            of vLLM's AttentionSelectorConfig.
+        use_non_causal, use_batch_invariant, num_heads, use_kv_connector,
+        use_pcp, use_adaptive_verification, use_dcp, use_rswa: the remaining
+            fields of vLLM 0.32.0's AttentionSelectorConfig.
         installed: the machine's optional components ("fa2", "fa3",
             "flashinfer", "flashmla", "aiter", ...), replacing its defaults.
         settings: machine switches, e.g. ``{"rocm_use_aiter": True}``.
@@ -236,6 +242,11 @@ def select(
         "use_non_causal": use_non_causal,
         "use_batch_invariant": use_batch_invariant,
         "num_heads": num_heads,
+        "use_kv_connector": use_kv_connector,
+        "use_pcp": use_pcp,
+        "use_adaptive_verification": use_adaptive_verification,
+        "use_dcp": use_dcp,
+        "use_rswa": use_rswa,
     }
     return select_config(
         cfg, machine=machine, backend=backend, installed=installed, settings=settings,

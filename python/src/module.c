@@ -255,6 +255,11 @@ static const cfg_field cfg_fields[] = {
     CF(use_non_causal, F_BOOL),
     CF(use_batch_invariant, F_BOOL),
     CF(num_heads, F_INT),
+    CF(use_kv_connector, F_BOOL),
+    CF(use_pcp, F_BOOL),
+    CF(use_adaptive_verification, F_BOOL),
+    CF(use_dcp, F_BOOL),
+    CF(use_rswa, F_BOOL),
 };
 #define N_CFG_FIELDS ((int)(sizeof cfg_fields / sizeof cfg_fields[0]))
 
@@ -324,19 +329,33 @@ static int config_from_dict(PyObject *d, attn_selector_config *cfg)
     return 0;
 }
 
+/* The config as a dict, one entry per row of cfg_fields. */
 static PyObject *config_dict(const attn_selector_config *c)
 {
-    return Py_BuildValue(
-        "{s:i,s:s,s:s,s:i,s:O,s:O,s:O,s:O,s:O,s:s,s:O,s:O,s:O,s:i}", "head_size", c->head_size,
-        "dtype", attn_dtype_name(c->dtype), "kv_cache_dtype", attn_kv_dtype_name(c->kv_cache_dtype),
-        "block_size", c->block_size, "use_mla", c->use_mla ? Py_True : Py_False, "has_sink",
-        c->has_sink ? Py_True : Py_False, "use_sparse", c->use_sparse ? Py_True : Py_False,
-        "use_mm_prefix", c->use_mm_prefix ? Py_True : Py_False, "use_per_head_quant_scales",
-        c->use_per_head_quant_scales ? Py_True : Py_False, "attn_type",
-        attn_attn_type_name(c->attn_type), "has_sliding_window",
-        c->has_sliding_window ? Py_True : Py_False, "use_non_causal",
-        c->use_non_causal ? Py_True : Py_False, "use_batch_invariant",
-        c->use_batch_invariant ? Py_True : Py_False, "num_heads", c->num_heads);
+    PyObject *d = PyDict_New();
+    for (int i = 0; d && i < N_CFG_FIELDS; i++) {
+        const cfg_field *f = &cfg_fields[i];
+        const char *base = (const char *)c + f->off;
+        PyObject *v = NULL;
+        switch (f->kind) {
+        case F_BOOL: v = PyBool_FromLong(*(const bool *)base); break;
+        case F_INT: v = PyLong_FromLong(*(const int *)base); break;
+        case F_DTYPE: v = PyUnicode_FromString(attn_dtype_name(*(const attn_dtype *)base)); break;
+        case F_KV:
+            v = PyUnicode_FromString(attn_kv_dtype_name(*(const attn_kv_dtype *)base));
+            break;
+        case F_TYPE:
+            v = PyUnicode_FromString(attn_attn_type_name(*(const attn_attn_type *)base));
+            break;
+        }
+        if (!v || PyDict_SetItemString(d, f->name, v) < 0) {
+            Py_XDECREF(v);
+            Py_DECREF(d);
+            return NULL;
+        }
+        Py_DECREF(v);
+    }
+    return d;
 }
 
 static PyObject *py_config_fields(PyObject *self, PyObject *unused)

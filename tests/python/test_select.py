@@ -102,14 +102,17 @@ def _run_case(case):
     cfg = dict(case["config"])
     unknown = set(cfg) - set(libattn._select.config_fields)
     assert not unknown, f"case uses selector fields this build lacks: {sorted(unknown)}"
-    settings = dict(case.get("settings") or {})
+    m = case["machine"]
+    fam = m["family"]
+    machine = f"cuda:{m['cc']}" if fam == "cuda" else f"rocm:{m['gfx']}" if fam == "rocm" else fam
     return libattn._select.select_config(
-        cfg, machine=case["machine"], backend=case.get("backend"),
-        installed=case.get("installed", []), settings=settings, raise_on_error=False,
+        cfg, machine=machine, backend=case.get("backend"),
+        installed=m.get("installed", []), settings=dict(m.get("settings") or {}),
+        raise_on_error=False,
     )
 
 
-@pytest.mark.skipif(not CASES, reason="no selection case file (tests/data or ATTN_REFERENCE_DIR)")
+@pytest.mark.skipif(not CASES, reason="no selection case file in tests/data")
 @pytest.mark.parametrize("name,case", CASES, ids=[f"{n}:{c['id']}" for n, c in CASES])
 def test_case_file(name, case):
     s = _run_case(case)
