@@ -400,22 +400,31 @@ static int list_folder(const char *dir, char ***out)
     return n;
 }
 
+/* The next comma-separated name of an ATTN_PLUGINS list, blanks trimmed
+ * (*len 0 for an empty item); false at the end of the list. */
+static bool allowlist_next(const char **p, const char **name, size_t *len)
+{
+    while (**p == ' ' || **p == '\t' || **p == ',')
+        (*p)++;
+    if (!**p) return false;
+    const char *start = *p;
+    while (**p && **p != ',')
+        (*p)++;
+    const char *end = *p;
+    while (end > start && (end[-1] == ' ' || end[-1] == '\t'))
+        end--;
+    *name = start;
+    *len = (size_t)(end - start);
+    return true;
+}
+
 /* ATTN_PLUGINS: NULL = everything allowed; otherwise the trimmed names. */
 static bool allowlist_has(const char *allow, const char *name)
 {
-    size_t len = strlen(name);
-    const char *p = allow;
-    while (*p) {
-        while (*p == ' ' || *p == '\t' || *p == ',')
-            p++;
-        const char *start = p;
-        while (*p && *p != ',')
-            p++;
-        const char *end = p;
-        while (end > start && (end[-1] == ' ' || end[-1] == '\t'))
-            end--;
-        if ((size_t)(end - start) == len && memcmp(start, name, len) == 0) return true;
-    }
+    size_t len = strlen(name), n;
+    const char *p = allow, *item;
+    while (allowlist_next(&p, &item, &n))
+        if (n == len && memcmp(item, name, len) == 0) return true;
     return false;
 }
 
@@ -459,19 +468,12 @@ static void scan_and_load(const char *path, const char *allow)
  * silently load nothing. */
 static void warn_unmatched_allowlist(const char *allow)
 {
-    const char *p = allow;
-    while (*p) {
-        while (*p == ' ' || *p == '\t' || *p == ',')
-            p++;
-        const char *start = p;
-        while (*p && *p != ',')
-            p++;
-        const char *end = p;
-        while (end > start && (end[-1] == ' ' || end[-1] == '\t'))
-            end--;
-        if (end == start) continue;
+    size_t n;
+    const char *p = allow, *item;
+    while (allowlist_next(&p, &item, &n)) {
+        if (n == 0) continue;
         char name[256];
-        snprintf(name, sizeof name, "%.*s", (int)(end - start), start);
+        snprintf(name, sizeof name, "%.*s", (int)n, item);
         if (find_rec(name) < 0)
             attn_log(ATTN_LOG_WARN,
                      "ATTN_PLUGINS names '%s', but no plugin of that name is on "
