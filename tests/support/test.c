@@ -31,11 +31,6 @@ const char *attn_test_binary_dir(void)
     return attn_test_env("ATTN_BINARY_DIR", ".");
 }
 
-const char *attn_test_reference_dir(void)
-{
-    return attn_test_env("ATTN_REFERENCE_DIR", "../shared/reference");
-}
-
 int attn_test_run(const char *cmd, char **out)
 {
     FILE *f = popen(cmd, "r");

@@ -86,7 +86,6 @@ int attn_test_finish(const char *name);
 /* Environment helpers for tests run by ctest. */
 const char *attn_test_source_dir(void);
 const char *attn_test_binary_dir(void);
-const char *attn_test_reference_dir(void);
 /* Run a shell command, capture stdout into a malloc'd string; returns exit code. */
 int attn_test_run(const char *cmd, char **out);
 
