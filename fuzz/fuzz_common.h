@@ -64,4 +64,15 @@ static inline void fz_setup_env(void)
     unsetenv("ATTN_BACKEND");
 }
 
+/* The initializer of a harness that needs nothing beyond fz_setup_env. */
+#define FZ_DEFAULT_INITIALIZE                                                                      \
+    int LLVMFuzzerInitialize(int *argc, char ***argv);                                             \
+    int LLVMFuzzerInitialize(int *argc, char ***argv)                                              \
+    {                                                                                              \
+        (void)argc;                                                                                \
+        (void)argv;                                                                                \
+        fz_setup_env();                                                                            \
+        return 0;                                                                                  \
+    }
+
 #endif

@@ -5,12 +5,7 @@
 #include "fuzz_common.h"
 #include "scenario/scenario.h"
 
-int LLVMFuzzerInitialize(int *argc, char ***argv);
-int LLVMFuzzerInitialize(int *argc, char ***argv)
-{
-    fz_setup_env();
-    return 0;
-}
+FZ_DEFAULT_INITIALIZE
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

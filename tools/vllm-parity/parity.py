@@ -207,16 +207,16 @@ def vllm_answers(py, venv, cases):
     if os.path.exists(cache_path):
         with open(cache_path) as f:
             cache = json.load(f)
-    todo = [c for c in cases if c["id"] not in cache]
-    if todo:
+    missing = [c for c in cases if c["id"] not in cache]
+    if missing:
         groups = {}
-        for c in todo:
+        for c in missing:
             m = dict(c["machine"])
             m["env"] = machine_env(m)
             k = machine_key(m)
             groups.setdefault(k, {"key": k, "machine": m, "cases": []})["cases"].append(c)
         req = json.dumps({"groups": list(groups.values())})
-        print("vLLM: answering %d new cases on %d machines..." % (len(todo), len(groups)),
+        print("vLLM: answering %d new cases on %d machines..." % (len(missing), len(groups)),
               file=sys.stderr)
         p = subprocess.run([py, os.path.join(HERE, "vllm_side.py")], input=req,
                            capture_output=True, text=True)
