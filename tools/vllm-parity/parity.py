@@ -201,13 +201,19 @@ def ensure_venv(venv):
     return py
 
 
+def no_answer(v):
+    """vLLM gave no selection outcome (the harness failed, or vLLM raised
+    something that is none); such a case is retried on the next run."""
+    return v is None or "harness_error" in v or v.get("error", {}).get("kind") == "other"
+
+
 def vllm_answers(py, venv, cases):
     cache_path = os.path.join(venv, "answers-%s.json" % VLLM_VERSION)
     cache = {}
     if os.path.exists(cache_path):
         with open(cache_path) as f:
             cache = json.load(f)
-    missing = [c for c in cases if c["id"] not in cache]
+    missing = [c for c in cases if no_answer(cache.get(c["id"]))]
     if missing:
         groups = {}
         for c in missing:
@@ -338,7 +344,7 @@ def compare(cases, vans, lans):
         row = table.setdefault(fam, {"n": 0, "outcome": 0, "reasons": 0, "reasons_n": 0,
                                      "message": 0, "harness": 0})
         row["n"] += 1
-        if v is None or "harness_error" in v or v.get("error", {}).get("kind") == "other":
+        if no_answer(v):
             # The harness could not get an answer from vLLM (an exception that
             # is no selection outcome): counted apart, never as agreement.
             row["harness"] += 1
@@ -409,7 +415,7 @@ def write_cases(path, cases, vans):
     out = []
     for c in cases:
         v = vans[c["id"]]
-        if v is None or "harness_error" in v or v.get("error", {}).get("kind") == "other":
+        if no_answer(v):
             continue
         e = {"id": c["id"], "machine": c["machine"], "backend": c["backend"],
              "config": c["config"]}
@@ -446,7 +452,7 @@ def write_known(path, cases, vans, lans):
     rows = []
     for c in cases:
         v, l = vans[c["id"]], lans[c["id"]]
-        if v is None or "harness_error" in v or v.get("error", {}).get("kind") == "other":
+        if no_answer(v):
             continue
         if v_outcome(v) != l_outcome(l):
             rows.append("%s %s" % (c["id"], cause_of(c, v, l)))

@@ -119,6 +119,14 @@ class _StubLoader(importlib.abc.Loader):
                     pass
 
             module.BatchMLAPagedAttentionWrapper = BatchMLAPagedAttentionWrapper
+        # aiter feature-detected by signature: `causal` exists since aiter
+        # v0.1.20, the release vLLM 0.32.0's ROCm images ship.
+        if module.__name__ == "aiter.mla":
+
+            def mla_decode_fwd(*args, causal=True, **kwargs):
+                pass
+
+            module.mla_decode_fwd = mla_decode_fwd
 
 
 class _Finder(importlib.abc.MetaPathFinder):
@@ -241,6 +249,14 @@ def _classify(msg):
     return "other"
 
 
+def _kind(e):
+    # vLLM's platforms raise NotImplementedError for a whole feature the
+    # platform lacks (CPU: "Sparse Attention is not supported on CPU.").
+    if isinstance(e, NotImplementedError):
+        return "not-supported"
+    return _classify(str(e))
+
+
 def _dtype(name):
     import torch
 
@@ -346,7 +362,7 @@ def _answer(platform, case):
             ans["selected_path"] = path
             ans["selected"] = _name_of(path)
     except Exception as e:  # noqa: BLE001 - every exception is an answer
-        ans["error"] = {"kind": _classify(str(e)), "type": type(e).__name__, "message": str(e)}
+        ans["error"] = {"kind": _kind(e), "type": type(e).__name__, "message": str(e)}
     return ans
 
 
@@ -405,6 +421,17 @@ def _fake_device(machine):
     torch.cuda.get_device_name = lambda *a, **k: "simulated"
     torch.cuda.device_count = lambda: 1
     torch.cuda.current_device = lambda: 0
+    # Buffers a backend module allocates on the GPU when it is imported
+    # (CUTLASS_MLA's 128 MiB SM100 workspace) are made on the meta device:
+    # the allocation succeeds as on a real GPU and no selection reads them.
+    real_empty = torch.empty
+
+    def empty(*a, device=None, **k):
+        if device is not None and str(device).startswith("cuda"):
+            device = "meta"
+        return real_empty(*a, device=device, **k)
+
+    torch.empty = empty
 
 
 def _run_group(group, platform):
