@@ -90,6 +90,9 @@ attn_status attn__sel_explicit(attn_selection *s, const char *requested);
 attn_status attn__sel_auto(attn_selection *s, const char *const *names, int n,
                            bool precluded_warning);
 
+/* Candidate i's reasons as a Python list repr ("['a', 'b']"), arena-owned. */
+const char *attn__sel_reasons_repr(attn_selection *s, int i);
+
 /* XPU's path: resolve name without validating it (XPU never validates);
  * priority -1 for a requested backend. */
 attn_status attn__sel_resolve_only(attn_selection *s, const char *name, int priority);

@@ -345,6 +345,17 @@ static void attn__put_py_list(attn__sb *sb, const attn__candidate *c)
     attn__sb_putc(sb, ']');
 }
 
+const char *attn__sel_reasons_repr(attn_selection *s, int i)
+{
+    attn__sb sb;
+    attn__sb_init(&sb);
+    attn__put_py_list(&sb, &s->candidates[i]);
+    if (sb.oom) s->oom = true;
+    const char *r = attn__sel_strdup(s, sb.data ? sb.data : "[]");
+    attn__sb_free(&sb);
+    return r;
+}
+
 static attn_status attn__sel_lookup_failure(attn_selection *s, attn_status st)
 {
     if (st == ATTN_NOT_REGISTERED)

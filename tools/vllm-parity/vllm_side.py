@@ -375,7 +375,14 @@ def _name_of(path):
                 return m.name
         except ValueError:
             continue
-    return path
+    # A platform's own variant outside the enum (XPU's XPUFlashAttnMLABackend)
+    # goes by the name its class reports (FLASH_ATTN_MLA).
+    from vllm.utils.import_utils import resolve_obj_by_qualname
+
+    try:
+        return resolve_obj_by_qualname(path).get_name()
+    except Exception:  # noqa: BLE001 - the path itself is then the answer
+        return path
 
 
 def _triton_driver(machine):

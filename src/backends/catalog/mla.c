@@ -37,11 +37,35 @@ static bool attn__major_is(const attn_check_ctx *c, int major)
     .is_mla = true, .attn_types = ATTN_TYPE_BIT(ATTN_TYPE_DECODER),                                \
     .kv_stride_order = attn__stride_order_mla
 
+static bool attn__on_xpu(const attn_check_ctx *c)
+{
+    return c->platform && c->platform->kind == ATTN_PLATFORM_XPU;
+}
+
 static const char *fa_mla_combination(const attn_check_ctx *c, char *buf, size_t size)
 {
     (void)buf, (void)size;
+    if (attn__on_xpu(c)) return NULL; /* XPU's FlashAttention always has MLA */
     if (attn__fa_version_supported(c->platform, 3) && attn__major_is(c, 9)) return NULL;
     return "FlashAttention MLA not supported on this device";
+}
+
+/* XPU runs its own FlashAttention MLA variant: head size 576 only, blocks
+ * in multiples of 64, any device; CUDA: {320, 512, 576}, 16, SM 9.x. */
+static bool fa_mla_head_size(const attn_check_ctx *c, int hs)
+{
+    if (attn__on_xpu(c)) return hs == 576;
+    return hs == 320 || hs == 512 || hs == 576;
+}
+
+static bool fa_mla_block_size(const attn_check_ctx *c, int bs)
+{
+    return bs % (attn__on_xpu(c) ? 64 : 16) == 0;
+}
+
+static bool fa_mla_cc(const attn_check_ctx *c)
+{
+    return attn__on_xpu(c) || attn__major_is(c, 9);
 }
 
 static const attn_backend_desc attn__desc_flash_attn_mla = {
@@ -51,13 +75,16 @@ static const attn_backend_desc attn__desc_flash_attn_mla = {
     .name = "FLASH_ATTN_MLA",
     .supports_dcp = true,
     .builder = &attn__builder_mla_varlen,
-    .platforms = "CUDA",
+    .platforms = "CUDA, XPU",
     .kv_dtypes = KV_PLAIN,
     .block_sizes = attn__blocks_16,
     .n_block_sizes = 1,
+    .supports_block_size = fa_mla_block_size,
     .heads = {.sizes = attn__heads_mla, .n_sizes = 3},
+    .supports_head_size = fa_mla_head_size,
     .cc_min = {9, 0},
     .cc_max = {9, 99},
+    .supports_compute_capability = fa_mla_cc,
     .supports_batch_invariance = true,
     .cg_support = ATTN_CG_UNIFORM_BATCH,
     .can_return_lse_for_decode = true,
