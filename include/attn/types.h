@@ -34,7 +34,7 @@ typedef enum attn_dtype {
 } attn_dtype;
 #define ATTN_DTYPE_BIT(d) (1u << (d))
 
-/* KV-cache dtype strings (vLLM CacheDType), in declaration order. */
+/* KV-cache dtype strings (vLLM 0.32.0 CacheDType), in declaration order. */
 #define ATTN_KV_DTYPE_TABLE(X)                                                                     \
     X(AUTO, "auto")                                                                                \
     X(FLOAT16, "float16")                                                                          \
@@ -44,13 +44,17 @@ typedef enum attn_dtype {
     X(FP8_E5M2, "fp8_e5m2")                                                                        \
     X(FP8_INC, "fp8_inc")                                                                          \
     X(FP8_DS_MLA, "fp8_ds_mla")                                                                    \
+    X(NVFP4_DS_MLA, "nvfp4_ds_mla")                                                                \
     X(TURBOQUANT_K8V4, "turboquant_k8v4")                                                          \
     X(TURBOQUANT_4BIT_NC, "turboquant_4bit_nc")                                                    \
     X(TURBOQUANT_K3V4_NC, "turboquant_k3v4_nc")                                                    \
     X(TURBOQUANT_3BIT_NC, "turboquant_3bit_nc")                                                    \
+    X(ULTRAQUANT_4BIT, "ultraquant_4bit")                                                          \
+    X(INT4_PER_TOKEN_HEAD, "int4_per_token_head")                                                  \
     X(INT8_PER_TOKEN_HEAD, "int8_per_token_head")                                                  \
     X(FP8_PER_TOKEN_HEAD, "fp8_per_token_head")                                                    \
-    X(NVFP4, "nvfp4")
+    X(NVFP4, "nvfp4")                                                                              \
+    X(NVFP4_4OVER6, "nvfp4_4over6")
 
 typedef enum attn_kv_dtype {
     ATTN_KV_NONE = -1, /* Python None: accepted by every backend but TURBOQUANT */
@@ -101,8 +105,8 @@ ATTN_API const char *attn_dtype_torch_name(attn_dtype d); /* "torch.float16" ...
 ATTN_API attn_status attn_dtype_parse(const char *s, attn_dtype *out);
 ATTN_API const char *attn_kv_dtype_name(attn_kv_dtype k); /* "None" for ATTN_KV_NONE */
 ATTN_API attn_status attn_kv_dtype_parse(const char *s, attn_kv_dtype *out);
-ATTN_API bool attn_kv_dtype_is_quantized(attn_kv_dtype k);       /* fp8*, *_per_token_head, nvfp4 */
-ATTN_API const char *attn_attn_type_name(attn_attn_type t);      /* "decoder" ... */
+ATTN_API bool attn_kv_dtype_is_quantized(attn_kv_dtype k);  /* fp8*, *_per_token_head, nvfp4* */
+ATTN_API const char *attn_attn_type_name(attn_attn_type t); /* "decoder" ... */
 ATTN_API const char *attn_attn_type_enum_name(attn_attn_type t); /* "AttentionType.DECODER" */
 ATTN_API attn_status attn_attn_type_parse(const char *s, attn_attn_type *out);
 ATTN_API const char *attn_layout_name(attn_kv_layout l);

@@ -81,7 +81,7 @@ bool attn_kv_dtype_is_quantized(attn_kv_dtype k)
     const char *n = attn__kv_names[k];
     size_t l = strlen(n);
     return !strncmp(n, "fp8", 3) || (l > 14 && !strcmp(n + l - 14, "per_token_head")) ||
-           k == ATTN_KV_NVFP4;
+           !strncmp(n, "nvfp4", 5);
 }
 
 static const char *const attn__type_names[] = {"decoder", "encoder", "encoder_only",

@@ -3,6 +3,8 @@
  * or non-causal attention; head sizes default to {320, 576}. The extra
  * "combination" checks carry vLLM's own texts (FlashAttention MLA and
  * FlashMLA availability, the TokenSpeed package). */
+#include <stdio.h>
+
 #include "backends/catalog/catalog.h"
 #include "platform/platform_impl.h"
 #include "registry/builders_weak.h"
@@ -210,6 +212,30 @@ static const attn_backend_desc attn__desc_triton_mla = {
     .can_return_lse_for_decode = true,
 };
 
+/* Head 512 is GLM5Next's NoPE layout, served on SM90 only from a bf16 or
+ * fp8_ds_mla cache; nvfp4_ds_mla needs SM100. (vLLM's extra rope-free model
+ * check needs a model config, which selection here never has.) */
+static const char *flashmla_sparse_combination(const attn_check_ctx *c, char *buf, size_t size)
+{
+    attn_kv_dtype kv = c->cfg->kv_cache_dtype;
+    if (c->cfg->head_size == 512) {
+        bool nope_kv = kv == ATTN_KV_NONE || kv == ATTN_KV_AUTO || kv == ATTN_KV_BFLOAT16 ||
+                       kv == ATTN_KV_FLOAT16 || kv == ATTN_KV_FP8_DS_MLA;
+        if (!nope_kv || !attn__major_is(c, 9)) {
+            snprintf(buf, size,
+                     "FLASHMLA_SPARSE supports head_size 512 only with bf16 or fp8_ds_mla "
+                     "kv-cache on SM90 (NoPE), got kv_cache_dtype=%s, "
+                     "capability=DeviceCapability(major=%d, minor=%d)",
+                     attn_kv_dtype_name(kv), c->cc_major, c->cc_minor);
+            return buf;
+        }
+    }
+    if (kv == ATTN_KV_NVFP4_DS_MLA && !attn__major_is(c, 10))
+        return "FLASHMLA_SPARSE only supports the nvfp4_ds_mla kv-cache dtype on SM100 "
+               "(Blackwell)";
+    return NULL;
+}
+
 static const attn_backend_desc attn__desc_flashmla_sparse = {
     ATTN__MLA_COMMON,
     .name = "FLASHMLA_SPARSE",
@@ -217,7 +243,8 @@ static const attn_backend_desc attn__desc_flashmla_sparse = {
     .builder = &attn__builder_mla_sparse,
     .platforms = "CUDA",
     .dtypes = DT(BF16),
-    .kv_dtypes = KV(AUTO) | KV(BFLOAT16) | KV(FP8_DS_MLA) | KV(FP8),
+    .kv_dtypes = KV(AUTO) | KV(BFLOAT16) | KV(FP8_DS_MLA) | KV(FP8) | KV(NVFP4_DS_MLA),
+    .supports_combination = flashmla_sparse_combination,
     .block_sizes = attn__blocks_64,
     .n_block_sizes = 1,
     .heads = {.sizes = attn__heads_sparse, .n_sizes = 2},

@@ -167,10 +167,18 @@ static bool fi_sink(const attn_check_ctx *c)
 }
 
 /* nvfp4 through FA2 prefill on 8.x/9.x/12.x, else only with TRT-LLM on 10.x. */
+static bool fi_nvfp4(attn_kv_dtype kv)
+{
+    return kv == ATTN_KV_NVFP4 || kv == ATTN_KV_NVFP4_DS_MLA || kv == ATTN_KV_NVFP4_4OVER6;
+}
+
+/* The nvfp4* caches: SM8x/9x/12x write them through FA2's slot mapping,
+ * which has no scale search (plain nvfp4 only); SM10x needs TRT-LLM. */
 static bool fi_kv(const attn_check_ctx *c, attn_kv_dtype kv)
 {
-    if (kv == ATTN_KV_NVFP4) {
-        if (c->has_cc && (c->cc_major == 8 || c->cc_major == 9 || c->cc_major == 12)) return true;
+    if (fi_nvfp4(kv)) {
+        if (c->has_cc && (c->cc_major == 8 || c->cc_major == 9 || c->cc_major == 12))
+            return kv == ATTN_KV_NVFP4;
         return c->has_cc && c->cc_major == 10 && fi_trtllm(c, true) && fi_trtllm(c, false);
     }
     return kv == ATTN_KV_AUTO || kv == ATTN_KV_FLOAT16 || kv == ATTN_KV_BFLOAT16 ||
@@ -180,7 +188,7 @@ static bool fi_kv(const attn_check_ctx *c, attn_kv_dtype kv)
 static const char *fi_combination(const attn_check_ctx *c, char *buf, size_t size)
 {
     (void)buf, (void)size;
-    if (c->cfg->kv_cache_dtype == ATTN_KV_NVFP4 && c->has_cc &&
+    if (fi_nvfp4(c->cfg->kv_cache_dtype) && c->has_cc &&
         (c->cc_major == 8 || c->cc_major == 9 || c->cc_major == 12)) {
         if (c->cfg->head_size == 64)
             return "fa2 prefill misreads an NVFP4 KV cache at head_size 64";
@@ -202,7 +210,7 @@ static attn_kv_layout fi_layout(const attn_platform *p)
 #define ATTN__FLASHINFER_RULES                                                                     \
     .abi_version = ATTN_BACKEND_ABI_VERSION, .struct_size = sizeof(attn_backend_desc),             \
     .platforms = "CUDA", .dtypes = DT(FP16) | DT(BF16),                                            \
-    .kv_dtypes = KV_PLAIN | KV(FP8) | KV(FP8_E4M3) | KV(FP8_E5M2) | KV(NVFP4),                     \
+    .kv_dtypes = KV_PLAIN | KV(FP8) | KV(FP8_E4M3) | KV(FP8_E5M2) | KV(NVFP4) | KV(NVFP4_4OVER6),  \
     .supports_kv_cache_dtype = fi_kv, .supports_combination = fi_combination,                      \
     .block_sizes = attn__blocks_fi, .n_block_sizes = 3,                                            \
     .heads = {.sizes = attn__heads_fi, .n_sizes = 4}, .cc_min = {8, 0}, .cc_max = {12, 1},         \
@@ -233,8 +241,8 @@ static const attn_backend_desc attn__desc_triton_attn = {
     .supports_non_causal = true,
     .platforms = "CUDA, ROCm, XPU",
     .dtypes = DT(FP16) | DT(BF16) | DT(FP32),
-    .kv_dtypes = KV_PLAIN | KV(FP8) | KV(FP8_E4M3) | KV(FP8_E5M2) | KV(INT8_PER_TOKEN_HEAD) |
-                 KV(FP8_PER_TOKEN_HEAD),
+    .kv_dtypes = KV_PLAIN | KV(FP8) | KV(FP8_E4M3) | KV(FP8_E5M2) | KV(INT4_PER_TOKEN_HEAD) |
+                 KV(INT8_PER_TOKEN_HEAD) | KV(FP8_PER_TOKEN_HEAD),
     .block_sizes = attn__blocks_16,
     .n_block_sizes = 1,
     .heads = {.min = 32},
@@ -289,12 +297,11 @@ static const attn_backend_desc attn__desc_turboquant = {
 };
 
 /* ULTRAQUANT (vLLM 0.32.0): TurboQuant's layout for the ultraquant_4bit KV
- * dtype, which libattn's KV dtype table does not have, so every config it
- * can be given is a kv_cache_dtype rejection (None included). */
+ * dtype, and that dtype only (None included). */
 static bool ultraquant_kv(const attn_check_ctx *c, attn_kv_dtype kv)
 {
-    (void)c, (void)kv;
-    return false;
+    (void)c;
+    return kv == ATTN_KV_ULTRAQUANT_4BIT;
 }
 
 static const attn_backend_desc attn__desc_ultraquant = {
@@ -303,6 +310,7 @@ static const attn_backend_desc attn__desc_ultraquant = {
     .name = "ULTRAQUANT",
     .platforms = "ROCm",
     .dtypes = DT(BF16),
+    .kv_dtypes = KV(ULTRAQUANT_4BIT),
     .supports_kv_cache_dtype = ultraquant_kv,
     .kv_none_rejected = true,
     .block_sizes = attn__blocks_tq,

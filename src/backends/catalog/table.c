@@ -93,7 +93,7 @@ static const attn__catalog_entry attn__catalog[] = {
     {"TURBOQUANT", "libattn_turboquant.so:attn_backend_turboquant", attn__builtin_turboquant,
      "KV must be a turboquant_* dtype (None rejected)"},
     {"ULTRAQUANT", "libattn_turboquant.so:attn_backend_ultraquant", attn__builtin_ultraquant,
-     "KV must be ultraquant_4bit (not in libattn's KV dtype table)"},
+     "KV must be ultraquant_4bit"},
     {"CUSTOM", NULL, NULL, "placeholder: must be registered before use"},
     {"TRITON_FLASHINFER", FI_MOD "triton_flashinfer", attn__builtin_triton_flashinfer,
      "FLASHINFER's rules plus the multimodal prefix"},
