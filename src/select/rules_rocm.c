@@ -66,10 +66,38 @@ static int attn__rocm_priorities(const attn_platform *p, const attn_selector_con
     return n;
 }
 
+/* A turboquant_* layer keeps its boundary layers at the native dtype, so no
+ * one explicit backend serves every layer: a request refused for the KV
+ * dtype alone gives way to the automatic choice (the refusal is a note, as
+ * vLLM's info log). Any other refusal stays an error. */
+static bool attn__rocm_packed_fallback(attn_selection *sel, const char *requested,
+                                       const attn_selector_config *cfg, attn_status *st)
+{
+    const char *kv = attn_kv_dtype_name(cfg->kv_cache_dtype);
+    if (cfg->kv_cache_dtype == ATTN_KV_NONE || strncmp(kv, "turboquant", 10)) return false;
+    int idx = -1;
+    *st = attn__sel_consider(sel, requested, -1, &idx);
+    if (*st != ATTN_OK) return false;
+    const attn__candidate *c = &sel->candidates[idx];
+    if (c->valid || c->num_reasons != 1 || strcmp(c->reasons[0], "kv_cache_dtype not supported")) {
+        sel->num_candidates--; /* attn__sel_explicit records it again */
+        return false;
+    }
+    attn__sel_note(sel,
+                   "Selected backend %s is incompatible with this layer (%s) of the turboquant "
+                   "run; using the auto-selected per-layer backend. Reason: %s",
+                   c->name, attn_attn_type_enum_name(cfg->attn_type),
+                   attn__sel_reasons_repr(sel, idx));
+    sel->num_candidates--;
+    return true;
+}
+
 static attn_status attn__rocm_select(const attn_platform *p, const char *requested,
                                      const attn_selector_config *cfg, attn_selection *sel)
 {
-    if (requested) return attn__sel_explicit(sel, requested);
+    attn_status st = ATTN_OK;
+    if (requested && !attn__rocm_packed_fallback(sel, requested, cfg, &st))
+        return attn__sel_explicit(sel, requested);
     const char *l[8];
     int n = attn__rocm_list(p, cfg, l);
     return attn__sel_auto(sel, l, n, false);

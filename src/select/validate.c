@@ -43,25 +43,34 @@ typedef struct attn__v032_flags {
     const char *name;
     bool sliding_window, rswa, no_kv_connector, no_query_lens_mismatch, query_lens_mismatch_on_10x,
         non_causal_dcp;
+    /* Replaces the descriptor's supports_non_causal when set. */
+    bool (*non_causal)(const attn_check_ctx *c);
 } attn__v032_flags;
 
+/* AITER MLA's non-causal decode: aiter.mla.mla_decode_fwd(causal=) and the
+ * ASM kernels, which only gfx950 ships. */
+static bool attn__aiter_mla_non_causal(const attn_check_ctx *c)
+{
+    return attn__rocm_aiter_found(c->platform) && !strcmp(c->platform->gfx_arch, "gfx950");
+}
+
 static const attn__v032_flags attn__v032_table[] = {
-    {"FLASH_ATTN", true, true, false, false, false, false},
-    {"FLASH_ATTN_DIFFKV", true, true, false, false, false, false},
-    {"TRITON_ATTN", true, true, false, false, false, false},
-    {"FLEX_ATTENTION", true, true, false, false, false, false},
-    {"CPU_ATTN", true, false, false, false, false, false},
-    {"ROCM_ATTN", true, false, true, false, false, false},
-    {"ROCM_AITER_UNIFIED_ATTN", true, false, false, false, false, false},
-    {"ROCM_AITER_FA", true, false, false, false, false, false},
-    {"FLASHINFER", true, false, false, true, true, false},
+    {"FLASH_ATTN", true, true, false, false, false, false, NULL},
+    {"FLASH_ATTN_DIFFKV", true, true, false, false, false, false, NULL},
+    {"TRITON_ATTN", true, true, false, false, false, false, NULL},
+    {"FLEX_ATTENTION", true, true, false, false, false, false, NULL},
+    {"CPU_ATTN", true, false, false, false, false, false, NULL},
+    {"ROCM_ATTN", true, false, true, false, false, false, NULL},
+    {"ROCM_AITER_UNIFIED_ATTN", true, false, false, false, false, false, NULL},
+    {"ROCM_AITER_FA", true, false, false, false, false, false, NULL},
+    {"FLASHINFER", true, false, false, true, true, false, NULL},
     /* Composites: both halves must agree; no query-length mismatch. */
-    {"TRITON_FLASH_ATTN", true, true, false, true, false, false},
-    {"TRITON_FLASHINFER", true, false, false, true, false, false},
-    {"FLASHINFER_MLA", false, false, false, false, false, true},
-    {"ROCM_AITER_MLA", false, false, false, false, false, true},
-    {"ROCM_AITER_TRITON_MLA", false, false, false, false, false, true},
-    {"TOKENSPEED_MLA", false, false, false, false, false, true},
+    {"TRITON_FLASH_ATTN", true, true, false, true, false, false, NULL},
+    {"TRITON_FLASHINFER", true, false, false, true, false, false, NULL},
+    {"FLASHINFER_MLA", false, false, false, false, false, true, NULL},
+    {"ROCM_AITER_MLA", false, false, false, false, false, true, attn__aiter_mla_non_causal},
+    {"ROCM_AITER_TRITON_MLA", false, false, false, false, false, true, attn__aiter_mla_non_causal},
+    {"TOKENSPEED_MLA", false, false, false, false, false, true, NULL},
 };
 
 /* A descriptor that is not one of the catalog's own (a plugin's, or a
@@ -69,8 +78,8 @@ static const attn__v032_flags attn__v032_table[] = {
  * not rejected for them: libattn's descriptor ABI predates them. */
 static const attn__v032_flags *attn__v032_flags_of(const attn_backend_desc *d)
 {
-    static const attn__v032_flags none = {NULL, false, false, false, false, false, false};
-    static const attn__v032_flags plugin = {NULL, true, true, false, false, false, true};
+    static const attn__v032_flags none = {NULL, false, false, false, false, false, false, NULL};
+    static const attn__v032_flags plugin = {NULL, true, true, false, false, false, true, NULL};
     const attn__catalog_entry *e = attn__catalog_find(d->name);
     const attn_backend *b = e && e->builtin ? e->builtin() : NULL;
     if (!b || b->desc != d) return &plugin;
@@ -179,7 +188,7 @@ int attn__validate(const attn_backend_desc *d, const attn_check_ctx *c, attn__re
     const attn__v032_flags *x = attn__v032_flags_of(d);
     if (cfg->has_sliding_window && !x->sliding_window) ATTN__REASON("sliding window not supported");
     if (cfg->use_rswa && !x->rswa) ATTN__REASON("R-SWA not supported");
-    if (cfg->use_non_causal && !d->supports_non_causal)
+    if (cfg->use_non_causal && !(x->non_causal ? x->non_causal(c) : d->supports_non_causal))
         ATTN__REASON("non-causal attention not supported");
     if (cfg->use_mla && cfg->use_non_causal && cfg->use_dcp && !x->non_causal_dcp)
         ATTN__REASON("non-causal MLA attention with DCP not supported");

@@ -363,6 +363,16 @@ def _answer(platform, case):
             ans["selected"] = _name_of(path)
     except Exception as e:  # noqa: BLE001 - every exception is an answer
         ans["error"] = {"kind": _kind(e), "type": type(e).__name__, "message": str(e)}
+    # A request that gave way to the automatic choice (ROCm's turboquant
+    # layers): the candidates are the ones that automatic choice weighed.
+    fell_back = backend is not None and (
+        ans.get("error", {}).get("kind") == "no-valid"
+        or ans.get("selected") not in (None, backend.name))
+    if fell_back and hasattr(platform, "get_valid_backends") and "candidates" in ans:
+        try:
+            ans["candidates"] = _candidates(platform, cap, sel_cfg, num_heads, None)
+        except Exception as e:  # noqa: BLE001
+            ans["candidates_error"] = "%s: %s" % (type(e).__name__, e)
     return ans
 
 

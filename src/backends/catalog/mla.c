@@ -1,7 +1,7 @@
 /* Descriptors of the MLA family on CUDA and XPU (reference §5b). Every MLA
  * backend is decoder only, without sinks, multimodal prefix, per-head scales
- * or non-causal attention; head sizes default to {320, 576}. The extra
- * "combination" checks carry vLLM's own texts (FlashAttention MLA and
+ * or non-causal attention, and takes PCP (vLLM's MLAAttentionImpl does); head sizes default to
+ * {320, 576}. The extra "combination" checks carry vLLM's own texts (FlashAttention MLA and
  * FlashMLA availability, the TokenSpeed package). */
 #include <stdio.h>
 
@@ -37,7 +37,7 @@ static bool attn__major_is(const attn_check_ctx *c, int major)
 #define ATTN__MLA_COMMON                                                                           \
     .abi_version = ATTN_BACKEND_ABI_VERSION, .struct_size = sizeof(attn_backend_desc),             \
     .is_mla = true, .attn_types = ATTN_TYPE_BIT(ATTN_TYPE_DECODER),                                \
-    .kv_stride_order = attn__stride_order_mla
+    .kv_stride_order = attn__stride_order_mla, .supports_pcp = true
 
 static bool attn__on_xpu(const attn_check_ctx *c)
 {

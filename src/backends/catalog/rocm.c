@@ -85,24 +85,46 @@ static const attn_backend_desc attn__desc_rocm_aiter_fa = {
     .builder = &attn__builder_rocm,
 };
 
-/* Shared by ROCM_AITER_MLA and its subclass ROCM_AITER_TRITON_MLA. */
+/* AITER's fp16 MLA decode has no non-causal kernel: a non-causal fp16 query
+ * over an fp16 cache is refused (non-causal itself: validate.c's table). */
+static const char *aiter_mla_combination(const attn_check_ctx *c, char *buf, size_t size)
+{
+    (void)buf, (void)size;
+    attn_kv_dtype kv = c->cfg->kv_cache_dtype;
+    if (c->cfg->use_non_causal && c->cfg->dtype == ATTN_DTYPE_FP16 &&
+        (kv == ATTN_KV_NONE || kv == ATTN_KV_AUTO || kv == ATTN_KV_FLOAT16))
+        return "non-causal fp16 MLA decode not supported";
+    return NULL;
+}
+
+static bool on_mi3xx(const attn_check_ctx *c)
+{
+    const attn_platform *p = c->platform;
+    return p && p->kind == ATTN_PLATFORM_ROCM &&
+           (!strcmp(p->gfx_arch, "gfx942") || !strcmp(p->gfx_arch, "gfx950"));
+}
+
+/* Shared by ROCM_AITER_MLA and its subclass ROCM_AITER_TRITON_MLA (MLA
+ * implementations: PCP works). */
 #define ATTN__AITER_MLA_RULES                                                                      \
     .abi_version = ATTN_BACKEND_ABI_VERSION, .struct_size = sizeof(attn_backend_desc),             \
     .platforms = "ROCm", .dtypes = DT(FP16) | DT(BF16), .kv_dtypes = KV_ROCM,                      \
     .block_sizes = attn__blocks_1, .n_block_sizes = 1, .is_mla = true, .attn_types = TY(DECODER),  \
     .cg_support = ATTN_CG_UNIFORM_BATCH, .kv_cache_shape = attn__kv_shape_mla,                     \
-    .kv_stride_order = attn__stride_order_mla, .builder = &attn__builder_mla
+    .kv_stride_order = attn__stride_order_mla, .builder = &attn__builder_mla,                      \
+    .supports_combination = aiter_mla_combination, .supports_pcp = true
 
 static const attn_backend_desc attn__desc_rocm_aiter_mla = {
     ATTN__AITER_MLA_RULES,
     .name = "ROCM_AITER_MLA",
-    .supports_non_causal = true,
     .supports_dcp = true,
 };
 
 static const attn_backend_desc attn__desc_rocm_aiter_triton_mla = {
-    ATTN__AITER_MLA_RULES, .name = "ROCM_AITER_TRITON_MLA",    .supports_non_causal = true,
-    .supports_dcp = true,  .display_name = "AITER_TRITON_MLA",
+    ATTN__AITER_MLA_RULES,
+    .name = "ROCM_AITER_TRITON_MLA",
+    .supports_dcp = true,
+    .display_name = "AITER_TRITON_MLA",
 };
 
 static const attn_backend_desc attn__desc_rocm_aiter_mla_sparse = {
@@ -116,6 +138,8 @@ static const attn_backend_desc attn__desc_rocm_aiter_mla_sparse = {
     .n_block_sizes = 2,
     .is_mla = true,
     .is_sparse = true,
+    .supports_sink_fn = on_mi3xx,
+    .supports_pcp = true,
     .attn_types = TY(DECODER),
     .cg_support = ATTN_CG_UNIFORM_SINGLE_TOKEN_DECODE,
     .kv_cache_shape = attn__kv_shape_mla,
