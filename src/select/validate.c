@@ -88,7 +88,7 @@ static const attn__v032_flags *attn__v032_flags_of(const attn_backend_desc *d)
     return &none;
 }
 
-static bool attn__head_ok(const attn_backend_desc *d, const attn_check_ctx *c, int hs)
+bool attn__desc_head_ok(const attn_backend_desc *d, const attn_check_ctx *c, int hs)
 {
     if (d->supports_head_size) return d->supports_head_size(c, hs);
     const attn_head_rule *r = &d->heads;
@@ -103,7 +103,7 @@ static bool attn__head_ok(const attn_backend_desc *d, const attn_check_ctx *c, i
     return true;
 }
 
-static bool attn__dtype_ok(const attn_backend_desc *d, const attn_check_ctx *c, attn_dtype dt)
+bool attn__desc_dtype_ok(const attn_backend_desc *d, const attn_check_ctx *c, attn_dtype dt)
 {
     if (d->supports_dtype) return d->supports_dtype(c, dt);
     if ((unsigned)dt >= ATTN_DTYPE_COUNT) return false;
@@ -111,7 +111,7 @@ static bool attn__dtype_ok(const attn_backend_desc *d, const attn_check_ctx *c, 
     return (mask >> dt) & 1u;
 }
 
-static bool attn__kv_ok(const attn_backend_desc *d, const attn_check_ctx *c, attn_kv_dtype kv)
+bool attn__desc_kv_ok(const attn_backend_desc *d, const attn_check_ctx *c, attn_kv_dtype kv)
 {
     if (kv == ATTN_KV_NONE) return !d->kv_none_rejected;
     if (d->supports_kv_cache_dtype) return d->supports_kv_cache_dtype(c, kv);
@@ -120,7 +120,7 @@ static bool attn__kv_ok(const attn_backend_desc *d, const attn_check_ctx *c, att
     return (mask >> kv) & 1u;
 }
 
-static bool attn__block_ok(const attn_backend_desc *d, const attn_check_ctx *c, int bs)
+bool attn__desc_block_ok(const attn_backend_desc *d, const attn_check_ctx *c, int bs)
 {
     if (bs <= 0) /* None: not user-specified */
         return true;
@@ -132,7 +132,7 @@ static bool attn__block_ok(const attn_backend_desc *d, const attn_check_ctx *c, 
     return false;
 }
 
-static bool attn__cc_ok(const attn_backend_desc *d, const attn_check_ctx *c)
+bool attn__desc_cc_ok(const attn_backend_desc *d, const attn_check_ctx *c)
 {
     if (d->supports_compute_capability) return d->supports_compute_capability(c);
     bool has_min = d->cc_min.major || d->cc_min.minor;
@@ -162,10 +162,10 @@ int attn__validate(const attn_backend_desc *d, const attn_check_ctx *c, attn__re
         emit(user, (text));                                                                        \
         n++;                                                                                       \
     } while (0)
-    if (!attn__head_ok(d, c, cfg->head_size)) ATTN__REASON("head_size not supported");
-    if (!attn__dtype_ok(d, c, cfg->dtype)) ATTN__REASON("dtype not supported");
-    if (!attn__kv_ok(d, c, cfg->kv_cache_dtype)) ATTN__REASON("kv_cache_dtype not supported");
-    if (!attn__block_ok(d, c, cfg->block_size)) ATTN__REASON("block_size not supported");
+    if (!attn__desc_head_ok(d, c, cfg->head_size)) ATTN__REASON("head_size not supported");
+    if (!attn__desc_dtype_ok(d, c, cfg->dtype)) ATTN__REASON("dtype not supported");
+    if (!attn__desc_kv_ok(d, c, cfg->kv_cache_dtype)) ATTN__REASON("kv_cache_dtype not supported");
+    if (!attn__desc_block_ok(d, c, cfg->block_size)) ATTN__REASON("block_size not supported");
     if (cfg->use_mm_prefix && !d->supports_mm_prefix)
         ATTN__REASON("partial multimodal token full attention not supported");
     if (cfg->use_mla != d->is_mla)
@@ -178,7 +178,7 @@ int attn__validate(const attn_backend_desc *d, const attn_check_ctx *c, attn__re
         !(d->supports_per_head_quant_scales_fn ? d->supports_per_head_quant_scales_fn(c)
                                                : d->supports_per_head_quant_scales))
         ATTN__REASON("per-head quant scales not supported");
-    if (!attn__cc_ok(d, c)) ATTN__REASON("compute capability not supported");
+    if (!attn__desc_cc_ok(d, c)) ATTN__REASON("compute capability not supported");
     if (!attn__type_ok(d, cfg->attn_type)) {
         char buf[96];
         snprintf(buf, sizeof buf, "attention type %s not supported",
@@ -261,7 +261,7 @@ bool attn_backend_supports_block_size(const attn_backend_desc *d, const attn_pla
     cfg.block_size = block_size;
     attn_check_ctx c;
     attn__check_ctx_init(&c, p, &cfg);
-    return attn__block_ok(d, &c, block_size);
+    return attn__desc_block_ok(d, &c, block_size);
 }
 
 int attn_backend_preferred_block_size(const attn_backend_desc *d, const attn_platform *p,

@@ -44,6 +44,14 @@ bool attn__fa_version_supported(const attn_platform *p, int v);
  * (what backend predicates use); requested 0 = no flash_attn_version in the
  * config; batch_invariant as VLLM_BATCH_INVARIANT. Returns 0 for None. */
 int attn__fa_version(const attn_platform *p, int head_size, int requested, bool batch_invariant);
+/* The full question vLLM 0.32.0's get_flash_attn_version answers (head_size
+ * 0 = not given; block_size 0 = None); attn__fa_version asks it without
+ * sinks, block size or the FA4 head-256 kernel. */
+typedef struct attn__fa_query {
+    int head_size, requested, block_size;
+    bool batch_invariant, has_sinks, fa4_hd256;
+} attn__fa_query;
+int attn__fa_version_for(const attn_platform *p, const attn__fa_query *q);
 /* Default resolution for a validation context (no head size, no request,
  * batch invariance from the config or the machine setting). */
 int attn__fa_version_ctx(const attn_check_ctx *c);
@@ -54,6 +62,9 @@ bool attn__fa4_supported(const attn_platform *p);
 
 extern const attn_backend_desc attn__desc_flash_attn;
 extern const attn_backend_desc attn__desc_flashinfer;
+extern const attn_backend_desc attn__desc_triton_attn;
+/* The KV layout FlashInfer's kernels need on p (HND with TRT-LLM on 10.x). */
+attn_kv_layout attn__fi_layout(const attn_platform *p);
 
 /* ---- KV-cache shapes and stride orders (reference §5, §12) ------------ */
 

@@ -28,12 +28,12 @@ bool attn__fa4_supported(const attn_platform *p)
     return attn__fa_version_supported(p, 4);
 }
 
-int attn__fa_version(const attn_platform *p, int head_size, int requested, bool batch_invariant)
+int attn__fa_version_for(const attn_platform *p, const attn__fa_query *q)
 {
     if (!p) return 0;
     if (p->kind == ATTN_PLATFORM_XPU) return 2;
     if (p->kind != ATTN_PLATFORM_CUDA || !p->has_cc) return 0;
-    int major = p->cc_major;
+    int major = p->cc_major, hs = q->head_size;
     int v;
     if (major == 9 && attn__fa_version_supported(p, 3))
         v = 3;
@@ -41,20 +41,29 @@ int attn__fa_version(const attn_platform *p, int head_size, int requested, bool 
         v = 4;
     else
         v = 2;
-    if (requested) {
-        v = requested;
-        /* FA3 only exists for Hopper: newer devices move to FA4 or back to FA2. */
-        if (v == 3 && major >= 10) v = attn__fa_version_supported(p, 4) ? 4 : 2;
-    }
-    if (head_size > 0) {
-        if (major == 9 && v == 3 && head_size > 256 && attn__fa_version_supported(p, 4))
-            v = 4;
-        else if (major >= 10 && v == 4 && head_size > 128 && head_size != 192)
-            v = 2;
-    }
+    if (q->requested) v = q->requested;
+    /* FA3 only exists for Hopper: newer devices move to FA4 or back to FA2. */
+    if (v == 3 && major >= 10) v = attn__fa_version_supported(p, 4) ? 4 : 2;
+    if (v == 3 && major == 9 && hs > 256 && attn__fa_version_supported(p, 4)) v = 4;
     /* FA4 has no batch-invariant mode. */
-    if (batch_invariant && v == 4) v = 2;
+    if (q->batch_invariant && v == 4) v = 2;
+    /* FA4's dedicated head-256 kernel on 10.x/11.x: only for callers that
+     * take it, without sinks, with blocks in whole 128-token pages. */
+    if (v == 4 && hs == 256 && (major == 10 || major == 11)) {
+        bool block_ok = q->block_size <= 0 || q->block_size % 128 == 0;
+        if (!q->fa4_hd256 || q->has_sinks || !block_ok) v = 2;
+    }
+    /* FA4 on Blackwell: TMEM limits heads above 128 to the 256 kernel (192
+     * needs a 128-wide V head, which a selection never states). */
+    if (v == 4 && major >= 10 && hs > 128 && hs != 256) v = 2;
     return attn__fa_version_supported(p, v) ? v : 0;
+}
+
+int attn__fa_version(const attn_platform *p, int head_size, int requested, bool batch_invariant)
+{
+    attn__fa_query q = {
+        .head_size = head_size, .requested = requested, .batch_invariant = batch_invariant};
+    return attn__fa_version_for(p, &q);
 }
 
 int attn__fa_version_ctx(const attn_check_ctx *c)

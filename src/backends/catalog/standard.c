@@ -1,10 +1,8 @@
 /* Descriptors of the standard (non-MLA) CUDA family: FLASH_ATTN,
  * FLASH_ATTN_DIFFKV, FLASHINFER, TRITON_ATTN, FLEX_ATTENTION, TURBOQUANT and
- * libattn's two composites TRITON_FLASHINFER / TRITON_FLASH_ATTN (reference
- * preface 1: they support the multimodal prefix and otherwise follow the
- * backend they wrap). Capabilities are reference §5a, field by field; the
- * rules that depend on the machine (FlashAttention version, FlashInfer's
- * TRT-LLM sinks) are dynamic hooks. */
+ * ULTRAQUANT (the composites over them: composite.c). Capabilities are reference §5a, field by
+ * field; the rules that depend on the machine (FlashAttention version, FlashInfer's TRT-LLM sinks)
+ * are dynamic hooks. */
 #include <string.h>
 
 #include "backends/catalog/catalog.h"
@@ -94,7 +92,12 @@ static const char *fa_combination(const attn_check_ctx *c, char *buf, size_t siz
     if (cfg->use_mm_prefix && quant && c->has_cc && c->cc_major == 9 && c->cc_minor == 0)
         return "SM90 FP8 KV with mm_prefix requires Triton";
     if (attn__on_xpu(c)) return NULL;
-    int v = attn__fa_version(c->platform, cfg->head_size, 0, attn__bi(c));
+    attn__fa_query q = {.head_size = cfg->head_size,
+                        .block_size = cfg->block_size,
+                        .batch_invariant = attn__bi(c),
+                        .has_sinks = cfg->has_sink,
+                        .fa4_hd256 = true};
+    int v = attn__fa_version_for(c->platform, &q);
     if (quant && (cfg->kv_cache_dtype == ATTN_KV_FP8_E5M2 || !fa_fp8_ok(c, v, cfg->head_size)))
         return "FP8 KV cache requires FA3 on SM90, FA4 with head_size=512 on SM90, or FA4 on "
                "SM100";
@@ -131,15 +134,6 @@ static const attn_backend_desc attn__desc_flash_attn_diffkv = {
     .name = "FLASH_ATTN_DIFFKV",
     .supports_dcp = true,
     .kv_cache_shape = attn__kv_shape_flash_diffkv,
-    .builder = &attn__builder_flash_attn,
-};
-
-static const attn_backend_desc attn__desc_triton_flash_attn = {
-    ATTN__FLASH_ATTN_RULES,
-    .name = "TRITON_FLASH_ATTN",
-    .supports_mm_prefix = true,
-    .kv_cache_shape = attn__kv_shape_flash,
-    .kv_stride_order = attn__stride_order_flash,
     .builder = &attn__builder_flash_attn,
 };
 
@@ -198,7 +192,7 @@ static const char *fi_combination(const attn_check_ctx *c, char *buf, size_t siz
 }
 
 /* The TRT-LLM decode kernels used on Blackwell read the cache as HND. */
-static attn_kv_layout fi_layout(const attn_platform *p)
+attn_kv_layout attn__fi_layout(const attn_platform *p)
 {
     int major = 0, minor = 0;
     return attn_platform_get_kind(p) == ATTN_PLATFORM_CUDA &&
@@ -218,7 +212,7 @@ static attn_kv_layout fi_layout(const attn_platform *p)
     .cg_support = ATTN_CG_UNIFORM_SINGLE_TOKEN_DECODE, .can_return_lse_for_decode = true,          \
     .import_requires = 1u << ATTN_COMPONENT_FLASHINFER, .supports_sink_fn = fi_sink,               \
     .kv_cache_shape = attn__kv_shape_flashinfer, .kv_stride_order = attn__stride_order_flashinfer, \
-    .builder = &attn__builder_flashinfer, .required_layout_fn = fi_layout
+    .builder = &attn__builder_flashinfer, .required_layout_fn = attn__fi_layout
 
 const attn_backend_desc attn__desc_flashinfer = {
     ATTN__FLASHINFER_RULES,
@@ -226,15 +220,9 @@ const attn_backend_desc attn__desc_flashinfer = {
     .supports_dcp = true,
 };
 
-static const attn_backend_desc attn__desc_triton_flashinfer = {
-    ATTN__FLASHINFER_RULES,
-    .name = "TRITON_FLASHINFER",
-    .supports_mm_prefix = true,
-};
-
 /* ---- TRITON_ATTN --------------------------------------------------------- */
 
-static const attn_backend_desc attn__desc_triton_attn = {
+const attn_backend_desc attn__desc_triton_attn = {
     .abi_version = ATTN_BACKEND_ABI_VERSION,
     .struct_size = sizeof(attn_backend_desc),
     .name = "TRITON_ATTN",
@@ -329,9 +317,7 @@ ATTN__BUILTIN(attn__builtin_ultraquant, attn__desc_ultraquant)
 
 ATTN__BUILTIN(attn__builtin_flash_attn, attn__desc_flash_attn)
 ATTN__BUILTIN(attn__builtin_flash_attn_diffkv, attn__desc_flash_attn_diffkv)
-ATTN__BUILTIN(attn__builtin_triton_flash_attn, attn__desc_triton_flash_attn)
 ATTN__BUILTIN(attn__builtin_flashinfer, attn__desc_flashinfer)
-ATTN__BUILTIN(attn__builtin_triton_flashinfer, attn__desc_triton_flashinfer)
 ATTN__BUILTIN(attn__builtin_triton_attn, attn__desc_triton_attn)
 ATTN__BUILTIN(attn__builtin_flex_attention, attn__desc_flex_attention)
 ATTN__BUILTIN(attn__builtin_turboquant, attn__desc_turboquant)
