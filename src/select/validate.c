@@ -43,9 +43,17 @@ typedef struct attn__v032_flags {
     const char *name;
     bool sliding_window, rswa, no_kv_connector, no_query_lens_mismatch, query_lens_mismatch_on_10x,
         non_causal_dcp;
-    /* Replaces the descriptor's supports_non_causal when set. */
+    /* Replace the descriptor's supports_non_causal / supports_mm_prefix
+     * when set. */
     bool (*non_causal)(const attn_check_ctx *c);
+    bool (*mm_prefix)(const attn_check_ctx *c);
 } attn__v032_flags;
+
+/* FlashAttention's multimodal prefix is an FA4 feature. */
+static bool attn__fa_mm_prefix(const attn_check_ctx *c)
+{
+    return attn__fa4_supported(c->platform);
+}
 
 /* AITER MLA's non-causal decode: aiter.mla.mla_decode_fwd(causal=) and the
  * ASM kernels, which only gfx950 ships. */
@@ -55,22 +63,23 @@ static bool attn__aiter_mla_non_causal(const attn_check_ctx *c)
 }
 
 static const attn__v032_flags attn__v032_table[] = {
-    {"FLASH_ATTN", true, true, false, false, false, false, NULL},
-    {"FLASH_ATTN_DIFFKV", true, true, false, false, false, false, NULL},
-    {"TRITON_ATTN", true, true, false, false, false, false, NULL},
-    {"FLEX_ATTENTION", true, true, false, false, false, false, NULL},
-    {"CPU_ATTN", true, false, false, false, false, false, NULL},
-    {"ROCM_ATTN", true, false, true, false, false, false, NULL},
-    {"ROCM_AITER_UNIFIED_ATTN", true, false, false, false, false, false, NULL},
-    {"ROCM_AITER_FA", true, false, false, false, false, false, NULL},
-    {"FLASHINFER", true, false, false, true, true, false, NULL},
+    {"FLASH_ATTN", true, true, false, false, false, false, NULL, attn__fa_mm_prefix},
+    {"FLASH_ATTN_DIFFKV", true, true, false, false, false, false, NULL, attn__fa_mm_prefix},
+    {"TRITON_ATTN", true, true, false, false, false, false, NULL, NULL},
+    {"FLEX_ATTENTION", true, true, false, false, false, false, NULL, NULL},
+    {"CPU_ATTN", true, false, false, false, false, false, NULL, NULL},
+    {"ROCM_ATTN", true, false, true, false, false, false, NULL, NULL},
+    {"ROCM_AITER_UNIFIED_ATTN", true, false, false, false, false, false, NULL, NULL},
+    {"ROCM_AITER_FA", true, false, false, false, false, false, NULL, NULL},
+    {"FLASHINFER", true, false, false, true, true, false, NULL, NULL},
     /* Composites: both halves must agree; no query-length mismatch. */
-    {"TRITON_FLASH_ATTN", true, true, false, true, false, false, NULL},
-    {"TRITON_FLASHINFER", true, false, false, true, false, false, NULL},
-    {"FLASHINFER_MLA", false, false, false, false, false, true, NULL},
-    {"ROCM_AITER_MLA", false, false, false, false, false, true, attn__aiter_mla_non_causal},
-    {"ROCM_AITER_TRITON_MLA", false, false, false, false, false, true, attn__aiter_mla_non_causal},
-    {"TOKENSPEED_MLA", false, false, false, false, false, true, NULL},
+    {"TRITON_FLASH_ATTN", true, true, false, true, false, false, NULL, NULL},
+    {"TRITON_FLASHINFER", true, false, false, true, false, false, NULL, NULL},
+    {"FLASHINFER_MLA", false, false, false, false, false, true, NULL, NULL},
+    {"ROCM_AITER_MLA", false, false, false, false, false, true, attn__aiter_mla_non_causal, NULL},
+    {"ROCM_AITER_TRITON_MLA", false, false, false, false, false, true, attn__aiter_mla_non_causal,
+     NULL},
+    {"TOKENSPEED_MLA", false, false, false, false, false, true, NULL, NULL},
 };
 
 /* A descriptor that is not one of the catalog's own (a plugin's, or a
@@ -78,8 +87,10 @@ static const attn__v032_flags attn__v032_table[] = {
  * not rejected for them: libattn's descriptor ABI predates them. */
 static const attn__v032_flags *attn__v032_flags_of(const attn_backend_desc *d)
 {
-    static const attn__v032_flags none = {NULL, false, false, false, false, false, false, NULL};
-    static const attn__v032_flags plugin = {NULL, true, true, false, false, false, true, NULL};
+    static const attn__v032_flags none = {NULL,  false, false, false, false,
+                                          false, false, NULL,  NULL};
+    static const attn__v032_flags plugin = {NULL,  true, true, false, false,
+                                            false, true, NULL, NULL};
     const attn__catalog_entry *e = attn__catalog_find(d->name);
     const attn_backend *b = e && e->builtin ? e->builtin() : NULL;
     if (!b || b->desc != d) return &plugin;
@@ -166,7 +177,8 @@ int attn__validate(const attn_backend_desc *d, const attn_check_ctx *c, attn__re
     if (!attn__desc_dtype_ok(d, c, cfg->dtype)) ATTN__REASON("dtype not supported");
     if (!attn__desc_kv_ok(d, c, cfg->kv_cache_dtype)) ATTN__REASON("kv_cache_dtype not supported");
     if (!attn__desc_block_ok(d, c, cfg->block_size)) ATTN__REASON("block_size not supported");
-    if (cfg->use_mm_prefix && !d->supports_mm_prefix)
+    const attn__v032_flags *x = attn__v032_flags_of(d);
+    if (cfg->use_mm_prefix && !(x->mm_prefix ? x->mm_prefix(c) : d->supports_mm_prefix))
         ATTN__REASON("partial multimodal token full attention not supported");
     if (cfg->use_mla != d->is_mla)
         ATTN__REASON(cfg->use_mla ? "MLA not supported" : "non-MLA not supported");
@@ -185,7 +197,6 @@ int attn__validate(const attn_backend_desc *d, const attn_check_ctx *c, attn__re
                  attn_attn_type_enum_name(cfg->attn_type));
         ATTN__REASON(buf);
     }
-    const attn__v032_flags *x = attn__v032_flags_of(d);
     if (cfg->has_sliding_window && !x->sliding_window) ATTN__REASON("sliding window not supported");
     if (cfg->use_rswa && !x->rswa) ATTN__REASON("R-SWA not supported");
     if (cfg->use_non_causal && !(x->non_causal ? x->non_causal(c) : d->supports_non_causal))

@@ -219,6 +219,10 @@ def vllm_answers(py, venv, cases):
         for c in missing:
             m = dict(c["machine"])
             m["env"] = machine_env(m)
+            # Batch invariance is process-wide in vLLM (an environment
+            # variable; supports_trtllm_attention caches what it saw), so
+            # each value gets processes of its own, as in a real run.
+            m["env"]["VLLM_BATCH_INVARIANT"] = "1" if c["config"].get("use_batch_invariant") else "0"
             k = machine_key(m)
             groups.setdefault(k, {"key": k, "machine": m, "cases": []})["cases"].append(c)
         req = json.dumps({"groups": list(groups.values())})

@@ -255,8 +255,19 @@ static const attn_backend_desc attn__desc_flashmla_sparse = {
     .kv_cache_shape = attn__kv_shape_flashmla_sparse,
 };
 
+/* The SM10 sparse kernel has no fp8_ds_mla path (the model-shape checks
+ * need a model config, which selection here never has). */
+static const char *fi_mla_sparse_combination(const attn_check_ctx *c, char *buf, size_t size)
+{
+    (void)buf, (void)size;
+    if (c->cfg->kv_cache_dtype == ATTN_KV_FP8_DS_MLA)
+        return "FLASHINFER_MLA_SPARSE SM10 does not support fp8_ds_mla kv-cache dtype";
+    return NULL;
+}
+
 static const attn_backend_desc attn__desc_flashinfer_mla_sparse = {
     ATTN__MLA_COMMON,
+    .supports_combination = fi_mla_sparse_combination,
     .dtypes = DT(FP16) | DT(BF16),
     .kv_cache_shape = attn__kv_shape_mla,
     .name = "FLASHINFER_MLA_SPARSE",
