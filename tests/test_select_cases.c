@@ -1,10 +1,11 @@
 /* Runs vLLM 0.32.0's own answers (tests/data/vllm-0.32.0-cases.json, made by
  * tools/vllm-parity/parity.py with vLLM itself) through the public API: open
  * the case's simulated machine, install its components, apply its settings,
- * select without the cache, and check the backend or the error kind. The
- * cases where libattn is known to differ are listed with their cause in
- * tests/data/vllm-0.32.0-known-diffs.txt; a listed case that now agrees fails
- * too, so the list only shrinks. Reads nothing outside the repository. */
+ * select without the cache, and check the backend, or the error kind and
+ * vLLM's exact message. The cases where libattn is known to differ are
+ * listed with their cause in tests/data/vllm-0.32.0-known-diffs.txt; a
+ * listed case that now agrees fails too, so the list only shrinks. Reads
+ * nothing outside the repository. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -142,6 +143,13 @@ static const char *run_case(const attn__json *c, char *why, size_t size)
                      st == ATTN_OK ? "success" : kind, got ? got : "none", msg ? msg : "");
             result = why;
         }
+    }
+    /* vLLM's error message, byte for byte. */
+    const char *want_msg = str_or(attn__json_get(ex, "message"), NULL);
+    if (!result && want_err && want_msg && (!msg || strcmp(msg, want_msg) != 0)) {
+        snprintf(why, size, "message differs: want \"%s\", got \"%s\"", want_msg,
+                 msg ? msg : "(none)");
+        result = why;
     }
     const attn__json *frags = attn__json_get(ex, "contains");
     for (size_t i = 0; !result && frags && i < attn__json_len(frags); i++) {

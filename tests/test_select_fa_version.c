@@ -25,8 +25,9 @@ static const fa_row rows[] = {
     {"cuda:10.0", "fa2,fa3,fa4", 0, 0, false, 4},
     {"cuda:10.0", "fa2,fa3,fa4", 0, 0, true, 2},
     {"cuda:10.0", "fa2,fa3,fa4", 128, 0, false, 4},
-    {"cuda:10.0", "fa2,fa3,fa4", 192, 0, false, 4},
-    {"cuda:10.0", "fa2,fa3,fa4", 256, 0, false, 2}, /* head > 128 (not 192): FA2 */
+    {"cuda:10.0", "fa2,fa3,fa4", 192, 0, false, 2}, /* 192 needs a 128-wide V head */
+    {"cuda:10.0", "fa2,fa3,fa4", 256, 0, false, 2}, /* no FA4 head-256 kernel asked for */
+    {"cuda:10.0", "fa2,fa3,fa4", 320, 0, false, 2}, /* head > 128: TMEM */
     {"cuda:10.0", "fa2,fa3,fa4", 0, 3, false, 4},   /* FA3 requested on 10.x */
     {"cuda:10.0", "fa2,fa3", 0, 3, false, 2},
     {"cuda:10.0", "fa3", 0, 0, false, 0},
@@ -42,6 +43,41 @@ static const fa_row rows[] = {
     {"rocm:gfx942", "", 0, 0, false, 0},
     {"cpu", "", 0, 0, false, 0},
 };
+
+/* FA4's head-256 kernel on 10.x, for callers that take it (FLASH_ATTN's
+ * combination check, the TRITON_FLASH_ATTN causal route). */
+typedef struct fa_hd256_row {
+    int head, block;
+    bool sinks, hd256;
+    int want;
+} fa_hd256_row;
+
+static const fa_hd256_row hd256_rows[] = {
+    {256, 0, false, true, 4},  {256, 128, false, true, 4}, {256, 256, false, true, 4},
+    {256, 64, false, true, 2}, /* blocks must be whole 128-token pages */
+    {256, 0, true, true, 2},   /* no sinks in that kernel */
+    {256, 0, false, false, 2}, /* not asked for */
+    {128, 64, true, true, 4},  /* other heads: unaffected */
+};
+
+static void test_hd256(void)
+{
+    attn_platform *p = NULL;
+    CHECK_OK(attn_platform_open("cuda:10.0", &p));
+    if (!p) return;
+    CHECK_OK(attn_platform_set_installed(p, "fa2,fa3,fa4"));
+    for (size_t i = 0; i < sizeof hd256_rows / sizeof hd256_rows[0]; i++) {
+        const fa_hd256_row *r = &hd256_rows[i];
+        attn__fa_query q = {.head_size = r->head,
+                            .block_size = r->block,
+                            .has_sinks = r->sinks,
+                            .fa4_hd256 = r->hd256};
+        int got = attn__fa_version_for(p, &q);
+        CHECK_MSG(got == r->want, "head %d block %d sinks %d hd256 %d: FA%d, want FA%d", r->head,
+                  r->block, r->sinks, r->hd256, got, r->want);
+    }
+    attn_platform_free(p);
+}
 
 static void test_table(void)
 {
@@ -143,6 +179,7 @@ static void test_flash_attn_rules(void)
 int main(void)
 {
     test_table();
+    test_hd256();
     test_supported();
     test_flash_attn_rules();
     return attn_test_finish("test_select_fa_version");

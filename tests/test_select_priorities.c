@@ -131,8 +131,15 @@ static void test_cpu_xpu(void)
     LIST("xpu", NULL, NULL, &c, "FLASH_ATTN");
     c.dtype = ATTN_DTYPE_FP32;
     LIST("xpu", NULL, NULL, &c, "TRITON_ATTN");
+    c.use_mla = true; /* FLASH_ATTN_MLA's XPU variant when valid, else TRITON_MLA */
+    LIST("xpu", NULL, NULL, &c, "FLASH_ATTN_MLA TRITON_MLA");
+    c = cfg();
+    c.use_batch_invariant = true; /* FlashAttention on XPU is not batch-invariant */
+    LIST("xpu", NULL, NULL, &c, "TRITON_ATTN");
+    c.use_batch_invariant = false;
+    c.use_mm_prefix = true; /* ... and has no multimodal prefix */
+    LIST("xpu", NULL, NULL, &c, "TRITON_ATTN");
     c.use_mla = true;
-    LIST("xpu", NULL, NULL, &c, "TRITON_MLA");
     c.use_sparse = true;
     LIST("xpu", NULL, NULL, &c, "XPU_MLA_SPARSE");
     c.kv_cache_dtype = ATTN_KV_TURBOQUANT_K8V4;

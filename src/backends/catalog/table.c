@@ -96,9 +96,10 @@ static const attn__catalog_entry attn__catalog[] = {
      "KV must be ultraquant_4bit"},
     {"CUSTOM", NULL, NULL, "placeholder: must be registered before use"},
     {"TRITON_FLASHINFER", FI_MOD "triton_flashinfer", attn__builtin_triton_flashinfer,
-     "FLASHINFER's rules plus the multimodal prefix"},
+     "composite: TRITON_ATTN (multimodal prefix) + FLASHINFER (causal), SM 10.x, heads 256/512"},
     {"TRITON_FLASH_ATTN", TRITON_MOD "triton_flash_attn", attn__builtin_triton_flash_attn,
-     "FLASH_ATTN's rules plus the multimodal prefix"},
+     "composite: TRITON_ATTN (multimodal prefix) + FLASH_ATTN v3/v4 (causal), SM 9.x, heads "
+     "256/512"},
     {"CPU_MLA", "builtin:CPU_MLA", attn__builtin_cpu_mla, "libattn CPU MLA kernels"},
     {"REFERENCE", "builtin:REFERENCE", attn__builtin_reference,
      "libattn exact scalar oracle (lowest priority)"},
