@@ -5,8 +5,9 @@ Input (stdin): JSON {"groups": [{"key", "machine": {...}, "cases": [...]}]}.
 Output (stdout): JSON {"answers": {case_id: answer}}.
 
 Each group (one simulated machine: family, capability or gfx arch, installed
-components, settings) runs in its own forked child, because vLLM resolves the
-platform and imports backend modules once per process. The parent imports
+components, settings, and the process-wide VLLM_BATCH_INVARIANT) runs in its
+own forked child, because vLLM resolves the platform, imports backend modules
+and caches some environment-derived answers once per process. The parent imports
 only torch and third-party libraries, never vllm, so no platform is bound
 before the child chooses one.
 
