@@ -19,11 +19,15 @@ position and every generated step agree within LOGIT_TOL. Chunked prefill
 mix. Negative controls run the plugin with attention deliberately wrong
 (CONTROLS) and each must exceed LOGIT_TOL, so the comparison is shown to
 see a wrong attention. Then vLLM's per-step decode time for both backends on
-a few batch sizes and context lengths (figures, no timed assertion)."""
+a few batch sizes and context lengths (figures, no timed assertion):
+each the median engine step (LLMEngine.step) in which the whole batch
+decodes. ATTN_VLLM_TIMING="1x128,8x512" picks other (batch x context)
+shapes, "" none."""
 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import os
 import subprocess
@@ -49,8 +53,9 @@ GEN = 12
 # "drop_last_block": decode steps miss the keys of their last KV block.
 CONTROLS = ("zero", "scale", "drop_newest", "drop_last_block")
 SHAPES = [(b, c) for b in (1, 8, 32) for c in (128, 512, 1024)]  # (batch, context)
-DECODE = 8
-REPEATS = 3
+DECODE = 16  # decode steps timed per batch
+REPEATS = 2
+_REQUEST_IDS = itertools.count()
 
 
 def write_checkpoint(d: str) -> None:
@@ -133,25 +138,56 @@ def _dense(flat, vocab: int):
     return np.stack(rows)
 
 
+def _decode_step_times(llm, prompts, steps: int) -> list[float]:
+    """Seconds of each engine step in which every request of the batch decodes
+    (no prefill in the step), through vLLM's own engine loop."""
+    from vllm import SamplingParams
+
+    eng = llm.llm_engine
+    p = SamplingParams(max_tokens=steps + 1, temperature=0.0, detokenize=False, ignore_eos=True)
+    got = {}
+    for q in prompts:
+        rid = f"timing-{next(_REQUEST_IDS)}"
+        eng.add_request(rid, q, p)
+        got[rid] = 0
+    times = []
+    while eng.has_unfinished_requests():
+        decode = min(got.values()) >= 1 and eng.get_num_unfinished_requests() == len(prompts)
+        t0 = time.perf_counter()
+        outs = eng.step()
+        dt = time.perf_counter() - t0
+        for o in outs:
+            got[o.request_id] = len(o.outputs[0].token_ids)
+        if decode:
+            times.append(dt)
+    return times
+
+
+def _shapes() -> list[tuple[int, int]]:
+    spec = os.environ.get("ATTN_VLLM_TIMING")
+    if spec is None:
+        return SHAPES
+    return [tuple(int(x) for x in s.split("x")) for s in spec.split(",") if s]
+
+
 def _timing(llm):
+    """Median engine-step time of DECODE decode steps, REPEATS times, per
+    (batch, context). The prompts are prefilled once beforehand (prefix
+    cache), so each timed batch starts decoding after one short step."""
     from vllm import SamplingParams
 
     timing = []
-    for bs, ctx in SHAPES:
+    for bs, ctx in _shapes():
         ps = [{"prompt_token_ids": [(11 * i + r) % 2000 + 10 for i in range(ctx)]}
               for r in range(bs)]
-        t = {}
-        for n in (1, DECODE + 1):
-            p = SamplingParams(max_tokens=n, temperature=0.0, detokenize=False, ignore_eos=True)
-            llm.generate(ps, p, use_tqdm=False)  # warm (and fills the prefix cache)
-            runs = []
-            for _ in range(REPEATS):  # the fastest of a few: least disturbed by other load
-                t0 = time.perf_counter()
-                llm.generate(ps, p, use_tqdm=False)
-                runs.append(time.perf_counter() - t0)
-            t[n] = min(runs)
-        timing.append({"batch": bs, "context": ctx,
-                       "ms_per_step": 1e3 * (t[DECODE + 1] - t[1]) / DECODE})
+        warm = SamplingParams(max_tokens=2, temperature=0.0, detokenize=False, ignore_eos=True)
+        llm.generate(ps, warm, use_tqdm=False)
+        times = []
+        for _ in range(REPEATS):
+            times += _decode_step_times(llm, ps, DECODE)
+        times.sort()
+        timing.append({"batch": bs, "context": ctx, "steps": len(times),
+                       "ms_per_step": 1e3 * times[len(times) // 2] if times else float("nan")})
     return timing
 
 
@@ -245,8 +281,8 @@ def main() -> int:
               f"{'caught' if seen else 'MISSED':>8}")
         ok &= seen
     print(f"load average during the run: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
-    print(f"vLLM decode step ({DECODE} steps, whole {CONFIG['num_hidden_layers']}-layer model, "
-          f"fastest of {REPEATS}), ms per step:")
+    print(f"vLLM decode step, whole {CONFIG['num_hidden_layers']}-layer model, ms (median of "
+          f"{REPEATS}x{DECODE} engine steps; ratio libattn / CPU_ATTN):")
     print(f"{'batch':>5} {'context':>7} {'CPU_ATTN':>9} {'libattn':>9} {'ratio':>6}")
     for ta, tb in zip(a["timing"], b["timing"]):
         print(f"{ta['batch']:>5} {ta['context']:>7} {ta['ms_per_step']:>9.2f} "
