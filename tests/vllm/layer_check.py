@@ -3,8 +3,8 @@ vLLM venv: the same keys, values and queries go through vLLM's
 cpu_attn_reshape_and_cache + cpu_attention_with_kv_cache and through the
 plugin's cache view + libattn's write + CPU_ATTN forward on a tensor of
 vLLM's cache shape; both are checked against a float64 oracle. Exit 1 on
-disagreement. (vLLM's dummy weights leave end-to-end logprobs insensitive to
-attention; this is the check that can tell.)"""
+disagreement. It isolates the kernel and the cache layout; plugin_test.py
+then checks the whole model's logits."""
 
 import sys
 
