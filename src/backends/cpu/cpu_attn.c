@@ -671,6 +671,7 @@ static int64_t forward_macs(const fwd_ctx *c, const attn__cpu_md *md)
 
 static void run_phase(fwd_ctx *c, attn__pool *pool, int64_t n, attn__pool_fn fn)
 {
+    if (n <= 0) return;
     if (c->serial)
         fn(c, 0, n, 0);
     else
