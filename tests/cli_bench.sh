@@ -37,6 +37,11 @@ for r in rs:
     assert r["ms"] > 0 and r["tokens_per_s"] > 0 and r["gflops"] > 0
     assert "speedup_vs" not in r
 assert sorted({r["kv_dtype"] for r in rs}) == ["bf16", "fp8"]
+# cold decode is measured against the read bandwidth, and says so
+for r in rs:
+    assert r["limit"] == "DRAM read bandwidth" and r["limit_unit"] == "GB/s", r["limit"]
+    assert r["limit_value"] == m["read_gbps"]
+    assert abs(r["limit_fraction"] - r["bw_fraction"]) < 1e-9
 # bytes and flops follow the shape: 300 keys x 8 heads x 128 x 2 (K,V) x elem
 r = [r for r in rs if r["batch"] == 2 and r["kv_dtype"] == "bf16"][0]
 assert abs(r["gbps"] * r["ms"] * 1e6 - 2 * 300 * 8 * 128 * 2 * 2) < 1e-3 * 2 * 300 * 8 * 128 * 4
@@ -53,6 +58,23 @@ ref = [r for r in rs if r["backend"] == "REFERENCE"]
 assert len(main) == 1 and len(ref) == 1
 assert main[0]["phase"] == "prefill" and main[0]["query_len"] == 40
 assert main[0]["speedup_vs"] > 0 and main[0]["vs_backend"] == "REFERENCE"
+# prefill: against the peak of the variant's own arithmetic, or none
+m, r = d["machine"], main[0]
+assert r["limit_unit"] == "GFLOP/s"
+if r["limit_value"] is None:
+    assert r["limit_fraction"] is None and "not measured" in r["limit"], r
+else:
+    assert r["limit_value"] == m["peak_gflops"] and m["isa"] in r["limit"], r
+    assert abs(r["limit_fraction"] / (r["gflops"] / r["limit_value"]) - 1) < 1e-3  # printed digits
+EOF
+
+# a variant narrower than the measured FMA loop gets no %peak, not a wrong one
+"$ATTN" bench "${small[@]}" --json --variant portable --phase prefill --prefill 40 \
+    >"$tmp/port.json" 2>"$tmp/err" || fail "bench --variant portable prefill exited $?"
+python3 - "$tmp/port.json" <<'EOF' || fail "bench portable prefill limit"
+import json, sys
+r = json.load(open(sys.argv[1]))["results"][0]
+assert r["limit_value"] is None and r["limit_fraction"] is None and r["flops_fraction"] is None, r
 EOF
 
 "$ATTN" bench "${small[@]}" --variant portable --phase decode --batch 1 --context 64 --kv bf16 \

@@ -1,7 +1,8 @@
 /* `attn bench`: runs an attention backend on this machine for decode and
  * prefill shapes and reports, per shape, the median time of repeated calls,
  * tokens/s, KV bytes read per second against the read bandwidth measured in
- * the same run, and GFLOP/s against the measured peak FMA rate; --vs runs a
+ * the same run, GFLOP/s against the measured peak FMA rate, and the share of
+ * the limit that binds the phase (backends/cpu/cpu_limits.h); --vs runs a
  * second backend on the same shapes and reports the speedup.
  *
  * Every call reads its KV blocks cold: the blocks of consecutive repeats
@@ -20,6 +21,7 @@
 #include "attn/attn.h"
 #include "attn/kvcache.h"
 #include "backends/cpu/cpu_attn.h"
+#include "backends/cpu/cpu_limits.h"
 #include "backends/cpu/cpu_machine.h"
 #include "backends/reference/reference.h"
 #include "cli.h"
@@ -45,6 +47,8 @@ typedef struct {
 
 typedef struct {
     double ms, best_ms, tokens_per_s, gbps, bw_fraction, gflops, flops_fraction;
+    attn__cpu_limit limit; /* what binds the phase (cpu_limits.h) */
+    double limit_fraction; /* < 0: the limit has no value here */
     int repeats;
     bool ok;
     char error[256];
@@ -100,7 +104,11 @@ static int usage(FILE *f)
             "tokens/s, KV bytes read per second and %% of the read bandwidth measured in\n"
             "this run (all threads streaming a buffer much larger than the LLC), GFLOP/s\n"
             "and %% of the measured peak FMA rate (register-resident FMA loop on all\n"
-            "threads, widest vector ISA).\n\n"
+            "threads, widest vector ISA; '-' where the kernels run other arithmetic),\n"
+            "and %% of the limit that binds the phase (column limit): decode against\n"
+            "the read bandwidth (cold KV), prefill and --hot against the peak of the\n"
+            "arithmetic the CPU_ATTN variant runs; a peak this build cannot measure\n"
+            "(AMX, AVX-512 BF16) is named and left without a value.\n\n"
             "  --backend NAME   backend to run (default CPU_ATTN)\n"
             "  --vs NAME        also run NAME on the same shapes; adds speedup_vs\n"
             "  --full           the whole sweep (batches 1,4,16,64; contexts 1k..32k;\n"
@@ -362,7 +370,13 @@ static void measure(const backend_t *be, const shape_t *sh, pool_t *pool, const 
     res->gbps = bytes / med / 1e9;
     res->bw_fraction = m->read_gbps > 0 ? res->gbps / m->read_gbps : 0;
     res->gflops = flops / med / 1e9;
-    res->flops_fraction = m->peak_gflops > 0 ? res->gflops / m->peak_gflops : 0;
+    /* against the peak of the arithmetic the kernels run, never another's */
+    const char *variant = attn__cpu_attn_active()->name;
+    attn__cpu_limit peak;
+    attn__cpu_phase_limit(m, variant, true, true, &peak);
+    res->flops_fraction = attn__cpu_limit_fraction(&peak, res->gbps, res->gflops);
+    attn__cpu_phase_limit(m, variant, sh->prefill, o->hot, &res->limit);
+    res->limit_fraction = attn__cpu_limit_fraction(&res->limit, res->gbps, res->gflops);
 done:
     if (impl && b->kernel->destroy) b->kernel->destroy(impl);
     if (bstate) bo->destroy(bstate);
@@ -414,7 +428,24 @@ static void json_result(attn__jw *w, const char *backend, const shape_t *sh, con
     attn__jw_key(w, "gflops");
     attn__jw_num(w, r->gflops);
     attn__jw_key(w, "flops_fraction");
-    attn__jw_num(w, r->flops_fraction);
+    if (r->flops_fraction >= 0)
+        attn__jw_num(w, r->flops_fraction);
+    else
+        attn__jw_null(w);
+    attn__jw_key(w, "limit");
+    attn__jw_str(w, r->limit.name);
+    attn__jw_key(w, "limit_value");
+    if (r->limit.value > 0)
+        attn__jw_num(w, r->limit.value);
+    else
+        attn__jw_null(w);
+    attn__jw_key(w, "limit_unit");
+    attn__jw_str(w, r->limit.kind == ATTN_CPU_LIMIT_BANDWIDTH ? "GB/s" : "GFLOP/s");
+    attn__jw_key(w, "limit_fraction");
+    if (r->limit_fraction >= 0)
+        attn__jw_num(w, r->limit_fraction);
+    else
+        attn__jw_null(w);
     if (vs) {
         attn__jw_key(w, "vs_backend");
         attn__jw_str(w, vs_name);
@@ -439,8 +470,17 @@ static void text_row(const char *backend, const shape_t *sh, const result_t *r, 
         printf("error: %s\n", r->error);
         return;
     }
-    printf("%10.3f %11.0f %7.2f %5.0f%% %8.1f %5.1f%%", r->ms, r->tokens_per_s, r->gbps,
-           r->bw_fraction * 100, r->gflops, r->flops_fraction * 100);
+    printf("%10.3f %11.0f %7.2f %5.0f%% %8.1f", r->ms, r->tokens_per_s, r->gbps,
+           r->bw_fraction * 100, r->gflops);
+    if (r->flops_fraction >= 0)
+        printf(" %5.1f%%", r->flops_fraction * 100);
+    else
+        printf(" %6s", "-");
+    printf(" %-10s", r->limit.key);
+    if (r->limit_fraction >= 0)
+        printf(" %5.1f%%", r->limit_fraction * 100);
+    else
+        printf(" %6s", "-");
     if (vs) printf(" %10.3f %8.1fx", vs->ok ? vs->ms : NAN, vs->ok ? vs->ms / r->ms : NAN);
     printf("\n");
 }
@@ -690,10 +730,19 @@ int attn_cmd_bench(int argc, char **argv)
                "(%s fp32 FMA); CPU_ATTN variant %s\n",
                ci->model, m.threads, m.read_gbps, m.buffer_bytes >> 20, m.peak_gflops, m.isa,
                attn__cpu_attn_active()->name);
-        printf("model: %d query heads, %d KV heads, head size %d, bf16; block size %d\n\n",
+        printf("model: %d query heads, %d KV heads, head size %d, bf16; block size %d\n",
                BENCH_HEADS, BENCH_KV_HEADS, BENCH_HEAD, o.block_size);
-        printf("%-10s %-7s %5s %7s %6s %-9s %10s %11s %7s %6s %8s %6s", "backend", "phase", "batch",
-               "context", "qlen", "kv", "ms", "tokens/s", "GB/s", "%bw", "GFLOP/s", "%peak");
+        attn__cpu_limit ld, lp;
+        attn__cpu_phase_limit(&m, attn__cpu_attn_active()->name, false, o.hot, &ld);
+        attn__cpu_phase_limit(&m, attn__cpu_attn_active()->name, true, o.hot, &lp);
+        printf("limits: decode against %s", ld.name);
+        if (ld.value > 0) printf(" %.1f %s", ld.value, ld.kind ? "GFLOP/s" : "GB/s");
+        printf("; prefill against %s", lp.name);
+        if (lp.value > 0) printf(" %.1f GFLOP/s", lp.value);
+        printf("\n\n");
+        printf("%-10s %-7s %5s %7s %6s %-9s %10s %11s %7s %6s %8s %6s %-10s %6s", "backend",
+               "phase", "batch", "context", "qlen", "kv", "ms", "tokens/s", "GB/s", "%bw",
+               "GFLOP/s", "%peak", "limit", "%limit");
         if (nbe > 1) printf(" %10s %9s", "vs ms", "speedup");
         printf("\n");
         for (int i = 0; i < ns; i++) {

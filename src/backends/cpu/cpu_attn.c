@@ -155,6 +155,7 @@ typedef struct {
     int window;
     float scale;
     attn__cpu_prec prec;
+    bool serial; /* too little work to wake the pool for: the caller runs it all */
     atomic_int oom;
 } fwd_ctx;
 
@@ -643,6 +644,40 @@ static int heads_per_unit(const fwd_ctx *c, const attn__cpu_tile *tiles, int n)
     return probe.R <= ATTN_CPU_SD_ROWS && k->accepts(&probe) ? mh : 1;
 }
 
+/* Multiply-adds (QK + PV, every query head) below which a forward runs on
+ * the calling thread alone: waking a worker then costs more than the half
+ * of the work it would take (a B=1 decode of 16 keys at 32 heads x 128 is
+ * 1.3e5; measurements in docs/perf/peers-issue18.md). */
+#define ATTN_CPU_SERIAL_MACS (1 << 18)
+
+/* the forward's multiply-adds, from the tiles (or the requests) */
+static int64_t forward_macs(const fwd_ctx *c, const attn__cpu_md *md)
+{
+    const attn_common_metadata *cm = c->a->common;
+    int64_t keys = 0;
+    if (md) {
+        for (int i = 0; i < md->n_prefix_tiles; i++)
+            keys +=
+                (int64_t)(md->prefix_tiles[i].ke - md->prefix_tiles[i].kb) * md->prefix_tiles[i].nq;
+        for (int i = 0; i < md->n_tiles; i++)
+            keys += (int64_t)(md->tiles[i].ke - md->tiles[i].kb) * md->tiles[i].nq;
+    } else {
+        for (int r = 0; r < cm->num_reqs; r++)
+            keys += (int64_t)attn__fwd_kv_len(c->a, r) *
+                    (cm->query_start_loc[r + 1] - cm->query_start_loc[r]);
+    }
+    return keys * c->H * (c->D + c->Dv);
+}
+
+static void run_phase(fwd_ctx *c, attn__pool *pool, int64_t n, attn__pool_fn fn)
+{
+    if (n <= 0) return;
+    if (c->serial)
+        fn(c, 0, n, 0);
+    else
+        attn__pool_for(pool, n, 1, fn, c);
+}
+
 attn_status attn__cpu_attn_forward_isa(const attn__cpu_isa *isa, const attn_forward_args *a)
 {
     attn_status st = attn__fwd_check(a);
@@ -694,18 +729,19 @@ attn_status attn__cpu_attn_forward_isa(const attn__cpu_isa *isa, const attn_forw
     attn__pool *pool = attn__pool_global();
     int64_t per = (int64_t)c.KVH * c.HG;
     c.MH = 1;
+    c.serial = forward_macs(&c, md) < ATTN_CPU_SERIAL_MACS;
     if (!md) {
-        attn__pool_for(pool, (int64_t)cm->num_reqs * per, 1, plain_fn, &c);
+        run_phase(&c, pool, (int64_t)cm->num_reqs * per, plain_fn);
     } else {
         if (md->use_cascade && md->n_prefix_tiles > 0) {
             c.tiles = md->prefix_tiles;
-            attn__pool_for(pool, md->n_prefix_tiles * per, 1, tiles_fn, &c);
+            run_phase(&c, pool, md->n_prefix_tiles * per, tiles_fn);
         }
         c.tiles = md->tiles;
         c.MH = heads_per_unit(&c, md->tiles, md->n_tiles);
         if (c.MH > 1) per = (c.KVH + c.MH - 1) / c.MH;
-        attn__pool_for(pool, md->n_tiles * per, 1, tiles_fn, &c);
-        if (md->n_splits > 0) attn__pool_for(pool, md->n_splits, 1, merge_fn, &c);
+        run_phase(&c, pool, md->n_tiles * per, tiles_fn);
+        if (md->n_splits > 0) run_phase(&c, pool, md->n_splits, merge_fn);
     }
     if (atomic_load(&c.oom))
         return attn__fail(ATTN_OUT_OF_MEMORY, "CPU_ATTN: no memory for per-thread scratch");

