@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include <attn/log.h>
+#include <attn/backend.h>
 #include <attn/plugin.h>
 
 ATTN_API const uint32_t attn_plugin_abi = ATTN_PLUGIN_ABI_VERSION;

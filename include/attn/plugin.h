@@ -37,7 +37,8 @@
 
 #include <stddef.h>
 
-#include "attn/backend.h"
+#include "attn/layer.h"
+#include "attn/platform.h"
 
 ATTN_EXTERN_C_BEGIN
 

@@ -8,7 +8,9 @@
 #ifndef ATTN_REGISTRY_H
 #define ATTN_REGISTRY_H
 
-#include "attn/backend.h"
+#include "attn/config.h"
+#include "attn/layer.h"
+#include "attn/platform.h"
 
 ATTN_EXTERN_C_BEGIN
 

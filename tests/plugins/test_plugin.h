@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include <attn/backend.h>
 #include <attn/plugin.h>
 
 static inline void attn_test_plugin_mark(const char *test_case)

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "attn/attn.h"
+#include "attn/backend.h"
 
 extern int attn_test_failures;
 extern int attn_test_checks;
