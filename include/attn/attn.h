@@ -6,6 +6,7 @@
 #define ATTN_ATTN_H
 
 #include "attn/export.h"
+#include "attn/version.h"
 #include "attn/status.h"
 #include "attn/types.h"
 #include "attn/log.h"
