@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "attn/attn.h"
+#include "attn/backend.h"
 #include "attn/mla.h"
 #include "backends/cpu/cpu_machine.h"
 #include "backends/mla/mla_internal.h"

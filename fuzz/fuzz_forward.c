@@ -7,6 +7,7 @@
 #include <math.h>
 
 #include "attn/attn.h"
+#include "attn/backend.h"
 #include "fuzz_common.h"
 #include "util/numeric.h"
 

@@ -8,7 +8,7 @@ if [ -n "${ATTN_SANITIZED:-}" ]; then
     # A sanitized libattn needs the sanitizer runtime in the consumer too;
     # the install rules are checked by the normal build's run of this test.
     echo "cli_install: skipped in the sanitizer build (checked in the normal build)"
-    exit 0
+    exit 77
 fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

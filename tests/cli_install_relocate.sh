@@ -10,7 +10,7 @@
 set -u
 if [ -n "${ATTN_SANITIZED:-}" ]; then
     echo "cli_install_relocate: skipped in the sanitizer build (checked in the normal build)"
-    exit 0
+    exit 77
 fi
 SRC=${ATTN_SOURCE_DIR:?}
 B=${ATTN_BINARY_DIR:?}

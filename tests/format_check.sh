@@ -18,7 +18,7 @@ if [ -z "$want" ] || [ "$have" != "$want" ]; then
     exit 77
 fi
 cd "$src" || exit 1
-mapfile -t files < <(find include src tools bench tests examples fuzz -name '*.[ch]' | sort)
+mapfile -t files < <(find include common src sim tools bench tests examples fuzz -name '*.[ch]' | sort)
 if [ "$fix" = 1 ]; then
     exec "$cf" -i "${files[@]}"
 fi

@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "attn/attn.h"
+#include "attn/backend.h"
 #include "attn/comm_mpi.h"
 #include "attn/dcp.h"
 #include "util/numeric.h"

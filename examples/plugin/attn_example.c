@@ -20,9 +20,10 @@
 #include <string.h>
 
 #include <attn/log.h>
+#include <attn/backend.h>
 #include <attn/plugin.h>
 
-ATTN_API const uint32_t attn_plugin_abi = ATTN_PLUGIN_ABI_VERSION;
+ATTN_EXPORT const uint32_t attn_plugin_abi = ATTN_PLUGIN_ABI_VERSION;
 
 /* Host services kept after init (plain function pointers into the host). */
 static void (*g_log)(int level, const char *msg);
@@ -297,7 +298,7 @@ static void adopt_reference(const attn_plugin_api *api)
     snprintf(g_variant, sizeof g_variant, "via REFERENCE (%s)", rv ? rv : "default");
 }
 
-ATTN_API attn_status attn_plugin_init(const attn_plugin_api *api)
+ATTN_EXPORT attn_status attn_plugin_init(const attn_plugin_api *api)
 {
     if (!api || api->abi_version != ATTN_PLUGIN_ABI_VERSION) return ATTN_ABI_MISMATCH;
     g_log = api->log;

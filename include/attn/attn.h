@@ -1,10 +1,12 @@
 /* libattn: the attention-backend layer of an LLM inference engine.
- * Include this for the application-facing API. Backend and plugin authors
- * additionally use attn/backend.h and attn/plugin.h (included here too). */
+ * Include this for the application-facing API; it does not include
+ * attn/backend.h, so an application is not bound to the descriptor and ops
+ * layout. Backend and plugin authors include attn/backend.h as well. */
 #ifndef ATTN_ATTN_H
 #define ATTN_ATTN_H
 
 #include "attn/export.h"
+#include "attn/version.h"
 #include "attn/status.h"
 #include "attn/types.h"
 #include "attn/log.h"
@@ -12,7 +14,7 @@
 #include "attn/cpu.h"
 #include "attn/platform.h"
 #include "attn/metadata.h"
-#include "attn/backend.h"
+#include "attn/layer.h"
 #include "attn/registry.h"
 #include "attn/select.h"
 #include "attn/plugin.h"

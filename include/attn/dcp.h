@@ -19,7 +19,9 @@
 #ifndef ATTN_DCP_H
 #define ATTN_DCP_H
 
-#include "attn/backend.h"
+#include "attn/config.h"
+#include "attn/layer.h"
+#include "attn/platform.h"
 #include "attn/comm.h"
 
 ATTN_EXTERN_C_BEGIN

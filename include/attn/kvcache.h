@@ -9,7 +9,9 @@
 #ifndef ATTN_KVCACHE_H
 #define ATTN_KVCACHE_H
 
-#include "attn/backend.h"
+#include "attn/config.h"
+#include "attn/layer.h"
+#include "attn/platform.h"
 
 ATTN_EXTERN_C_BEGIN
 

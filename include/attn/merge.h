@@ -11,7 +11,9 @@
 #ifndef ATTN_MERGE_H
 #define ATTN_MERGE_H
 
-#include "attn/backend.h"
+#include "attn/config.h"
+#include "attn/layer.h"
+#include "attn/platform.h"
 
 ATTN_EXTERN_C_BEGIN
 

@@ -25,7 +25,9 @@
 #ifndef ATTN_MLA_H
 #define ATTN_MLA_H
 
-#include "attn/backend.h"
+#include "attn/config.h"
+#include "attn/layer.h"
+#include "attn/platform.h"
 
 ATTN_EXTERN_C_BEGIN
 

@@ -6,7 +6,7 @@
 #define ATTN_MODEL_H
 
 #include "attn/config.h"
-#include "attn/backend.h"
+#include "attn/layer.h"
 
 ATTN_EXTERN_C_BEGIN
 

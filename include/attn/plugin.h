@@ -37,7 +37,8 @@
 
 #include <stddef.h>
 
-#include "attn/backend.h"
+#include "attn/layer.h"
+#include "attn/platform.h"
 
 ATTN_EXTERN_C_BEGIN
 
@@ -72,11 +73,11 @@ typedef struct attn_plugin_api {
 
 /* What a plugin exports (declared here so the compiler checks a plugin's
  * definitions; libattn itself never defines them):
- *   ATTN_API const uint32_t attn_plugin_abi = ATTN_PLUGIN_ABI_VERSION;
- *   ATTN_API attn_status attn_plugin_init(const attn_plugin_api *api);   */
+ *   ATTN_EXPORT const uint32_t attn_plugin_abi = ATTN_PLUGIN_ABI_VERSION;
+ *   ATTN_EXPORT attn_status attn_plugin_init(const attn_plugin_api *api);   */
 typedef attn_status (*attn_plugin_init_fn)(const attn_plugin_api *api);
-ATTN_API extern const uint32_t attn_plugin_abi;
-ATTN_API attn_status attn_plugin_init(const attn_plugin_api *api);
+ATTN_EXPORT extern const uint32_t attn_plugin_abi;
+ATTN_EXPORT attn_status attn_plugin_init(const attn_plugin_api *api);
 
 /* Load plugins now if not yet done (idempotent, thread-safe: concurrent
  * callers wait until the one load has finished). Returns ATTN_OK even when

@@ -8,7 +8,9 @@
 #ifndef ATTN_REGISTRY_H
 #define ATTN_REGISTRY_H
 
-#include "attn/backend.h"
+#include "attn/config.h"
+#include "attn/layer.h"
+#include "attn/platform.h"
 
 ATTN_EXTERN_C_BEGIN
 
@@ -19,6 +21,20 @@ ATTN_API const char *attn_registry_name(int i);
 ATTN_API bool attn_registry_contains(const char *name);
 /* "FLASH_ATTN, FLASH_ATTN_DIFFKV, ..." — the valid options text. */
 ATTN_API const char *attn_registry_valid_names(void);
+
+/* The backend catalog: every name libattn knows without registration
+ * (vLLM's enum, then libattn's own), in declaration order, with what the
+ * library ships for it. attn_backend_catalog_name: NULL outside [0, count).
+ * Per name (exact, upper case; NULL for a name not in the catalog): the
+ * default locator (NULL when there is none: register it first), the human
+ * notes on dynamic rules, and the built-in backend object (descriptor only,
+ * kernel NULL, for GPU backends; NULL when libattn has none). */
+ATTN_API int attn_backend_catalog_count(void);
+ATTN_API const char *attn_backend_catalog_name(int i);
+ATTN_API bool attn_backend_catalog_contains(const char *name);
+ATTN_API const char *attn_backend_catalog_default_locator(const char *name);
+ATTN_API const char *attn_backend_catalog_notes(const char *name);
+ATTN_API const attn_backend *attn_backend_catalog_builtin(const char *name);
 
 /* Override the locator of a known name, or add a new name. locator is
  * "builtin:NAME" or "file.so:symbol" (file resolved through ATTN_PLUGIN_PATH

@@ -6,7 +6,9 @@
 #ifndef ATTN_SELECT_H
 #define ATTN_SELECT_H
 
-#include "attn/backend.h"
+#include "attn/config.h"
+#include "attn/layer.h"
+#include "attn/platform.h"
 
 ATTN_EXTERN_C_BEGIN
 

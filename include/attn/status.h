@@ -49,6 +49,13 @@ ATTN_API const char *attn_strerror(attn_status s);
 /* Detail text of the most recent failure on this thread ("" if none). */
 ATTN_API const char *attn_last_error(void);
 ATTN_API void attn_clear_error(void);
+/* For code built on the library (plugins, the simulation library, tools):
+ * sets this thread's detail text (printf format) and returns s, so a
+ * failure reads the same as one of libattn's own. */
+ATTN_API attn_status attn_set_error(attn_status s, const char *fmt, ...) ATTN_PRINTF(2, 3);
+/* Wraps the current detail in context: "<fmt...>: <previous detail>"; an
+ * empty previous detail adds nothing. Returns s. */
+ATTN_API attn_status attn_wrap_error(attn_status s, const char *fmt, ...) ATTN_PRINTF(2, 3);
 
 ATTN_EXTERN_C_END
 

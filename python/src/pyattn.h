@@ -10,6 +10,7 @@
 #include <Python.h>
 
 #include "attn/attn.h"
+#include "attn/backend.h"
 
 /* libattn._core.Error(status_name, message): a libattn call failed. */
 extern PyObject *pyattn_error;

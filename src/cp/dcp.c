@@ -10,6 +10,7 @@
  * merged. A sliding window makes the visible local keys a suffix of
  * per-token length, so windowed layers run one kernel call per token with
  * that length as the window. All scratch is allocated at create. */
+#include "attn/backend.h"
 #include "attn/dcp.h"
 
 #include <math.h>

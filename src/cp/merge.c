@@ -1,5 +1,6 @@
 /* Merge of partial attention states: see attn/merge.h. The weights are
  * computed in double from the natural-log LSEs, then applied in fp32. */
+#include "attn/backend.h"
 #include "attn/merge.h"
 
 #include <math.h>

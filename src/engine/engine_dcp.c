@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attn/backend.h"
 #include "attn/dcp.h"
 #include "engine/engine_impl.h"
 #include "util/error.h"

@@ -4,6 +4,7 @@
 #ifndef ATTN_ENGINE_IMPL_H
 #define ATTN_ENGINE_IMPL_H
 
+#include "attn/backend.h"
 #include "attn/engine.h"
 
 #define ATTN__ENGINE_ERR_MAX 4096

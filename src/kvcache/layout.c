@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "attn/backend.h"
 #include "attn/kvcache.h"
 #include "attn/platform.h"
 #include "util/error.h"

@@ -9,6 +9,7 @@
 
 #include <stdarg.h>
 
+#include "attn/backend.h"
 #include "attn/registry.h"
 #include "attn/select.h"
 #include "platform/platform_impl.h"

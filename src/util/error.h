@@ -11,11 +11,7 @@ attn_status attn__fail(attn_status s, const char *fmt, ...) __attribute__((forma
  * attn_last_error() as an argument. An empty previous detail adds nothing. */
 attn_status attn__wrap(attn_status s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* Guard for public entry points: NULL pointer arguments are a clear error. */
-#define ATTN__CHECK_NULL(p)                                                                        \
-    do {                                                                                           \
-        if ((p) == NULL)                                                                           \
-            return attn__fail(ATTN_NULL_ARGUMENT, "%s: argument '%s' is NULL", __func__, #p);      \
-    } while (0)
+/* ATTN__CHECK_NULL(arg) for public entry points */
+#include "util/check.h"
 
 #endif

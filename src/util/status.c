@@ -56,25 +56,19 @@ static void attn__scrub_utf8(char *t)
     }
 }
 
-attn_status attn__fail(attn_status s, const char *fmt, ...)
+static attn_status attn__vfail(attn_status s, const char *fmt, va_list ap)
 {
-    va_list ap;
-    va_start(ap, fmt);
     vsnprintf(attn__last_error, sizeof attn__last_error, fmt, ap);
-    va_end(ap);
     attn__scrub_utf8(attn__last_error);
     return s;
 }
 
-attn_status attn__wrap(attn_status s, const char *fmt, ...)
+static attn_status attn__vwrap(attn_status s, const char *fmt, va_list ap)
 {
     char inner[sizeof attn__last_error];
     memcpy(inner, attn__last_error, sizeof inner);
     inner[sizeof inner - 1] = '\0';
-    va_list ap;
-    va_start(ap, fmt);
     int n = vsnprintf(attn__last_error, sizeof attn__last_error, fmt, ap);
-    va_end(ap);
     size_t used = n < 0 ? 0 : (size_t)n;
     if (inner[0] && used + 3 < sizeof attn__last_error) { /* ": " + inner, cut to fit */
         char *d = attn__last_error + used;
@@ -84,5 +78,43 @@ attn_status attn__wrap(attn_status s, const char *fmt, ...)
         d[2 + (il < room ? il : room)] = '\0';
     }
     attn__scrub_utf8(attn__last_error);
+    return s;
+}
+
+attn_status attn__fail(attn_status s, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    attn__vfail(s, fmt, ap);
+    va_end(ap);
+    return s;
+}
+
+attn_status attn__wrap(attn_status s, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    attn__vwrap(s, fmt, ap);
+    va_end(ap);
+    return s;
+}
+
+attn_status attn_set_error(attn_status s, const char *fmt, ...)
+{
+    if (!fmt) return attn__fail(s, "%s", "");
+    va_list ap;
+    va_start(ap, fmt);
+    attn__vfail(s, fmt, ap);
+    va_end(ap);
+    return s;
+}
+
+attn_status attn_wrap_error(attn_status s, const char *fmt, ...)
+{
+    if (!fmt) return s;
+    va_list ap;
+    va_start(ap, fmt);
+    attn__vwrap(s, fmt, ap);
+    va_end(ap);
     return s;
 }

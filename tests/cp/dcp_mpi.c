@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "attn/attn.h"
+#include "attn/backend.h"
 #include "attn/comm_mpi.h"
 #include "attn/dcp.h"
 #include "attn/mla.h"

@@ -3,9 +3,9 @@
  * ATTN_TEST_BAD_ABI name). It has no constructor, so none of its code runs. */
 #include "test_plugin.h"
 
-ATTN_API const uint32_t attn_plugin_abi = ATTN_PLUGIN_ABI_VERSION + 998u;
+ATTN_EXPORT const uint32_t attn_plugin_abi = ATTN_PLUGIN_ABI_VERSION + 998u;
 
-ATTN_API attn_status attn_plugin_init(const attn_plugin_api *api)
+ATTN_EXPORT attn_status attn_plugin_init(const attn_plugin_api *api)
 {
     attn_test_plugin_mark("bad_abi");
     return api->register_backend("ATTN_TEST_BAD_ABI", "builtin:REFERENCE");

@@ -8,9 +8,9 @@ __attribute__((constructor)) static void ctor_bad_abi_ctor(void)
     attn_test_plugin_mark("ctor_bad_abi.ctor");
 }
 
-ATTN_API const uint32_t attn_plugin_abi = ATTN_PLUGIN_ABI_VERSION + 41u;
+ATTN_EXPORT const uint32_t attn_plugin_abi = ATTN_PLUGIN_ABI_VERSION + 41u;
 
-ATTN_API attn_status attn_plugin_init(const attn_plugin_api *api)
+ATTN_EXPORT attn_status attn_plugin_init(const attn_plugin_api *api)
 {
     attn_test_plugin_mark("ctor_bad_abi");
     return api->register_backend("ATTN_TEST_CTOR_BAD_ABI", "builtin:REFERENCE");

@@ -6,7 +6,7 @@
  * init. */
 #include "test_plugin.h"
 
-ATTN_API const uint32_t attn_plugin_abi = ATTN_PLUGIN_ABI_VERSION;
+ATTN_EXPORT const uint32_t attn_plugin_abi = ATTN_PLUGIN_ABI_VERSION;
 
 static attn_status (*g_register)(const char *name, const char *locator);
 
@@ -25,7 +25,7 @@ static const attn_backend g_backend = {
     .desc = &g_desc,
 };
 
-ATTN_API attn_status attn_plugin_init(const attn_plugin_api *api)
+ATTN_EXPORT attn_status attn_plugin_init(const attn_plugin_api *api)
 {
     attn_test_plugin_mark("init_fail");
     g_register = api->register_backend;
@@ -36,7 +36,7 @@ ATTN_API attn_status attn_plugin_init(const attn_plugin_api *api)
     return api->fail(ATTN_PLUGIN_ERROR, "init_fail gives up after registering 3 backends");
 }
 
-ATTN_API attn_status attn_test_late_register(void)
+ATTN_EXPORT attn_status attn_test_late_register(void)
 {
     return g_register ? g_register("ATTN_TEST_LATE", "builtin:REFERENCE") : ATTN_INTERNAL;
 }

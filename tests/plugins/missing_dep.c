@@ -3,9 +3,9 @@
  * dlopen fails with the loader's text naming the missing library. */
 #include "test_plugin.h"
 
-ATTN_API const uint32_t attn_plugin_abi = ATTN_PLUGIN_ABI_VERSION;
+ATTN_EXPORT const uint32_t attn_plugin_abi = ATTN_PLUGIN_ABI_VERSION;
 
-ATTN_API attn_status attn_plugin_init(const attn_plugin_api *api)
+ATTN_EXPORT attn_status attn_plugin_init(const attn_plugin_api *api)
 {
     attn_test_plugin_mark("missing_dep");
     if (attn_missingdep_answer() != 42) return ATTN_INTERNAL;

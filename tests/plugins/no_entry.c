@@ -2,10 +2,10 @@
  * instead). Expected: reported "no entry point", skipped, dlclose'd. */
 #include "test_plugin.h"
 
-ATTN_API const uint32_t attn_plugin_abi = ATTN_PLUGIN_ABI_VERSION;
+ATTN_EXPORT const uint32_t attn_plugin_abi = ATTN_PLUGIN_ABI_VERSION;
 
-ATTN_API attn_status attn_plugin_initialize(const attn_plugin_api *api);
-ATTN_API attn_status attn_plugin_initialize(const attn_plugin_api *api)
+ATTN_EXPORT attn_status attn_plugin_initialize(const attn_plugin_api *api);
+ATTN_EXPORT attn_status attn_plugin_initialize(const attn_plugin_api *api)
 {
     attn_test_plugin_mark("no_entry");
     return api->register_backend("ATTN_TEST_NO_ENTRY", "builtin:REFERENCE");

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include <attn/backend.h>
 #include <attn/plugin.h>
 
 static inline void attn_test_plugin_mark(const char *test_case)
@@ -24,7 +25,7 @@ static inline void attn_test_plugin_mark(const char *test_case)
 }
 
 /* init_fail keeps the api's register function and tries it after init. */
-ATTN_API attn_status attn_test_late_register(void);
+ATTN_EXPORT attn_status attn_test_late_register(void);
 /* from libattn_missingdep.so */
 int attn_missingdep_answer(void);
 

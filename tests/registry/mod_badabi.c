@@ -8,5 +8,5 @@ static const attn_backend_desc attn_test_desc = {
     .name = "MODBADABI",
 };
 
-ATTN_API const attn_backend attn_test_backend_badabi = {ATTN_BACKEND_ABI_VERSION + 41u,
-                                                        sizeof(attn_backend), &attn_test_desc, 0};
+ATTN_EXPORT const attn_backend attn_test_backend_badabi = {
+    ATTN_BACKEND_ABI_VERSION + 41u, sizeof(attn_backend), &attn_test_desc, 0};

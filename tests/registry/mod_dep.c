@@ -10,11 +10,11 @@ static const attn_backend_desc attn_test_desc = {
     .name = "MODDEP",
 };
 
-ATTN_API const attn_backend attn_test_backend_dep = {ATTN_BACKEND_ABI_VERSION, sizeof(attn_backend),
-                                                     &attn_test_desc, 0};
+ATTN_EXPORT const attn_backend attn_test_backend_dep = {ATTN_BACKEND_ABI_VERSION,
+                                                        sizeof(attn_backend), &attn_test_desc, 0};
 
-ATTN_API int attn_test_mod_dep_use(void);
-ATTN_API int attn_test_mod_dep_use(void)
+ATTN_EXPORT int attn_test_mod_dep_use(void);
+ATTN_EXPORT int attn_test_mod_dep_use(void)
 {
     return attn_test_regdep_value();
 }

@@ -12,8 +12,8 @@ static const attn_backend_desc attn_test_desc = {
               ATTN_DTYPE_BIT(ATTN_DTYPE_FP32),
 };
 
-ATTN_API const attn_backend attn_test_backend_good = {ATTN_BACKEND_ABI_VERSION,
-                                                      sizeof(attn_backend), &attn_test_desc, 0};
+ATTN_EXPORT const attn_backend attn_test_backend_good = {ATTN_BACKEND_ABI_VERSION,
+                                                         sizeof(attn_backend), &attn_test_desc, 0};
 
 static attn_status attn_test_bad_self_test(char *detail, size_t size)
 {
@@ -30,7 +30,7 @@ static const attn_kernel_ops attn_test_bad_kernel = {
     .self_test = attn_test_bad_self_test,
 };
 
-ATTN_API const attn_backend attn_test_backend_selftest_fail = {
+ATTN_EXPORT const attn_backend attn_test_backend_selftest_fail = {
     ATTN_BACKEND_ABI_VERSION, sizeof(attn_backend), &attn_test_desc, &attn_test_bad_kernel};
 
 static const attn_backend_desc attn_test_small_desc = {
@@ -39,5 +39,5 @@ static const attn_backend_desc attn_test_small_desc = {
     .name = "SMALL",
 };
 
-ATTN_API const attn_backend attn_test_backend_small_desc = {
+ATTN_EXPORT const attn_backend attn_test_backend_small_desc = {
     ATTN_BACKEND_ABI_VERSION, sizeof(attn_backend), &attn_test_small_desc, 0};

@@ -1,3 +1,4 @@
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +14,19 @@ int attn_test_finish(const char *name)
     int passed = attn_test_checks - attn_test_failures;
     printf("%s: %d passed, %d failed\n", name, passed, attn_test_failures);
     return attn_test_failures ? 1 : 0;
+}
+
+void attn_test_skip(const char *name, const char *fmt, ...)
+{
+    va_list ap;
+    printf("%s: SKIP ", name);
+    va_start(ap, fmt);
+    vprintf(fmt, ap);
+    va_end(ap);
+    printf("\n");
+    fflush(stdout);
+    if (attn_test_failures) exit(attn_test_finish(name));
+    exit(77);
 }
 
 static const char *attn_test_env(const char *k, const char *def)

@@ -1,7 +1,8 @@
 /* Minimal test harness shared by every C test: CHECK* macros record
  * failures with file:line and the test exits non-zero at the end;
- * attn_test_skip() exits 77-free (ctest treats a printed "SKIP" + 0 as pass,
- * so skips are reported by text and never counted as failures silently). */
+ * attn_test_skip() ends a test that cannot run here with exit 77, which ctest
+ * (SKIP_RETURN_CODE 77) reports as skipped, never as passed. A check that is
+ * impossible here inside a test that otherwise runs prints "SKIP <what>". */
 #ifndef ATTN_TEST_H
 #define ATTN_TEST_H
 
@@ -11,6 +12,7 @@
 #include <string.h>
 
 #include "attn/attn.h"
+#include "attn/backend.h"
 
 extern int attn_test_failures;
 extern int attn_test_checks;
@@ -83,6 +85,12 @@ extern int attn_test_checks;
 
 /* Print the summary line and return the process exit code. */
 int attn_test_finish(const char *name);
+/* Print "<name>: SKIP <reason>" and exit 77 (skipped); exit 1 instead when a
+ * check already failed, so a skip never hides a failure. */
+#if defined(__GNUC__)
+__attribute__((noreturn, format(printf, 2, 3)))
+#endif
+void attn_test_skip(const char *name, const char *fmt, ...);
 /* Environment helpers for tests run by ctest. */
 const char *attn_test_source_dir(void);
 const char *attn_test_binary_dir(void);

@@ -8,9 +8,8 @@
 #include <string.h>
 
 #include "attn/attn.h"
-#include "backends/catalog/catalog.h"
+#include "attn/backend.h"
 #include "cli.h"
-#include "registry/registry_impl.h"
 #include "util/strbuf.h"
 
 static void attn__bk_usage(FILE *f)
@@ -172,7 +171,8 @@ typedef struct attn__bk_row {
     char resolve_error[1024];
     const attn_backend *backend;
     const attn_backend_desc *desc; /* resolved, else the catalog's own */
-    const attn__catalog_entry *cat;
+    bool in_catalog;
+    const char *notes; /* the catalog's, or NULL */
     bool overridden;
     const char *owner;
 } attn__bk_row;
@@ -181,7 +181,8 @@ static void attn__bk_row_fill(const attn_platform *p, const char *name, attn__bk
 {
     memset(r, 0, sizeof *r);
     r->name = name;
-    r->cat = attn__catalog_find(name);
+    r->in_catalog = attn_backend_catalog_contains(name);
+    r->notes = attn_backend_catalog_notes(name);
     if (attn_registry_get_locator(name, &r->locator) != ATTN_OK) {
         r->locator = NULL;
         snprintf(r->locator_error, sizeof r->locator_error, "%s", attn_last_error());
@@ -190,8 +191,8 @@ static void attn__bk_row_fill(const attn_platform *p, const char *name, attn__bk
     if (r->resolve_status != ATTN_OK)
         snprintf(r->resolve_error, sizeof r->resolve_error, "%s", attn_last_error());
     r->desc = r->backend ? r->backend->desc : NULL;
-    if (!r->desc && r->cat && r->cat->builtin) {
-        const attn_backend *b = r->cat->builtin();
+    if (!r->desc && r->in_catalog) {
+        const attn_backend *b = attn_backend_catalog_builtin(name);
         r->desc = b ? b->desc : NULL;
     }
     r->overridden = attn_registry_is_overridden(name);
@@ -278,7 +279,7 @@ static int attn__bk_json(const attn_platform *p)
         attn__jw_key(&w, "name");
         attn__jw_str(&w, r.name);
         attn__jw_key(&w, "builtin_catalog");
-        attn__jw_bool(&w, r.cat != NULL);
+        attn__jw_bool(&w, r.in_catalog);
         attn__jw_key(&w, "locator");
         attn__jw_str(&w, r.locator);
         attn__jw_key(&w, "registered");
@@ -301,7 +302,7 @@ static int attn__bk_json(const attn_platform *p)
         attn__jw_key(&w, "kernel");
         attn__jw_bool(&w, r.backend && r.backend->kernel);
         attn__jw_key(&w, "notes");
-        attn__jw_str(&w, r.cat ? r.cat->notes : NULL);
+        attn__jw_str(&w, r.notes);
         attn__jw_key(&w, "capabilities");
         if (r.desc)
             attn__bk_caps_json(&w, r.desc, p);
@@ -413,16 +414,16 @@ static void attn__md_table(attn__sb *sb, bool mla)
                           "sizes | capability | sparse | batch-inv. | CUDA graphs | LSE | layout "
                           "| needs | extra check |\n"
                           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
-    for (int i = 0; i < attn__catalog_count(); i++) {
-        const attn__catalog_entry *e = attn__catalog_at(i);
-        const attn_backend *b = e->builtin ? e->builtin() : NULL;
+    for (int i = 0; i < attn_backend_catalog_count(); i++) {
+        const char *cname = attn_backend_catalog_name(i);
+        const attn_backend *b = attn_backend_catalog_builtin(cname);
         const attn_backend_desc *d = b ? b->desc : NULL;
         if (!d || d->is_mla != mla) continue;
         char name[96];
         if (d->display_name)
-            snprintf(name, sizeof name, "`%s` (name %s)", e->name, d->display_name);
+            snprintf(name, sizeof name, "`%s` (name %s)", cname, d->display_name);
         else
-            snprintf(name, sizeof name, "`%s`", e->name);
+            snprintf(name, sizeof name, "`%s`", cname);
         attn__sb_puts(sb, "|");
         attn__md_cell(sb, name);
         attn__md_cell(sb, d->platforms ? d->platforms : "-");
@@ -480,18 +481,20 @@ static int attn__bk_markdown(void)
                   "a simulated\nmachine its built-in descriptor is used when the machine "
                   "has the components it needs.\n\n"
                   "| # | name | default locator | built in | notes |\n|---|---|---|---|---|\n");
-    for (int i = 0; i < attn__catalog_count(); i++) {
-        const attn__catalog_entry *e = attn__catalog_at(i);
-        const attn_backend *b = e->builtin ? e->builtin() : NULL;
+    for (int i = 0; i < attn_backend_catalog_count(); i++) {
+        const char *cname = attn_backend_catalog_name(i);
+        const attn_backend *b = attn_backend_catalog_builtin(cname);
         char num[16], name[80];
         snprintf(num, sizeof num, "%d", i);
-        snprintf(name, sizeof name, "`%s`", e->name);
+        snprintf(name, sizeof name, "`%s`", cname);
         attn__sb_puts(&sb, "|");
         attn__md_cell(&sb, num);
         attn__md_cell(&sb, name);
-        attn__md_cell(&sb, e->default_locator ? e->default_locator : "(none: register first)");
+        const char *loc = attn_backend_catalog_default_locator(cname);
+        attn__md_cell(&sb, loc ? loc : "(none: register first)");
         attn__md_cell(&sb, b ? (b->kernel ? "kernels" : "descriptor") : "no");
-        attn__md_cell(&sb, e->notes ? e->notes : "");
+        const char *notes = attn_backend_catalog_notes(cname);
+        attn__md_cell(&sb, notes ? notes : "");
         attn__sb_putc(&sb, '\n');
     }
     char *text = attn__sb_take(&sb);

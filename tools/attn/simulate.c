@@ -1,5 +1,5 @@
 /* `attn simulate [SCENARIO] [--steps N] [--json] [--html FILE]`: machines
- * side by side through startup and serving, in stages (src/scenario). */
+ * side by side through startup and serving, in stages (sim/scenario). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>

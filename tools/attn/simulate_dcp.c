@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "attn/attn.h"
+#include "attn/backend.h"
 #include "attn/dcp.h"
 #include "cli.h"
 #include "serve_dcp.h"

@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "attn/backend.h"
 #include "attn/mla.h"
 
 #define ATTN__LOG2E 1.4426950408889634

@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "util/error.h"
 #include "util/json.h"
+#include "util/check.h"
 #include "util/utf8.h"
 
 #define ATTN__JSON_MAX_DEPTH 200
@@ -414,7 +414,7 @@ attn_status attn__json_parse(const char *text, size_t len, attn__json **out, cha
             v = NULL;
         }
     }
-    if (!v) return attn__fail(ATTN_PARSE_ERROR, "JSON %s", err ? err : "parse error");
+    if (!v) return attn_set_error(ATTN_PARSE_ERROR, "JSON %s", err ? err : "parse error");
     *out = v;
     return ATTN_OK;
 }
@@ -425,7 +425,7 @@ attn_status attn__read_file(const char *path, char **text, size_t *len)
     ATTN__CHECK_NULL(text);
     *text = NULL;
     FILE *f = fopen(path, "rb");
-    if (!f) return attn__fail(ATTN_IO_ERROR, "cannot open '%s': %s", path, strerror(errno));
+    if (!f) return attn_set_error(ATTN_IO_ERROR, "cannot open '%s': %s", path, strerror(errno));
     char *buf = NULL;
     size_t n = 0, cap = 0;
     for (;;) {
@@ -434,13 +434,13 @@ attn_status attn__read_file(const char *path, char **text, size_t *len)
             if (ncap > ((size_t)1 << 30)) {
                 free(buf);
                 fclose(f);
-                return attn__fail(ATTN_IO_ERROR, "'%s' is too large", path);
+                return attn_set_error(ATTN_IO_ERROR, "'%s' is too large", path);
             }
             char *nb = realloc(buf, ncap);
             if (!nb) {
                 free(buf);
                 fclose(f);
-                return attn__fail(ATTN_OUT_OF_MEMORY, "reading '%s'", path);
+                return attn_set_error(ATTN_OUT_OF_MEMORY, "reading '%s'", path);
             }
             buf = nb;
             cap = ncap;
@@ -453,7 +453,7 @@ attn_status attn__read_file(const char *path, char **text, size_t *len)
     fclose(f);
     if (bad) {
         free(buf);
-        return attn__fail(ATTN_IO_ERROR, "error reading '%s'", path);
+        return attn_set_error(ATTN_IO_ERROR, "error reading '%s'", path);
     }
     buf[n] = '\0';
     *text = buf;

@@ -16,7 +16,6 @@
 
 #include "attn/engine.h"
 #include "scenario/serve.h"
-#include "util/error.h"
 #include "util/json.h"
 
 #define MAX_ARRIVALS 256
@@ -49,7 +48,8 @@ attn_status attn__srv_start(const attn_platform *p, const attn_model *m,
     cfg.kv_cache_dtype = ATTN_KV_AUTO;
     if (launch->kv_cache_dtype[0] &&
         attn_kv_dtype_parse(launch->kv_cache_dtype, &cfg.kv_cache_dtype) != ATTN_OK)
-        return attn__wrap(ATTN_INVALID_ARGUMENT, "kv_cache_dtype '%s'", launch->kv_cache_dtype);
+        return attn_wrap_error(ATTN_INVALID_ARGUMENT, "kv_cache_dtype '%s'",
+                               launch->kv_cache_dtype);
     cfg.num_blocks = ATTN__SRV_NUM_BLOCKS;
     cfg.seed = seed;
     cfg.run_kernels = true;
@@ -63,12 +63,12 @@ attn_status attn__srv_start(const attn_platform *p, const attn_model *m,
         snprintf(msg, sizeof msg, "%s",
                  e && attn_engine_error(e) ? attn_engine_error(e) : attn_last_error());
         attn_engine_free(e);
-        return attn__fail(st, "%s", msg);
+        return attn_set_error(st, "%s", msg);
     }
     attn__srv *s = calloc(1, sizeof *s);
     if (!s) {
         attn_engine_free(e);
-        return attn__fail(ATTN_OUT_OF_MEMORY, "scenario: out of memory");
+        return attn_set_error(ATTN_OUT_OF_MEMORY, "scenario: out of memory");
     }
     s->engine = e;
     s->verify = verify;
@@ -91,7 +91,7 @@ attn_status attn__srv_start(const attn_platform *p, const attn_model *m,
         s->seen = calloc((size_t)s->num_blocks, sizeof *s->seen);
         if (!s->last_seq || !s->seen) {
             attn__srv_free(s);
-            return attn__fail(ATTN_OUT_OF_MEMORY, "scenario: out of memory");
+            return attn_set_error(ATTN_OUT_OF_MEMORY, "scenario: out of memory");
         }
         for (int i = 0; i < s->num_blocks; i++)
             s->seen[i] = -1;

@@ -4,8 +4,8 @@
 #include <string.h>
 
 #include "scenario/scenario.h"
+#include "util/check.h"
 #include "scenario/view.h"
-#include "util/error.h"
 
 const attn__json *attn__v_get(const attn__json *o, const char *key)
 {
@@ -372,7 +372,7 @@ attn_status attn__scenario_print_text(const char *doc_text, FILE *f)
     attn__json *doc = NULL;
     char err[128];
     if (attn__json_parse(doc_text, strlen(doc_text), &doc, err, sizeof err) != ATTN_OK)
-        return attn__fail(ATTN_INTERNAL, "run document: %s", err);
+        return attn_set_error(ATTN_INTERNAL, "run document: %s", err);
     const attn__json *sc = attn__v_get(doc, "scenario");
     const attn__json *tr = attn__v_get(sc, "traffic");
     fprintf(f, "attn simulate: %s  (%s)\n", attn__v_str(sc, "name"), attn__v_str(sc, "source"));

@@ -7,8 +7,8 @@
 #include <string.h>
 
 #include "scenario/scenario.h"
+#include "util/check.h"
 #include "scenario/view.h"
-#include "util/error.h"
 
 static void esc(FILE *f, const char *s)
 {
@@ -516,7 +516,7 @@ attn_status attn__scenario_write_html(const char *doc_text, FILE *f)
     attn__json *doc = NULL;
     char err[128];
     if (attn__json_parse(doc_text, strlen(doc_text), &doc, err, sizeof err) != ATTN_OK)
-        return attn__fail(ATTN_INTERNAL, "run document: %s", err);
+        return attn_set_error(ATTN_INTERNAL, "run document: %s", err);
     const attn__json *sc = attn__v_get(doc, "scenario");
     long long steps = attn__v_int(sc, "steps", 0);
     fprintf(f, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
@@ -541,5 +541,5 @@ attn_status attn__scenario_write_html(const char *doc_text, FILE *f)
     summary(f, doc);
     fprintf(f, "</body></html>\n");
     attn__json_free(doc);
-    return ferror(f) ? attn__fail(ATTN_IO_ERROR, "writing the HTML page failed") : ATTN_OK;
+    return ferror(f) ? attn_set_error(ATTN_IO_ERROR, "writing the HTML page failed") : ATTN_OK;
 }

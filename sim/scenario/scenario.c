@@ -17,7 +17,7 @@
 #include "attn/model.h"
 #include "attn/platform.h"
 #include "scenario/scenario.h"
-#include "util/error.h"
+#include "util/check.h"
 #include "util/json.h"
 #include "util/strbuf.h"
 
@@ -36,7 +36,7 @@ static attn_status bad(const pctx *c, attn_status st, const char *path, const ch
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    return attn__fail(st, "%s: scenario field '%s': %s", c->what, path, msg);
+    return attn_set_error(st, "%s: scenario field '%s': %s", c->what, path, msg);
 }
 
 static const char *tname(const attn__json *v)
@@ -361,7 +361,7 @@ static attn_status read_machine(pctx *c, const attn__json *m, int idx)
         attn__jw_init(&w, &sb, false);
         attn__scn_write_value(&w, spec);
         mc->spec_json = attn__sb_take(&sb);
-        if (!mc->spec_json) return attn__fail(ATTN_OUT_OF_MEMORY, "scenario: out of memory");
+        if (!mc->spec_json) return attn_set_error(ATTN_OUT_OF_MEMORY, "scenario: out of memory");
         const attn__json *nm = attn__json_get(spec, "name");
         snprintf(mc->spec_name, sizeof mc->spec_name, "%s",
                  nm && attn__json_type_of(nm) == ATTN_JSON_STRING ? attn__json_string(nm)
@@ -502,7 +502,7 @@ static attn_status parse_root(pctx *c, const attn__json *root)
     attn__scenario *s = c->s;
     attn_status st;
     if (attn__json_type_of(root) != ATTN_JSON_OBJECT)
-        return attn__fail(ATTN_PARSE_ERROR, "%s: a scenario must be a JSON object", c->what);
+        return attn_set_error(ATTN_PARSE_ERROR, "%s: a scenario must be a JSON object", c->what);
     if ((st = check_keys(c, root, "", keys)) != ATTN_OK) return st;
     if ((st = get_str(c, root, "", "name", s->name, sizeof s->name, false, false)) != ATTN_OK ||
         (st = get_str(c, root, "", "description", s->description, sizeof s->description, false,
@@ -595,11 +595,11 @@ attn_status attn__scenario_parse(const char *json, size_t len, const char *what,
     attn__json *root = NULL;
     char err[256];
     if (attn__json_parse(json, len, &root, err, sizeof err) != ATTN_OK)
-        return attn__fail(ATTN_PARSE_ERROR, "%s: invalid JSON: %s", what, err);
+        return attn_set_error(ATTN_PARSE_ERROR, "%s: invalid JSON: %s", what, err);
     attn__scenario *s = calloc(1, sizeof *s);
     if (!s) {
         attn__json_free(root);
-        return attn__fail(ATTN_OUT_OF_MEMORY, "scenario: out of memory");
+        return attn_set_error(ATTN_OUT_OF_MEMORY, "scenario: out of memory");
     }
     traffic_defaults(&s->traffic);
     snprintf(s->source, sizeof s->source, "%s", what);
@@ -636,15 +636,15 @@ attn_status attn__scenario_load(const char *name_or_path, attn__scenario **out)
             found = stat(path, &sb) == 0 && S_ISREG(sb.st_mode);
         }
         if (!found)
-            return attn__fail(ATTN_NOT_FOUND,
-                              "unknown scenario '%s': no scenarios/%s.json in the data "
-                              "directories",
-                              name_or_path, name_or_path);
+            return attn_set_error(ATTN_NOT_FOUND,
+                                  "unknown scenario '%s': no scenarios/%s.json in the data "
+                                  "directories",
+                                  name_or_path, name_or_path);
     }
     char *text = NULL;
     size_t len = 0;
     attn_status st = attn__read_file(path, &text, &len);
-    if (st != ATTN_OK) return attn__wrap(st, "cannot read scenario '%s'", path);
+    if (st != ATTN_OK) return attn_wrap_error(st, "cannot read scenario '%s'", path);
     st = attn__scenario_parse(text, len, path, out);
     free(text);
     return st;
@@ -662,13 +662,14 @@ attn_status attn__scenario_set_steps(attn__scenario *s, int steps)
 {
     ATTN__CHECK_NULL(s);
     if (steps < 1 || steps > 100000)
-        return attn__fail(ATTN_INVALID_ARGUMENT, "steps must be in [1, 100000] (got %d)", steps);
+        return attn_set_error(ATTN_INVALID_ARGUMENT, "steps must be in [1, 100000] (got %d)",
+                              steps);
     for (int i = 0; i < s->num_events; i++)
         if (s->events[i].at_step >= steps)
-            return attn__fail(ATTN_INVALID_ARGUMENT,
-                              "--steps %d: event %d (%s %s at step %d) would fall outside the run",
-                              steps, i, s->events[i].action,
-                              s->machines[s->events[i].machine].label, s->events[i].at_step);
+            return attn_set_error(
+                ATTN_INVALID_ARGUMENT,
+                "--steps %d: event %d (%s %s at step %d) would fall outside the run", steps, i,
+                s->events[i].action, s->machines[s->events[i].machine].label, s->events[i].at_step);
     s->traffic.steps = steps;
     for (int i = 0; i < s->num_machines; i++)
         s->machines[i].traffic.steps = steps;

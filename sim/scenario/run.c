@@ -19,8 +19,8 @@
 #include "attn/attn.h"
 #include "attn/model.h"
 #include "scenario/scenario.h"
+#include "util/check.h"
 #include "scenario/serve.h"
-#include "util/error.h"
 #include "util/json.h"
 #include "util/strbuf.h"
 
@@ -74,7 +74,7 @@ static attn_status open_platform(run *r, const attn__scn_machine *mc, const attn
     attn_platform *p = NULL;
     attn_status st = mc->spec_json ? attn_platform_from_json(mc->spec_json, &p)
                                    : attn_platform_open(mc->spec_name, &p);
-    if (st != ATTN_OK) return attn__wrap(st, "machine '%s' (%s)", mc->label, mc->spec_name);
+    if (st != ATTN_OK) return attn_wrap_error(st, "machine '%s' (%s)", mc->label, mc->spec_name);
     if (mc->installed_given && (st = attn_platform_set_installed(p, mc->installed)) != ATTN_OK)
         goto fail;
     for (int i = 0; i < mc->num_settings; i++)
@@ -82,7 +82,7 @@ static attn_status open_platform(run *r, const attn__scn_machine *mc, const attn
     if (l->installed_given && (st = attn_platform_set_installed(p, l->installed)) != ATTN_OK)
         goto fail;
     if (r->num_platforms >= MAX_STARTS) {
-        st = attn__fail(ATTN_OUT_OF_RANGE, "too many machine starts");
+        st = attn_set_error(ATTN_OUT_OF_RANGE, "too many machine starts");
         goto fail;
     }
     r->platforms[r->num_platforms++] = p;
@@ -90,7 +90,7 @@ static attn_status open_platform(run *r, const attn__scn_machine *mc, const attn
     return ATTN_OK;
 fail:
     attn_platform_free(p);
-    return attn__wrap(st, "machine '%s'", mc->label);
+    return attn_wrap_error(st, "machine '%s'", mc->label);
 }
 
 static void write_platform(attn__jw *w, const attn__scn_machine *mc, const attn_platform *p)
@@ -552,7 +552,7 @@ attn_status attn__scenario_run(const attn__scenario *s, char **out)
     ATTN__CHECK_NULL(out);
     *out = NULL;
     run *r = calloc(1, sizeof *r);
-    if (!r) return attn__fail(ATTN_OUT_OF_MEMORY, "scenario: out of memory");
+    if (!r) return attn_set_error(ATTN_OUT_OF_MEMORY, "scenario: out of memory");
     r->s = s;
     for (int i = 0; i < s->num_machines; i++) {
         mstate *ms = &r->m[i];
@@ -811,7 +811,7 @@ attn_status attn__scenario_run(const attn__scenario *s, char **out)
     free(r);
     if (sb.oom) {
         attn__sb_free(&sb);
-        return attn__fail(ATTN_OUT_OF_MEMORY, "scenario: out of memory");
+        return attn_set_error(ATTN_OUT_OF_MEMORY, "scenario: out of memory");
     }
     *out = attn__sb_take(&sb);
     return ATTN_OK;
