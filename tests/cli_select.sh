@@ -73,39 +73,21 @@ grep -qF -- "--block-size 16 precluded higher-priority backend(s) FLASHMLA. Usin
 
 # ---- a sample of vLLM 0.32.0's answers through --json -------------------------
 python3 - "$ATTN" "$SRC/tests/data/vllm-0.32.0-cases.json" \
-    "$SRC/tests/data/vllm-0.32.0-known-diffs.txt" <<'PY' || fail "vLLM cases through the CLI"
+    "$SRC/tests/data/vllm-0.32.0-known-diffs.txt" "$SRC/tools/vllm-parity" <<'PY' ||
+    fail "vLLM cases through the CLI"
 import json, os, subprocess, sys
 attn, path, kpath = sys.argv[1:4]
+sys.path.insert(0, sys.argv[4])
+sys.dont_write_bytecode = True
+from parity import attn_args  # the one case -> `attn select` flags mapping
 cases = json.load(open(path))["cases"]
 known = set()
 if os.path.exists(kpath):
     known = {l.split()[0] for l in open(kpath) if l.strip() and not l.startswith("#")}
 sample = [c for c in cases[::25] if c["id"] not in known]
-flags = {"use_mla": "--use-mla", "use_sparse": "--use-sparse", "has_sink": "--has-sink",
-         "use_mm_prefix": "--use-mm-prefix",
-         "use_per_head_quant_scales": "--per-head-quant-scales",
-         "has_sliding_window": "--sliding-window", "use_non_causal": "--non-causal",
-         "use_batch_invariant": "--batch-invariant", "use_kv_connector": "--kv-connector",
-         "use_pcp": "--pcp", "use_dcp": "--dcp",
-         "use_adaptive_verification": "--adaptive-verification", "use_rswa": "--rswa"}
 bad = 0
 for c in sample:
-    m, cfg = c["machine"], c["config"]
-    spec = {"cuda": "cuda:%s" % m.get("cc"), "rocm": "rocm:%s" % m.get("gfx")}.get(
-        m["family"], m["family"])
-    args = [attn, "select", "--json", "--machine", spec, "--installed",
-            ",".join(m.get("installed", []))]
-    for k, v in m.get("settings", {}).items():
-        args += ["--setting", "%s=%s" % (k, "true" if v else "false")]
-    if c["backend"]:
-        args += ["--backend", c["backend"]]
-    args += ["--head-size", str(cfg["head_size"]), "--dtype", cfg["dtype"],
-             "--kv-cache-dtype", cfg["kv_cache_dtype"] or "None", "--attn-type", cfg["attn_type"]]
-    if cfg.get("block_size") is not None:
-        args += ["--block-size", str(cfg["block_size"])]
-    if cfg.get("num_heads") is not None:
-        args += ["--num-heads", str(cfg["num_heads"])]
-    args += [f for k, f in flags.items() if cfg.get(k)]
+    args = attn_args(attn, c)
     p = subprocess.run(args, capture_output=True, text=True,
                        env=dict(os.environ, ATTN_SELFTEST="0"))
     ex = c["expect"]
