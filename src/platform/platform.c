@@ -207,6 +207,12 @@ const char *attn_platform_gfx_arch(const attn_platform *p)
     return p && p->kind == ATTN_PLATFORM_ROCM && p->gfx_arch[0] ? p->gfx_arch : NULL;
 }
 
+bool attn__platform_mi300_class(const attn_platform *p)
+{
+    return p && p->kind == ATTN_PLATFORM_ROCM &&
+           (!strcmp(p->gfx_arch, ATTN__MI300_ARCH_A) || !strcmp(p->gfx_arch, ATTN__MI300_ARCH_B));
+}
+
 uint64_t attn_platform_memory_bytes(const attn_platform *p)
 {
     return p ? p->memory_bytes : 0;

@@ -5,6 +5,7 @@
 #ifndef ATTN_PLATFORM_IMPL_H
 #define ATTN_PLATFORM_IMPL_H
 
+#include "attn/backend.h"
 #include "attn/cpu.h"
 #include "attn/platform.h"
 
@@ -19,6 +20,10 @@ typedef struct attn__platform_ops {
     /* Fill sel (already initialised with platform, request and config). */
     attn_status (*select)(const attn_platform *p, const char *requested,
                           const attn_selector_config *cfg, attn_selection *sel);
+    /* get_preferred_block_size with this family's defaults; NULL: the
+     * generic rule (attn__preferred_block_size in select/validate.h). */
+    int (*preferred_block_size)(const attn_platform *p, const attn_backend_desc *d,
+                                int default_size);
 } attn__platform_ops;
 
 /* Defined by the selection rules (src/select/). NULL for unknown kinds. */
@@ -41,5 +46,13 @@ struct attn_platform {
     const attn__platform_ops *ops;
     uint64_t id; /* unique per platform object (cache key) */
 };
+
+/* AMD's MI300 class: the gfx arches AITER ships kernels for (gfx90a is
+ * not one). The one list; prose quotes ATTN__MI300_CLASS_TEXT. */
+#define ATTN__MI300_ARCH_A     "gfx942"
+#define ATTN__MI300_ARCH_B     "gfx950"
+#define ATTN__MI300_CLASS_TEXT ATTN__MI300_ARCH_A "/" ATTN__MI300_ARCH_B
+/* A ROCm platform whose gfx arch is MI300 class (false for NULL). */
+bool attn__platform_mi300_class(const attn_platform *p);
 
 #endif

@@ -10,6 +10,7 @@
  * user did not give one, and sizes that are not multiples of 32 get a
  * performance warning. */
 #include "select/selection.h"
+#include "select/validate.h"
 
 static int attn__cpu_list(const attn_selector_config *cfg, const char **l)
 {
@@ -59,9 +60,18 @@ static attn_status attn__cpu_select(const attn_platform *p, const char *requeste
     return st;
 }
 
+/* vLLM's CPU platform sets 128 whenever --block-size was not given. */
+static int attn__cpu_preferred_block_size(const attn_platform *p, const attn_backend_desc *d,
+                                          int default_size)
+{
+    (void)default_size;
+    return attn__preferred_block_size(d, p, 128);
+}
+
 const attn__platform_ops attn__rules_cpu = {
     .kind = ATTN_PLATFORM_CPU,
     .device_family = "cpu",
     .priorities = attn__cpu_priorities,
     .select = attn__cpu_select,
+    .preferred_block_size = attn__cpu_preferred_block_size,
 };

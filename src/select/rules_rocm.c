@@ -1,21 +1,15 @@
 /* ROCm's selection rules (reference §6b). The capability comes from the gfx
  * arch (the platform layer parses it). AITER counts as found only when the
- * machine has the aiter component and is MI300-class (gfx942/gfx950; gfx90a
- * is not included). The priority list is not cached per capability like
+ * machine has the aiter component and is MI300 class (the platform layer's
+ * attn__platform_mi300_class). The priority list is not cached per capability like
  * CUDA's, and ROCm has no --block-size precluded warning. */
 #include <string.h>
 
 #include "select/selection.h"
 
-static bool attn__on_mi3xx(const attn_platform *p)
-{
-    return !strcmp(p->gfx_arch, "gfx942") || !strcmp(p->gfx_arch, "gfx950");
-}
-
 bool attn__rocm_aiter_found(const attn_platform *p)
 {
-    return p && p->kind == ATTN_PLATFORM_ROCM && ((p->installed >> ATTN_COMPONENT_AITER) & 1u) &&
-           attn__on_mi3xx(p);
+    return attn__platform_mi300_class(p) && ((p->installed >> ATTN_COMPONENT_AITER) & 1u);
 }
 
 bool attn__rocm_mla_enabled(const attn_platform *p)

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "select/selection.h"
+#include "select/validate.h"
 
 static bool attn__is(const char *requested, const char *name)
 {
@@ -139,9 +140,19 @@ static attn_status attn__xpu_select(const attn_platform *p, const char *requeste
     return attn__sel_resolve_only(sel, name, attn__is(requested, name) ? -1 : 0);
 }
 
+/* XPU raises FLASH_ATTN's preference to at least 64. */
+static int attn__xpu_preferred_block_size(const attn_platform *p, const attn_backend_desc *d,
+                                          int default_size)
+{
+    if (d && d->preferred_block_size <= 0 && d->name && !strcmp(d->name, "FLASH_ATTN"))
+        return default_size > 64 ? default_size : 64;
+    return attn__preferred_block_size(d, p, default_size);
+}
+
 const attn__platform_ops attn__rules_xpu = {
     .kind = ATTN_PLATFORM_XPU,
     .device_family = "xpu",
     .priorities = attn__xpu_priorities,
     .select = attn__xpu_select,
+    .preferred_block_size = attn__xpu_preferred_block_size,
 };

@@ -16,6 +16,7 @@
 #include "backends/catalog/catalog.h"
 #include "platform/platform_impl.h"
 #include "select/selection.h"
+#include "select/validate.h"
 #include "util/error.h"
 
 #define ATTN__DEFAULT_DTYPES (ATTN_DTYPE_BIT(ATTN_DTYPE_FP16) | ATTN_DTYPE_BIT(ATTN_DTYPE_BF16))
@@ -275,16 +276,10 @@ bool attn_backend_supports_block_size(const attn_backend_desc *d, const attn_pla
     return attn__desc_block_ok(d, &c, block_size);
 }
 
-int attn_backend_preferred_block_size(const attn_backend_desc *d, const attn_platform *p,
-                                      int default_size)
+int attn__preferred_block_size(const attn_backend_desc *d, const attn_platform *p, int default_size)
 {
-    /* vLLM's CPU platform sets 128 whenever --block-size was not given. */
-    if (p && p->kind == ATTN_PLATFORM_CPU) default_size = 128;
     if (!d) return default_size;
     if (d->preferred_block_size > 0) return d->preferred_block_size;
-    /* XPU raises FLASH_ATTN's preference to at least 64. */
-    if (p && p->kind == ATTN_PLATFORM_XPU && d->name && !strcmp(d->name, "FLASH_ATTN"))
-        return default_size > 64 ? default_size : 64;
     if (attn_backend_supports_block_size(d, p, default_size)) return default_size;
     if (d->n_block_sizes > 0 && d->block_sizes) {
         int best = 0;
@@ -296,4 +291,12 @@ int attn_backend_preferred_block_size(const attn_backend_desc *d, const attn_pla
     for (int bs = 1; bs <= 4096; bs++)
         if (attn_backend_supports_block_size(d, p, bs)) return bs;
     return default_size;
+}
+
+int attn_backend_preferred_block_size(const attn_backend_desc *d, const attn_platform *p,
+                                      int default_size)
+{
+    const attn__platform_ops *ops = !p ? NULL : p->ops ? p->ops : attn__platform_ops_for(p->kind);
+    if (ops && ops->preferred_block_size) return ops->preferred_block_size(p, d, default_size);
+    return attn__preferred_block_size(d, p, default_size);
 }

@@ -36,6 +36,10 @@ const attn__catalog_entry *attn__catalog_find(const char *name);
  * thread-local text without single quotes) when there is none. */
 const attn_backend *attn__catalog_builtin(const char *name, const char **why);
 
+/* Batch invariance in effect for a validation context: the config asks for
+ * it or the machine's batch_invariant setting (VLLM_BATCH_INVARIANT) is on. */
+bool attn__batch_invariant(const attn_check_ctx *c);
+
 /* ---- FlashAttention version resolution (reference §5d) ------------------ */
 
 /* Whether FA version v (2, 3, 4) is supported on the platform. */

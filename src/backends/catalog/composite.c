@@ -87,9 +87,7 @@ static const char *tfa_causal_route(const attn_check_ctx *c)
                         .block_size = cfg->block_size,
                         .has_sinks = cfg->has_sink,
                         .fa4_hd256 = true,
-                        .batch_invariant =
-                            cfg->use_batch_invariant ||
-                            (c->platform && c->platform->settings[ATTN_SETTING_BATCH_INVARIANT])};
+                        .batch_invariant = attn__batch_invariant(c)};
     int v = attn__fa_version_for(c->platform, &q);
     return v == 3 || v == 4 ? NULL : "causal route requires FlashAttention v3 or v4";
 }

@@ -66,10 +66,13 @@ int attn__fa_version(const attn_platform *p, int head_size, int requested, bool 
     return attn__fa_version_for(p, &q);
 }
 
+bool attn__batch_invariant(const attn_check_ctx *c)
+{
+    return (c->cfg && c->cfg->use_batch_invariant) ||
+           (c->platform && c->platform->settings[ATTN_SETTING_BATCH_INVARIANT]);
+}
+
 int attn__fa_version_ctx(const attn_check_ctx *c)
 {
-    const attn_platform *p = c->platform;
-    bool bi =
-        (c->cfg && c->cfg->use_batch_invariant) || (p && p->settings[ATTN_SETTING_BATCH_INVARIANT]);
-    return attn__fa_version(p, 0, 0, bi);
+    return attn__fa_version(c->platform, 0, 0, attn__batch_invariant(c));
 }

@@ -3,8 +3,6 @@
  * capability check looks at the gfx arch, not the capability value), and
  * the AITER MLA backends. Explicitly selecting an AITER backend works
  * without aiter installed: their modules import fine (reference §6b). */
-#include <string.h>
-
 #include "backends/catalog/catalog.h"
 #include "platform/platform_impl.h"
 #include "registry/builders_weak.h"
@@ -57,12 +55,10 @@ static const attn_backend_desc attn__desc_rocm_aiter_unified_attn = {
     .builder = &attn__builder_rocm,
 };
 
-/* on_mi3xx: gfx942 or gfx950, whatever capability was parsed. */
-static bool aiter_fa_cc(const attn_check_ctx *c)
+/* MI300 class, whatever capability was parsed. */
+static bool on_mi3xx(const attn_check_ctx *c)
 {
-    const attn_platform *p = c->platform;
-    if (!p || p->kind != ATTN_PLATFORM_ROCM) return false;
-    return !strcmp(p->gfx_arch, "gfx942") || !strcmp(p->gfx_arch, "gfx950");
+    return attn__platform_mi300_class(c->platform);
 }
 
 static const attn_backend_desc attn__desc_rocm_aiter_fa = {
@@ -80,7 +76,7 @@ static const attn_backend_desc attn__desc_rocm_aiter_fa = {
     .supports_non_causal = true,
     .attn_types = TY(DECODER),
     .cg_support = ATTN_CG_UNIFORM_BATCH,
-    .supports_compute_capability = aiter_fa_cc,
+    .supports_compute_capability = on_mi3xx,
     .kv_cache_shape = attn__kv_shape_split,
     .builder = &attn__builder_rocm,
 };
@@ -95,13 +91,6 @@ static const char *aiter_mla_combination(const attn_check_ctx *c, char *buf, siz
         (kv == ATTN_KV_NONE || kv == ATTN_KV_AUTO || kv == ATTN_KV_FLOAT16))
         return "non-causal fp16 MLA decode not supported";
     return NULL;
-}
-
-static bool on_mi3xx(const attn_check_ctx *c)
-{
-    const attn_platform *p = c->platform;
-    return p && p->kind == ATTN_PLATFORM_ROCM &&
-           (!strcmp(p->gfx_arch, "gfx942") || !strcmp(p->gfx_arch, "gfx950"));
 }
 
 /* Shared by ROCM_AITER_MLA and its subclass ROCM_AITER_TRITON_MLA (MLA

@@ -24,12 +24,6 @@ static bool attn__has(const attn_platform *p, attn_component c)
     return p && ((p->installed >> c) & 1u);
 }
 
-static bool attn__bi(const attn_check_ctx *c)
-{
-    return (c->cfg && c->cfg->use_batch_invariant) ||
-           (c->platform && c->platform->settings[ATTN_SETTING_BATCH_INVARIANT]);
-}
-
 static bool attn__on_xpu(const attn_check_ctx *c)
 {
     return c->platform && c->platform->kind == ATTN_PLATFORM_XPU;
@@ -94,7 +88,7 @@ static const char *fa_combination(const attn_check_ctx *c, char *buf, size_t siz
     if (attn__on_xpu(c)) return NULL;
     attn__fa_query q = {.head_size = cfg->head_size,
                         .block_size = cfg->block_size,
-                        .batch_invariant = attn__bi(c),
+                        .batch_invariant = attn__batch_invariant(c),
                         .has_sinks = cfg->has_sink,
                         .fa4_hd256 = true};
     int v = attn__fa_version_for(c->platform, &q);
@@ -146,7 +140,8 @@ static const int attn__heads_fi[] = {64, 128, 256, 512};
  * SM 9.0 and 12.x, decode and prefill on 10.x. */
 static bool fi_trtllm(const attn_check_ctx *c, bool prefill)
 {
-    if (attn__bi(c) || !attn__has(c->platform, ATTN_COMPONENT_FLASHINFER_CUBIN) || !c->has_cc)
+    if (attn__batch_invariant(c) || !attn__has(c->platform, ATTN_COMPONENT_FLASHINFER_CUBIN) ||
+        !c->has_cc)
         return false;
     if ((c->cc_major == 9 && c->cc_minor == 0) || c->cc_major == 12) return !prefill;
     return c->cc_major == 10;

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "backends/catalog/catalog.h"
+#include "platform/platform_impl.h"
 #include "registry/builders_weak.h"
 
 static const attn_backend *attn__builtin_cpu_attn(void)
@@ -57,7 +58,7 @@ static const attn__catalog_entry attn__catalog[] = {
     {"ROCM_AITER_TRITON_MLA", ROCM_MOD "rocm_aiter_triton_mla", attn__builtin_rocm_aiter_triton_mla,
      "get_name() is AITER_TRITON_MLA"},
     {"ROCM_AITER_FA", ROCM_MOD "rocm_aiter_fa", attn__builtin_rocm_aiter_fa,
-     "capability check: gfx942/gfx950 only; get_name() is FLASH_ATTN"},
+     "capability check: " ATTN__MI300_CLASS_TEXT " only; get_name() is FLASH_ATTN"},
     {"ROCM_AITER_MLA_SPARSE", ROCM_MOD "rocm_aiter_mla_sparse", attn__builtin_rocm_aiter_mla_sparse,
      NULL},
     {"XPU_MLA_SPARSE", "libattn_xpu.so:attn_backend_xpu_mla_sparse", attn__builtin_xpu_mla_sparse,
