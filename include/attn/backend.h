@@ -69,7 +69,8 @@ struct attn_backend_desc {
     attn_kv_layout required_layout;
     uint32_t import_requires; /* bit per attn_component needed to load its code */
 
-    /* (optional) dynamic rules; when set they replace the static field. */
+    /* (optional) dynamic rules: consulted instead of the static field, they may
+     * only refine it (accept a subset; tests/test_registry_hooks.c). */
     bool (*supports_head_size)(const attn_check_ctx *c, int head_size);
     bool (*supports_dtype)(const attn_check_ctx *c, attn_dtype d);
     bool (*supports_kv_cache_dtype)(const attn_check_ctx *c, attn_kv_dtype kv);

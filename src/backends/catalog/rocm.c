@@ -127,6 +127,7 @@ static const attn_backend_desc attn__desc_rocm_aiter_mla_sparse = {
     .n_block_sizes = 2,
     .is_mla = true,
     .is_sparse = true,
+    .supports_sink = true, /* refined: MI300 class only */
     .supports_sink_fn = on_mi3xx,
     .supports_pcp = true,
     .attn_types = TY(DECODER),

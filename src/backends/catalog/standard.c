@@ -106,7 +106,7 @@ static const char *fa_combination(const attn_check_ctx *c, char *buf, size_t siz
     .abi_version = ATTN_BACKEND_ABI_VERSION, .struct_size = sizeof(attn_backend_desc),             \
     .platforms = "CUDA, XPU", .dtypes = DT(FP16) | DT(BF16),                                       \
     .kv_dtypes = KV_PLAIN | KV(FP8) | KV(FP8_E4M3), .block_sizes = attn__blocks_16,                \
-    .n_block_sizes = 1, .heads = {.multiple_of = 8, .max = 256}, .cc_min = {8, 0},                 \
+    .n_block_sizes = 1, .heads = {.multiple_of = 8, .max = 512}, .cc_min = {8, 0},                 \
     .supports_sink = true, .supports_per_head_quant_scales = true, .supports_non_causal = true,    \
     .supports_batch_invariance = true, .attn_types = ALL_TYPES,                                    \
     .cg_support = ATTN_CG_UNIFORM_BATCH, .can_return_lse_for_decode = true,                        \

@@ -48,7 +48,7 @@ static const attn_backend *attn__builtin_reference_mla_sparse(void)
 
 static const attn__catalog_entry attn__catalog[] = {
     {"FLASH_ATTN", CUDA_MOD "flash_attn", attn__builtin_flash_attn,
-     "KV fp8/fp8_e4m3 only with FA3 on 9.x (always on XPU); heads %8 and <=256, <=512 with FA4; "
+     "KV fp8/fp8_e4m3 only with FA3 on 9.x (always on XPU); heads above 256 only with FA4; "
      "sinks and per-head scales need FA3/FA4; sink needs cc >= 9.0"},
     {"FLASH_ATTN_DIFFKV", CUDA_MOD "flash_attn_diffkv", attn__builtin_flash_attn_diffkv,
      "rules of FLASH_ATTN; explicit only; K and V head sizes differ (head_size_v 128)"},
@@ -65,7 +65,8 @@ static const attn__catalog_entry attn__catalog[] = {
      NULL},
     {"TORCH_SDPA", NULL, NULL, "ViT-only tag: no class, must be registered before use"},
     {"FLASHINFER", FI_MOD "flashinfer", attn__builtin_flashinfer,
-     "needs flashinfer; sinks only on 10.x with flashinfer_cubin and not batch-invariant"},
+     "needs flashinfer; sinks only on 10.x with flashinfer_cubin and not batch-invariant; KV "
+     "nvfp4_ds_mla also on 10.x with TRT-LLM (as vLLM, outside its supported list)"},
     {"FLASHINFER_MLA", FI_MOD "flashinfer_mla", attn__builtin_flashinfer_mla, "needs flashinfer"},
     {"TOKENSPEED_MLA", CUDA_MOD "tokenspeed_mla", attn__builtin_tokenspeed_mla,
      "needs tokenspeed_mla (combination check)"},
