@@ -98,16 +98,14 @@ static bool attn__elem_for_layout(attn_kv_dtype kv, attn_dtype model, attn_elem 
     return false;
 }
 
-attn_status attn_kv_layout_compute(const attn_backend_desc *d, attn_kv_layout layout,
-                                   int num_blocks, int block_size, int num_kv_heads, int head_size,
-                                   int head_size_v, attn_kv_dtype kv, attn_dtype model_dtype,
-                                   attn_kv_layout_info *out)
+static attn_status attn__layout_args(const attn_backend_desc *d, attn_kv_layout layout,
+                                     int num_blocks, int block_size, int num_kv_heads,
+                                     int head_size, int head_size_v, attn_kv_dtype kv,
+                                     attn_dtype model_dtype)
 {
-    ATTN__CHECK_NULL(d);
-    ATTN__CHECK_NULL(out);
-    const char *name = d->name ? d->name : "?";
     if (!d->kv_cache_shape)
-        return attn__fail(ATTN_UNSUPPORTED, "backend %s defines no KV cache shape", name);
+        return attn__fail(ATTN_UNSUPPORTED, "backend %s defines no KV cache shape",
+                          d->name ? d->name : "?");
     if (num_blocks < 1 || block_size < 1 || num_kv_heads < 1 || head_size < 1 || head_size_v < 0 ||
         num_blocks > ATTN_MAX_NUM_BLOCKS || block_size > ATTN_MAX_BLOCK_SIZE ||
         num_kv_heads > ATTN_MAX_HEADS || head_size > ATTN_MAX_HEAD_SIZE ||
@@ -124,38 +122,41 @@ attn_status attn_kv_layout_compute(const attn_backend_desc *d, attn_kv_layout la
         return attn__fail(ATTN_INVALID_ARGUMENT, "KV layout: invalid KV cache dtype %d", (int)kv);
     if (layout != ATTN_LAYOUT_DEFAULT && layout != ATTN_LAYOUT_NHD && layout != ATTN_LAYOUT_HND)
         return attn__fail(ATTN_INVALID_ARGUMENT, "KV layout: invalid layout %d", (int)layout);
-    if (layout == ATTN_LAYOUT_DEFAULT) layout = ATTN_LAYOUT_NHD;
+    return ATTN_OK;
+}
 
-    attn_kv_layout_info li;
-    memset(&li, 0, sizeof li);
-    attn_status st =
-        d->kv_cache_shape(num_blocks, block_size, num_kv_heads, head_size, kv, &li.shape);
+/* The backend's logical shape, checked, and where each axis sits in it
+ * (where[AX_*], -1 when absent); *named: every dim carries its name. */
+static attn_status attn__layout_shape(const attn_backend_desc *d, const char *name, int num_blocks,
+                                      int block_size, int num_kv_heads, int head_size,
+                                      attn_kv_dtype kv, attn_kv_shape *shape, int *where,
+                                      bool *named)
+{
+    attn_status st = d->kv_cache_shape(num_blocks, block_size, num_kv_heads, head_size, kv, shape);
     if (st != ATTN_OK)
         return st; /* the backend's own message, e.g. "Block size must be a multiple of 16." */
-    int n = li.shape.ndim;
+    int n = shape->ndim;
     if (n < 2 || n > 6)
         return attn__fail(ATTN_INTERNAL, "backend %s: KV cache shape has %d dims", name, n);
     for (int i = 0; i < n; i++)
-        if (li.shape.dims[i] <= 0)
+        if (shape->dims[i] <= 0)
             return attn__fail(ATTN_INTERNAL, "backend %s: KV cache shape dim %d is %lld", name, i,
-                              (long long)li.shape.dims[i]);
-
+                              (long long)shape->dims[i]);
     int ax[6];
-    bool named = true;
+    *named = true;
     for (int i = 0; i < n; i++)
-        named = named && li.shape.dim_names[i];
-    if (named) {
+        *named = *named && shape->dim_names[i];
+    if (*named) {
         for (int i = 0; i < n; i++) {
-            ax[i] = attn__axis_of_name(li.shape.dim_names[i]);
+            ax[i] = attn__axis_of_name(shape->dim_names[i]);
             if (ax[i] < 0)
                 return attn__fail(ATTN_UNSUPPORTED, "backend %s: unknown KV cache axis '%s'", name,
-                                  li.shape.dim_names[i]);
+                                  shape->dim_names[i]);
         }
-    } else if ((st = attn__infer_axes(&li.shape, num_blocks, block_size, num_kv_heads, ax)) !=
+    } else if ((st = attn__infer_axes(shape, num_blocks, block_size, num_kv_heads, ax)) !=
                ATTN_OK) {
         return st;
     }
-    int where[AX_COUNT];
     for (int a = 0; a < AX_COUNT; a++)
         where[a] = -1;
     for (int i = 0; i < n; i++) {
@@ -168,26 +169,87 @@ attn_status attn_kv_layout_compute(const attn_backend_desc *d, attn_kv_layout la
         return attn__fail(ATTN_UNSUPPORTED,
                           "backend %s: KV cache shape lacks num_blocks, block_size or head_size",
                           name);
+    return ATTN_OK;
+}
 
-    /* Stride order: memory position i holds logical dim order[i]. */
-    int order[6], count = n;
+/* Stride order: memory position i holds logical dim order[i]. */
+static attn_status attn__layout_order(const attn_backend_desc *d, const char *name,
+                                      attn_kv_layout layout, int n, int *order)
+{
+    int count = n;
     for (int i = 0; i < n; i++)
         order[i] = i;
-    if (d->kv_stride_order) {
-        st = d->kv_stride_order(layout, false, order, &count);
-        if (st != ATTN_OK) return st;
-        if (count != n)
-            return attn__fail(ATTN_INTERNAL,
-                              "backend %s: stride order has %d entries for a %d-dim shape", name,
-                              count, n);
-        int seen = 0;
-        for (int i = 0; i < n; i++) {
-            if (order[i] < 0 || order[i] >= n || (seen & (1 << order[i])))
-                return attn__fail(ATTN_INTERNAL, "backend %s: stride order is not a permutation",
-                                  name);
-            seen |= 1 << order[i];
-        }
+    if (!d->kv_stride_order) return ATTN_OK;
+    attn_status st = d->kv_stride_order(layout, false, order, &count);
+    if (st != ATTN_OK) return st;
+    if (count != n)
+        return attn__fail(ATTN_INTERNAL,
+                          "backend %s: stride order has %d entries for a %d-dim shape", name, count,
+                          n);
+    int seen = 0;
+    for (int i = 0; i < n; i++) {
+        if (order[i] < 0 || order[i] >= n || (seen & (1 << order[i])))
+            return attn__fail(ATTN_INTERNAL, "backend %s: stride order is not a permutation", name);
+        seen |= 1 << order[i];
     }
+    return ATTN_OK;
+}
+
+/* The view of one layer and whether the writer can fill it. */
+static void attn__layout_view(const attn_backend_desc *d, attn_kv_layout_info *li, const int *where,
+                              bool named, bool plain, int num_blocks, int block_size, int head_size,
+                              int head_size_v)
+{
+    int64_t last = li->shape.dims[where[AX_HEAD]];
+    int hsv = head_size_v > 0 ? head_size_v : head_size;
+    bool two = where[AX_TWO] >= 0;
+    /* K|V side by side in the last axis (FLASH_ATTN_DIFFKV). */
+    bool side = !two && !d->is_mla &&
+                !strcmp(named ? li->shape.dim_names[where[AX_HEAD]] : "", "head_size+head_size_v");
+    if (side) hsv = (int)(last - head_size);
+    attn_kv_view *v = &li->view;
+    v->data = NULL;
+    v->elem = li->elem;
+    v->num_blocks = num_blocks;
+    v->block_size = block_size;
+    v->num_kv_heads = where[AX_HEADS] >= 0 ? (int)li->shape.dims[where[AX_HEADS]] : 1;
+    v->head_size = head_size;
+    v->head_size_v = two || side ? hsv : 0;
+    v->k_offset = 0;
+    v->v_offset = two ? li->strides[where[AX_TWO]] : side ? head_size : 0;
+    v->stride_block = li->strides[where[AX_BLOCKS]];
+    v->stride_token = li->strides[where[AX_BS]];
+    v->stride_head = where[AX_HEADS] >= 0 ? li->strides[where[AX_HEADS]] : 0;
+    v->k_scale = 1.0f;
+    v->v_scale = 1.0f;
+    li->has_v = two || side;
+    /* The writer handles plain and fp8 rows whose K (and V) fit the axis. */
+    li->writable = plain && last >= (side ? head_size + hsv : head_size) && (!two || last >= hsv);
+}
+
+attn_status attn_kv_layout_compute(const attn_backend_desc *d, attn_kv_layout layout,
+                                   int num_blocks, int block_size, int num_kv_heads, int head_size,
+                                   int head_size_v, attn_kv_dtype kv, attn_dtype model_dtype,
+                                   attn_kv_layout_info *out)
+{
+    ATTN__CHECK_NULL(d);
+    ATTN__CHECK_NULL(out);
+    const char *name = d->name ? d->name : "?";
+    attn_status st = attn__layout_args(d, layout, num_blocks, block_size, num_kv_heads, head_size,
+                                       head_size_v, kv, model_dtype);
+    if (st != ATTN_OK) return st;
+    if (layout == ATTN_LAYOUT_DEFAULT) layout = ATTN_LAYOUT_NHD;
+
+    attn_kv_layout_info li;
+    memset(&li, 0, sizeof li);
+    int where[AX_COUNT];
+    bool named = false;
+    if ((st = attn__layout_shape(d, name, num_blocks, block_size, num_kv_heads, head_size, kv,
+                                 &li.shape, where, &named)) != ATTN_OK)
+        return st;
+    int n = li.shape.ndim;
+    int order[6];
+    if ((st = attn__layout_order(d, name, layout, n, order)) != ATTN_OK) return st;
     if (order[n - 1] != where[AX_HEAD])
         return attn__fail(ATTN_UNSUPPORTED,
                           "backend %s: the head_size axis is not innermost in the %s layout", name,
@@ -213,32 +275,7 @@ attn_status attn_kv_layout_compute(const attn_backend_desc *d, attn_kv_layout la
                           name, (long long)stride);
     li.bytes_per_layer = (uint64_t)bytes;
     li.bytes_per_block = li.bytes_per_layer / (uint64_t)num_blocks;
-
-    int64_t last = li.shape.dims[where[AX_HEAD]];
-    int hsv = head_size_v > 0 ? head_size_v : head_size;
-    bool two = where[AX_TWO] >= 0;
-    /* K|V side by side in the last axis (FLASH_ATTN_DIFFKV). */
-    bool side = !two && !d->is_mla &&
-                !strcmp(named ? li.shape.dim_names[where[AX_HEAD]] : "", "head_size+head_size_v");
-    if (side) hsv = (int)(last - head_size);
-    attn_kv_view *v = &li.view;
-    v->data = NULL;
-    v->elem = li.elem;
-    v->num_blocks = num_blocks;
-    v->block_size = block_size;
-    v->num_kv_heads = where[AX_HEADS] >= 0 ? (int)li.shape.dims[where[AX_HEADS]] : 1;
-    v->head_size = head_size;
-    v->head_size_v = two || side ? hsv : 0;
-    v->k_offset = 0;
-    v->v_offset = two ? li.strides[where[AX_TWO]] : side ? head_size : 0;
-    v->stride_block = li.strides[where[AX_BLOCKS]];
-    v->stride_token = li.strides[where[AX_BS]];
-    v->stride_head = where[AX_HEADS] >= 0 ? li.strides[where[AX_HEADS]] : 0;
-    v->k_scale = 1.0f;
-    v->v_scale = 1.0f;
-    li.has_v = two || side;
-    /* The writer handles plain and fp8 rows whose K (and V) fit the axis. */
-    li.writable = plain && last >= (side ? head_size + hsv : head_size) && (!two || last >= hsv);
+    attn__layout_view(d, &li, where, named, plain, num_blocks, block_size, head_size, head_size_v);
     *out = li;
     return ATTN_OK;
 }
