@@ -83,11 +83,9 @@ static attn_status attn__check_len(const char *origin, const char *field, const 
     return ATTN_OK;
 }
 
-/* Builds with messages prefixed by origin ("machine spec 'x.json'"). */
-static attn_status attn__build(const attn__machine_spec *s, const char *origin, attn_platform **out)
+static attn_status attn__check_names(const attn__machine_spec *s, const char *origin)
 {
     attn_status st;
-    *out = NULL;
     if (!s->name || !*s->name) return ATTN__BAD(ATTN_INVALID_ARGUMENT, "name", "must not be empty");
     if ((st = attn__check_len(origin, "name", s->name, sizeof((attn_platform *)0)->name)) ||
         (st = attn__check_len(origin, "description", s->description,
@@ -105,15 +103,19 @@ static attn_status attn__build(const attn__machine_spec *s, const char *origin, 
         return ATTN__BAD(ATTN_INVALID_ARGUMENT, "platform",
                          "'%s' cannot be simulated (expected cuda, rocm, xpu or cpu)",
                          attn_platform_kind_name(s->kind));
+    return ATTN_OK;
+}
 
-    int maj = 0, min = 0;
-    const char *kn = attn_platform_kind_name(s->kind);
+/* CUDA "X.Y" or a ROCm gfx arch -> *maj, *min; other kinds take none. */
+static attn_status attn__check_capability(const attn__machine_spec *s, const char *origin, int *maj,
+                                          int *min)
+{
     if (s->kind == ATTN_PLATFORM_CUDA) {
         if (!s->capability)
             return ATTN__BAD(ATTN_PARSE_ERROR, "capability",
                              "required for platform cuda "
                              "(\"major.minor\", e.g. \"9.0\")");
-        if (!attn__parse_cuda_cc(s->capability, &maj, &min))
+        if (!attn__parse_cuda_cc(s->capability, maj, min))
             return ATTN__BAD(ATTN_INVALID_ARGUMENT, "capability",
                              "'%s' is not a CUDA compute capability \"major.minor\" (major 1-20, "
                              "minor 0-9, e.g. \"9.0\")",
@@ -122,33 +124,46 @@ static attn_status attn__build(const attn__machine_spec *s, const char *origin, 
         if (!s->capability)
             return ATTN__BAD(ATTN_PARSE_ERROR, "capability",
                              "required for platform rocm (a gfx arch, e.g. \"gfx942\")");
-        if (attn__rocm_capability(s->capability, &maj, &min) != ATTN_OK)
+        if (attn__rocm_capability(s->capability, maj, min) != ATTN_OK)
             return ATTN__BAD(ATTN_INVALID_ARGUMENT, "capability", "%s", attn_last_error());
     } else if (s->capability) {
         return ATTN__BAD(ATTN_INVALID_ARGUMENT, "capability",
-                         "not allowed for platform %s (it has no compute capability)", kn);
+                         "not allowed for platform %s (it has no compute capability)",
+                         attn_platform_kind_name(s->kind));
     }
+    return ATTN_OK;
+}
+
+static bool attn__has_cpu_fields(const attn__machine_spec *s)
+{
+    return s->cpu_vendor || s->cpu_model || s->cpu_arch || s->cpu_cores || s->cpu_features ||
+           s->cpu_copy_host;
+}
+
+/* Sizes and the CPU fields; *x86 / *arm: which feature families appear. */
+static attn_status attn__check_sizes_cpu(const attn__machine_spec *s, const char *origin, bool *x86,
+                                         bool *arm)
+{
     if (!(s->memory_gib >= 0 && s->memory_gib <= 1048576.0))
         return ATTN__BAD(ATTN_INVALID_ARGUMENT, "memory_gib", "%g is outside (0, 1048576]",
                          s->memory_gib);
     if (s->device_count < 0 || s->device_count > 4096)
         return ATTN__BAD(ATTN_INVALID_ARGUMENT, "device_count", "%d is outside 1..4096",
                          s->device_count);
-    bool has_cpu_fields = s->cpu_vendor || s->cpu_model || s->cpu_arch || s->cpu_cores ||
-                          s->cpu_features || s->cpu_copy_host;
-    if (has_cpu_fields && s->kind != ATTN_PLATFORM_CPU)
-        return ATTN__BAD(ATTN_INVALID_ARGUMENT, "cpu", "only allowed for platform cpu, not %s", kn);
+    if (attn__has_cpu_fields(s) && s->kind != ATTN_PLATFORM_CPU)
+        return ATTN__BAD(ATTN_INVALID_ARGUMENT, "cpu", "only allowed for platform cpu, not %s",
+                         attn_platform_kind_name(s->kind));
     if (s->cpu_cores < 0 || s->cpu_cores > 65536)
         return ATTN__BAD(ATTN_INVALID_ARGUMENT, "cpu.cores", "%d is outside 1..65536",
                          s->cpu_cores);
     uint64_t feats = s->cpu_features;
-    bool x86 = false, arm = false;
+    *x86 = *arm = false;
     for (int f = 0; f < ATTN_CPU_FEATURE_COUNT; f++) {
         if (!(feats & (1ull << f))) continue;
         if (attn__cpu_feature_is_x86((attn_cpu_feature)f))
-            x86 = true;
+            *x86 = true;
         else
-            arm = true;
+            *arm = true;
         uint64_t missing = attn__cpu_feature_requires((attn_cpu_feature)f) & ~feats;
         if (missing) {
             char need[256];
@@ -157,8 +172,66 @@ static attn_status attn__build(const attn__machine_spec *s, const char *origin, 
                              attn_cpu_feature_name((attn_cpu_feature)f), need);
         }
     }
-    if (x86 && arm)
+    if (*x86 && *arm)
         return ATTN__BAD(ATTN_INVALID_ARGUMENT, "cpu.features", "mixes x86 and arm features");
+    return ATTN_OK;
+}
+
+/* A simulated CPU: this machine's CPU, or the one the cpu_* fields describe. */
+static void attn__fill_cpu(attn_platform *p, const attn__machine_spec *s, bool x86, bool arm)
+{
+    const attn_cpu_info *host = attn_cpu_info_get();
+    attn_cpu_info *ci = &p->cpu;
+    if (s->cpu_copy_host || !attn__has_cpu_fields(s)) {
+        *ci = *host;
+    } else {
+        const char *model = s->cpu_model     ? s->cpu_model
+                            : s->device_name ? s->device_name
+                                             : "Simulated CPU";
+        snprintf(ci->vendor, sizeof ci->vendor, "%s", s->cpu_vendor ? s->cpu_vendor : "unknown");
+        snprintf(ci->model, sizeof ci->model, "%s", model);
+        snprintf(ci->arch, sizeof ci->arch, "%s",
+                 s->cpu_arch ? s->cpu_arch
+                 : arm       ? "aarch64"
+                 : x86       ? "x86_64"
+                             : host->arch);
+        ci->logical_cores = s->cpu_cores ? s->cpu_cores : 1;
+        ci->present = ci->usable = s->cpu_features;
+        ci->masked = 0;
+    }
+    ci->memory_bytes =
+        s->memory_gib > 0 ? (uint64_t)(s->memory_gib * ATTN__GIB + 0.5) : host->memory_bytes;
+    p->memory_bytes = ci->memory_bytes;
+    snprintf(p->device_name, sizeof p->device_name, "%s",
+             s->device_name ? s->device_name : ci->model);
+}
+
+static void attn__fill_gpu(attn_platform *p, const attn__machine_spec *s)
+{
+    double gib = s->memory_gib > 0 ? s->memory_gib : ATTN__DEFAULT_GPU_MEMORY_GIB;
+    p->memory_bytes = (uint64_t)(gib * ATTN__GIB + 0.5);
+    if (s->device_name)
+        snprintf(p->device_name, sizeof p->device_name, "%s", s->device_name);
+    else if (s->kind == ATTN_PLATFORM_CUDA)
+        snprintf(p->device_name, sizeof p->device_name, "NVIDIA GPU (cc %d.%d)", p->cc_major,
+                 p->cc_minor);
+    else if (s->kind == ATTN_PLATFORM_ROCM)
+        snprintf(p->device_name, sizeof p->device_name, "AMD GPU (%s)", p->gfx_arch);
+    else
+        snprintf(p->device_name, sizeof p->device_name, "Intel XPU");
+}
+
+/* Builds with messages prefixed by origin ("machine spec 'x.json'"). */
+static attn_status attn__build(const attn__machine_spec *s, const char *origin, attn_platform **out)
+{
+    attn_status st;
+    int maj = 0, min = 0;
+    bool x86 = false, arm = false;
+    *out = NULL;
+    if ((st = attn__check_names(s, origin)) != ATTN_OK ||
+        (st = attn__check_capability(s, origin, &maj, &min)) != ATTN_OK ||
+        (st = attn__check_sizes_cpu(s, origin, &x86, &arm)) != ATTN_OK)
+        return st;
 
     attn_platform *p = attn__platform_alloc(s->kind);
     if (!p) return attn__fail(ATTN_OUT_OF_MEMORY, "%s: building the machine", origin);
@@ -176,50 +249,15 @@ static attn_status attn__build(const attn__machine_spec *s, const char *origin, 
     p->installed = s->installed_given ? s->installed : attn__default_installed(s->kind);
     for (int k = 0; k < ATTN_SETTING_COUNT; k++)
         if (s->setting_given[k]) p->settings[k] = s->setting[k];
-
-    const attn_cpu_info *host = attn_cpu_info_get();
-    if (s->kind == ATTN_PLATFORM_CPU) {
-        attn_cpu_info *ci = &p->cpu;
-        if (s->cpu_copy_host || !has_cpu_fields) {
-            *ci = *host;
-        } else {
-            const char *model = s->cpu_model     ? s->cpu_model
-                                : s->device_name ? s->device_name
-                                                 : "Simulated CPU";
-            snprintf(ci->vendor, sizeof ci->vendor, "%s",
-                     s->cpu_vendor ? s->cpu_vendor : "unknown");
-            snprintf(ci->model, sizeof ci->model, "%s", model);
-            snprintf(ci->arch, sizeof ci->arch, "%s",
-                     s->cpu_arch ? s->cpu_arch
-                     : arm       ? "aarch64"
-                     : x86       ? "x86_64"
-                                 : host->arch);
-            ci->logical_cores = s->cpu_cores ? s->cpu_cores : 1;
-            ci->present = ci->usable = feats;
-            ci->masked = 0;
-        }
-        ci->memory_bytes =
-            s->memory_gib > 0 ? (uint64_t)(s->memory_gib * ATTN__GIB + 0.5) : host->memory_bytes;
-        p->memory_bytes = ci->memory_bytes;
-        snprintf(p->device_name, sizeof p->device_name, "%s",
-                 s->device_name ? s->device_name : ci->model);
-    } else {
-        double gib = s->memory_gib > 0 ? s->memory_gib : ATTN__DEFAULT_GPU_MEMORY_GIB;
-        p->memory_bytes = (uint64_t)(gib * ATTN__GIB + 0.5);
-        if (s->device_name)
-            snprintf(p->device_name, sizeof p->device_name, "%s", s->device_name);
-        else if (s->kind == ATTN_PLATFORM_CUDA)
-            snprintf(p->device_name, sizeof p->device_name, "NVIDIA GPU (cc %d.%d)", maj, min);
-        else if (s->kind == ATTN_PLATFORM_ROCM)
-            snprintf(p->device_name, sizeof p->device_name, "AMD GPU (%s)", p->gfx_arch);
-        else
-            snprintf(p->device_name, sizeof p->device_name, "Intel XPU");
-    }
+    if (s->kind == ATTN_PLATFORM_CPU)
+        attn__fill_cpu(p, s, x86, arm);
+    else
+        attn__fill_gpu(p, s);
     if (s->description)
         snprintf(p->description, sizeof p->description, "%s", s->description);
     else
-        snprintf(p->description, sizeof p->description, "simulated %s machine: %s", kn,
-                 p->device_name);
+        snprintf(p->description, sizeof p->description, "simulated %s machine: %s",
+                 attn_platform_kind_name(s->kind), p->device_name);
     *out = p;
     return ATTN_OK;
 }
