@@ -231,70 +231,79 @@ static bool own_symbol(void *handle, const void *sym, int want_type, const char 
     return true;
 }
 
-static void load_one(int idx)
+static void abi_mismatch(int idx, void *h, uint32_t abi)
+{
+    plugin_fail(idx, h, false,
+                "ABI version mismatch: the plugin was built for plugin ABI %u, this "
+                "libattn has ABI %u",
+                (unsigned)abi, (unsigned)ATTN_PLUGIN_ABI_VERSION);
+}
+
+/* dlopen after the ABI checks, or NULL (the failure recorded). The ABI is
+ * read from the file first, so a plugin built for another ABI is refused
+ * before dlopen could run any of its code (ELF constructors included); the
+ * same check is repeated on the loaded image, reading data only. */
+static void *open_checked(int idx)
 {
     plugin_rec *r = &g_recs[idx];
     char why[512];
-    attn_log(ATTN_LOG_DEBUG, "Loading plugin %s", r->name);
-
-    /* The ABI is read from the file first, so a plugin built for another ABI
-     * is refused before dlopen could run any of its code (ELF constructors
-     * included). The same check is repeated on the loaded image below. */
-    uint32_t file_abi;
-    if (!attn__elf_read_u32(r->path, ATTN_PLUGIN_ABI_SYMBOL, &file_abi, why, sizeof why)) {
+    uint32_t abi;
+    if (!attn__elf_read_u32(r->path, ATTN_PLUGIN_ABI_SYMBOL, &abi, why, sizeof why)) {
         plugin_fail(idx, NULL, false, "%s", why);
-        return;
+        return NULL;
     }
-    if (file_abi != ATTN_PLUGIN_ABI_VERSION) {
-        plugin_fail(idx, NULL, false,
-                    "ABI version mismatch: the plugin was built for plugin ABI %u, this "
-                    "libattn has ABI %u",
-                    (unsigned)file_abi, (unsigned)ATTN_PLUGIN_ABI_VERSION);
-        return;
+    if (abi != ATTN_PLUGIN_ABI_VERSION) {
+        abi_mismatch(idx, NULL, abi);
+        return NULL;
     }
-
     dlerror();
     void *h = dlopen(r->path, RTLD_NOW | RTLD_LOCAL);
     if (!h) {
         plugin_fail(idx, NULL, false, "dlopen failed: %s", dl_text());
-        return;
+        return NULL;
     }
-
-    /* The ABI check reads data only: nothing of the plugin is called yet. */
     dlerror();
     const void *abi_sym = dlsym(h, ATTN_PLUGIN_ABI_SYMBOL);
     if (!abi_sym) {
         plugin_fail(idx, h, false, "no '%s' symbol (not an attn plugin): %s",
                     ATTN_PLUGIN_ABI_SYMBOL, dl_text());
-        return;
+        return NULL;
     }
     if (!own_symbol(h, abi_sym, STT_OBJECT, ATTN_PLUGIN_ABI_SYMBOL, why, sizeof why)) {
         plugin_fail(idx, h, false, "%s", why);
-        return;
+        return NULL;
     }
-    uint32_t abi;
     memcpy(&abi, abi_sym, sizeof abi);
     if (abi != ATTN_PLUGIN_ABI_VERSION) {
-        plugin_fail(idx, h, false,
-                    "ABI version mismatch: the plugin was built for plugin ABI %u, this "
-                    "libattn has ABI %u",
-                    (unsigned)abi, (unsigned)ATTN_PLUGIN_ABI_VERSION);
-        return;
+        abi_mismatch(idx, h, abi);
+        return NULL;
     }
+    return h;
+}
 
+/* The plugin's own entry point, or NULL (the failure recorded). */
+static attn_plugin_init_fn find_init(int idx, void *h)
+{
+    char why[512];
     dlerror();
     void *init_sym = dlsym(h, ATTN_PLUGIN_INIT_SYMBOL);
     if (!init_sym) {
         plugin_fail(idx, h, false, "no entry point '%s': %s", ATTN_PLUGIN_INIT_SYMBOL, dl_text());
-        return;
+        return NULL;
     }
     if (!own_symbol(h, init_sym, STT_FUNC, ATTN_PLUGIN_INIT_SYMBOL, why, sizeof why)) {
         plugin_fail(idx, h, false, "%s", why);
-        return;
+        return NULL;
     }
     attn_plugin_init_fn init;
     memcpy(&init, &init_sym, sizeof init); /* POSIX: object -> function pointer */
+    return init;
+}
 
+/* Runs init; on failure the registry comes back as it was before. */
+static void run_init(int idx, void *h, attn_plugin_init_fn init)
+{
+    plugin_rec *r = &g_recs[idx];
     attn_plugin_api api = {
         .abi_version = ATTN_PLUGIN_ABI_VERSION,
         .struct_size = (uint32_t)sizeof(attn_plugin_api),
@@ -339,6 +348,15 @@ static void load_one(int idx)
     attn_clear_error();
     attn_log(ATTN_LOG_INFO, "Loaded plugin %s from %s (%d registration%s)", r->name, r->path, made,
              made == 1 ? "" : "s");
+}
+
+static void load_one(int idx)
+{
+    attn_log(ATTN_LOG_DEBUG, "Loading plugin %s", g_recs[idx].name);
+    void *h = open_checked(idx);
+    if (!h) return;
+    attn_plugin_init_fn init = find_init(idx, h);
+    if (init) run_init(idx, h, init);
 }
 
 /* ---- discovery ---------------------------------------------------------------- */
