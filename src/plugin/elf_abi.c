@@ -6,10 +6,13 @@
  * Contract: every offset and size read from the file is bounds-checked
  * against the file before use; a malformed file is a reason, never a read
  * out of bounds. Only 64-bit ELF of the host's byte order is understood
- * (the only kind dlopen could load here). */
+ * (the only kind dlopen could load here). attn__elf_own_symbol checks, on
+ * the loaded image, that a symbol is the plugin's own. */
+#include <dlfcn.h>
 #include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <link.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -113,4 +116,36 @@ bool attn__elf_read_u32(const char *path, const char *name, uint32_t *out, char 
     bool ok = read_sym(map, sz, name, out, why, why_size);
     munmap(map, sz);
     return ok;
+}
+
+static const char *dlerror_text(void)
+{
+    const char *e = dlerror();
+    return e ? e : "unknown loader error";
+}
+
+bool attn__elf_own_symbol(void *handle, const void *sym, int want_type, const char *symname,
+                          char *why, size_t whysz)
+{
+    struct link_map *plugin_map = NULL;
+    if (dlinfo(handle, RTLD_DI_LINKMAP, &plugin_map) != 0 || !plugin_map) {
+        snprintf(why, whysz, "cannot inspect the plugin: %s", dlerror_text());
+        return false;
+    }
+    Dl_info info = {0};
+    struct link_map *sym_map = NULL;
+    if (!dladdr1(sym, &info, (void **)&sym_map, RTLD_DL_LINKMAP) || sym_map != plugin_map) {
+        snprintf(why, whysz, "'%s' is not defined by the plugin itself (found in %s)", symname,
+                 info.dli_fname ? info.dli_fname : "another object");
+        return false;
+    }
+    const ElfW(Sym) *es = NULL;
+    if (!dladdr1(sym, &info, (void **)&es, RTLD_DL_SYMENT) || !es ||
+        ELF64_ST_TYPE(es->st_info) /* same as ELF32_ST_TYPE */ != want_type ||
+        (want_type == STT_OBJECT && es->st_size < sizeof(uint32_t))) {
+        snprintf(why, whysz, "'%s' is not %s", symname,
+                 want_type == STT_OBJECT ? "a uint32_t data symbol" : "a function");
+        return false;
+    }
+    return true;
 }

@@ -18,4 +18,10 @@ const char *attn__plugins_current(void);
 bool attn__elf_read_u32(const char *path, const char *name, uint32_t *out, char *why,
                         size_t why_size);
 
+/* On a loaded plugin: sym was found in the plugin file itself (not in a
+ * library it links) and has ELF symbol type want_type (STT_OBJECT of at
+ * least a uint32_t, or STT_FUNC); false with the reason in why. */
+bool attn__elf_own_symbol(void *handle, const void *sym, int want_type, const char *symname,
+                          char *why, size_t whysz);
+
 #endif

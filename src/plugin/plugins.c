@@ -28,8 +28,8 @@
  * after the once-guard they are read-only, so readers need no lock. */
 #include <dirent.h>
 #include <dlfcn.h>
+#include <elf.h>
 #include <errno.h>
-#include <link.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -203,34 +203,6 @@ static void plugin_fail(int idx, void *handle, bool keep_open, const char *fmt, 
     if (handle && !keep_open) dlclose(handle);
 }
 
-/* Checks that sym was found in the plugin file itself and has the expected
- * ELF symbol type; writes why not into why. */
-static bool own_symbol(void *handle, const void *sym, int want_type, const char *symname, char *why,
-                       size_t whysz)
-{
-    struct link_map *plugin_map = NULL;
-    if (dlinfo(handle, RTLD_DI_LINKMAP, &plugin_map) != 0 || !plugin_map) {
-        snprintf(why, whysz, "cannot inspect the plugin: %s", dl_text());
-        return false;
-    }
-    Dl_info info = {0};
-    struct link_map *sym_map = NULL;
-    if (!dladdr1(sym, &info, (void **)&sym_map, RTLD_DL_LINKMAP) || sym_map != plugin_map) {
-        snprintf(why, whysz, "'%s' is not defined by the plugin itself (found in %s)", symname,
-                 info.dli_fname ? info.dli_fname : "another object");
-        return false;
-    }
-    const ElfW(Sym) *es = NULL;
-    if (!dladdr1(sym, &info, (void **)&es, RTLD_DL_SYMENT) || !es ||
-        ELF64_ST_TYPE(es->st_info) /* same as ELF32_ST_TYPE */ != want_type ||
-        (want_type == STT_OBJECT && es->st_size < sizeof(uint32_t))) {
-        snprintf(why, whysz, "'%s' is not %s", symname,
-                 want_type == STT_OBJECT ? "a uint32_t data symbol" : "a function");
-        return false;
-    }
-    return true;
-}
-
 static void abi_mismatch(int idx, void *h, uint32_t abi)
 {
     plugin_fail(idx, h, false,
@@ -269,7 +241,7 @@ static void *open_checked(int idx)
                     ATTN_PLUGIN_ABI_SYMBOL, dl_text());
         return NULL;
     }
-    if (!own_symbol(h, abi_sym, STT_OBJECT, ATTN_PLUGIN_ABI_SYMBOL, why, sizeof why)) {
+    if (!attn__elf_own_symbol(h, abi_sym, STT_OBJECT, ATTN_PLUGIN_ABI_SYMBOL, why, sizeof why)) {
         plugin_fail(idx, h, false, "%s", why);
         return NULL;
     }
@@ -291,7 +263,7 @@ static attn_plugin_init_fn find_init(int idx, void *h)
         plugin_fail(idx, h, false, "no entry point '%s': %s", ATTN_PLUGIN_INIT_SYMBOL, dl_text());
         return NULL;
     }
-    if (!own_symbol(h, init_sym, STT_FUNC, ATTN_PLUGIN_INIT_SYMBOL, why, sizeof why)) {
+    if (!attn__elf_own_symbol(h, init_sym, STT_FUNC, ATTN_PLUGIN_INIT_SYMBOL, why, sizeof why)) {
         plugin_fail(idx, h, false, "%s", why);
         return NULL;
     }
