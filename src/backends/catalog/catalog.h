@@ -72,27 +72,30 @@ attn_kv_layout attn__fi_layout(const attn_platform *p);
 
 /* ---- KV-cache shapes and stride orders (reference §5, §12) ------------ */
 
-attn_status attn__kv_shape_flash(int nb, int bs, int kvh, int hs, attn_kv_dtype kv,
-                                 attn_kv_shape *out);
-attn_status attn__kv_shape_flash_diffkv(int nb, int bs, int kvh, int hs, attn_kv_dtype kv,
-                                        attn_kv_shape *out);
-attn_status attn__kv_shape_flashinfer(int nb, int bs, int kvh, int hs, attn_kv_dtype kv,
-                                      attn_kv_shape *out);
-attn_status attn__kv_shape_triton(int nb, int bs, int kvh, int hs, attn_kv_dtype kv,
-                                  attn_kv_shape *out);
-attn_status attn__kv_shape_split(int nb, int bs, int kvh, int hs, attn_kv_dtype kv,
-                                 attn_kv_shape *out);
-attn_status attn__kv_shape_turboquant(int nb, int bs, int kvh, int hs, attn_kv_dtype kv,
-                                      attn_kv_shape *out);
-attn_status attn__kv_shape_mla(int nb, int bs, int kvh, int hs, attn_kv_dtype kv,
-                               attn_kv_shape *out);
-attn_status attn__kv_shape_flashmla_sparse(int nb, int bs, int kvh, int hs, attn_kv_dtype kv,
-                                           attn_kv_shape *out);
-attn_status attn__stride_order_flash(attn_kv_layout layout, bool include_layers, int *order,
-                                     int *n);
-attn_status attn__stride_order_flashinfer(attn_kv_layout layout, bool include_layers, int *order,
-                                          int *n);
-attn_status attn__stride_order_mla(attn_kv_layout layout, bool include_layers, int *order, int *n);
+/* Every shape function has the descriptor's kv_cache_shape signature, every
+ * stride-order function its kv_stride_order signature. */
+#define ATTN__KV_SHAPE_FN(name)                                                                    \
+    attn_status name(int nb, int bs, int kvh, int hs, attn_kv_dtype kv, attn_kv_shape *out)
+#define ATTN__STRIDE_ORDER_FN(name)                                                                \
+    attn_status name(attn_kv_layout layout, bool include_layers, int *order, int *n)
+ATTN__KV_SHAPE_FN(attn__kv_shape_flash);
+ATTN__KV_SHAPE_FN(attn__kv_shape_flash_diffkv);
+ATTN__KV_SHAPE_FN(attn__kv_shape_flashinfer);
+ATTN__KV_SHAPE_FN(attn__kv_shape_triton);
+ATTN__KV_SHAPE_FN(attn__kv_shape_split);
+ATTN__KV_SHAPE_FN(attn__kv_shape_turboquant);
+ATTN__KV_SHAPE_FN(attn__kv_shape_mla);
+ATTN__KV_SHAPE_FN(attn__kv_shape_flashmla_sparse);
+ATTN__STRIDE_ORDER_FN(attn__stride_order_flash);
+ATTN__STRIDE_ORDER_FN(attn__stride_order_flashinfer);
+ATTN__STRIDE_ORDER_FN(attn__stride_order_mla);
+
+/* Descriptor fields whose count comes from the array itself. */
+#define ATTN__COUNT(a)  ((int)(sizeof(a) / sizeof((a)[0])))
+#define ATTN__BLOCKS(a) .block_sizes = (a), .n_block_sizes = ATTN__COUNT(a)
+/* Compute capabilities lo.0 up to hi.x. */
+#define ATTN__CC_MAJORS(lo, hi) .cc_min = {(lo), 0}, .cc_max = {(hi), 99}
+#define ATTN__HEADS(a)          .heads = {.sizes = (a), .n_sizes = ATTN__COUNT(a)}
 
 /* Defines fn() returning a descriptor-only built-in object for desc. */
 #define ATTN__BUILTIN(fn, desc)                                                                    \

@@ -20,8 +20,8 @@ static const int attn__sp_heads[] = {512, 576};
     .abi_version = ATTN_BACKEND_ABI_VERSION, .struct_size = sizeof(attn_backend_desc),             \
     .is_mla = true, .is_sparse = true, .attn_types = ATTN_TYPE_BIT(ATTN_TYPE_DECODER),             \
     .kv_stride_order = attn__stride_order_mla, .kv_cache_shape = attn__kv_shape_mla,               \
-    .builder = &attn__builder_mla_sparse, .platforms = "CUDA", .block_sizes = attn__sp_blocks_64,  \
-    .n_block_sizes = 1, .cg_support = ATTN_CG_UNIFORM_BATCH, .supports_pcp = true
+    .builder = &attn__builder_mla_sparse, .platforms = "CUDA", ATTN__BLOCKS(attn__sp_blocks_64),   \
+    .cg_support = ATTN_CG_UNIFORM_BATCH, .supports_pcp = true
 
 static bool attn__sp_major(const attn_check_ctx *c, int major)
 {
@@ -86,7 +86,7 @@ static const attn_backend_desc attn__desc_flashinfer_mla_sparse_sm90 = {
     .name = "FLASHINFER_MLA_SPARSE_SM90",
     .dtypes = DT(BF16),
     .kv_dtypes = KV(AUTO) | KV(BFLOAT16) | KV(FP8) | KV(FP8_E4M3),
-    .heads = {.sizes = attn__sp_heads, .n_sizes = 2},
+    ATTN__HEADS(attn__sp_heads),
     .supports_compute_capability = attn__sp_cc9,
     .supports_combination = fi_sm90_combination,
 };
@@ -109,7 +109,7 @@ static const attn_backend_desc attn__desc_flashinfer_mla_sparse_sm120 = {
     .name = "FLASHINFER_MLA_SPARSE_SM120",
     .dtypes = DT(BF16),
     .kv_dtypes = KV(AUTO) | KV(FP8) | KV(FP8_E4M3) | KV(FP8_DS_MLA),
-    .heads = {.sizes = attn__sp_heads, .n_sizes = 2},
+    ATTN__HEADS(attn__sp_heads),
     .supports_compute_capability = attn__sp_cc12,
     .supports_combination = fi_sm120_combination,
     .supports_dcp = true,

@@ -27,9 +27,8 @@ static const attn_backend_desc attn__desc_rocm_attn = {
     .platforms = "ROCm",
     .dtypes = DT(FP16) | DT(BF16) | DT(FP32),
     .kv_dtypes = KV_ROCM,
-    .block_sizes = attn__blocks_16,
-    .n_block_sizes = 1,
-    .heads = {.sizes = attn__heads_rocm, .n_sizes = 9},
+    ATTN__BLOCKS(attn__blocks_16),
+    ATTN__HEADS(attn__heads_rocm),
     .supports_non_causal = true,
     .attn_types = TY(DECODER) | TY(ENCODER) | TY(ENCODER_ONLY),
     .cg_support = ATTN_CG_ALWAYS,
@@ -44,8 +43,7 @@ static const attn_backend_desc attn__desc_rocm_aiter_unified_attn = {
     .platforms = "ROCm",
     .dtypes = DT(FP16) | DT(BF16),
     .kv_dtypes = KV_ROCM,
-    .block_sizes = attn__blocks_16,
-    .n_block_sizes = 1,
+    ATTN__BLOCKS(attn__blocks_16),
     .preferred_block_size = 64,
     .heads = {.min = 32},
     .supports_sink = true,
@@ -69,9 +67,8 @@ static const attn_backend_desc attn__desc_rocm_aiter_fa = {
     .platforms = "ROCm (MI300 class)",
     .dtypes = DT(FP16) | DT(BF16),
     .kv_dtypes = KV_ROCM,
-    .block_sizes = attn__blocks_16_32,
-    .n_block_sizes = 2,
-    .heads = {.sizes = attn__heads_aiter_fa, .n_sizes = 3},
+    ATTN__BLOCKS(attn__blocks_16_32),
+    ATTN__HEADS(attn__heads_aiter_fa),
     .supports_sink = true,
     .supports_non_causal = true,
     .attn_types = TY(DECODER),
@@ -98,7 +95,7 @@ static const char *aiter_mla_combination(const attn_check_ctx *c, char *buf, siz
 #define ATTN__AITER_MLA_RULES                                                                      \
     .abi_version = ATTN_BACKEND_ABI_VERSION, .struct_size = sizeof(attn_backend_desc),             \
     .platforms = "ROCm", .dtypes = DT(FP16) | DT(BF16), .kv_dtypes = KV_ROCM,                      \
-    .block_sizes = attn__blocks_1, .n_block_sizes = 1, .is_mla = true, .attn_types = TY(DECODER),  \
+    ATTN__BLOCKS(attn__blocks_1), .is_mla = true, .attn_types = TY(DECODER),                       \
     .cg_support = ATTN_CG_UNIFORM_BATCH, .kv_cache_shape = attn__kv_shape_mla,                     \
     .kv_stride_order = attn__stride_order_mla, .builder = &attn__builder_mla,                      \
     .supports_combination = aiter_mla_combination, .supports_pcp = true
@@ -123,8 +120,7 @@ static const attn_backend_desc attn__desc_rocm_aiter_mla_sparse = {
     .platforms = "ROCm",
     .dtypes = DT(FP16) | DT(BF16),
     .kv_dtypes = KV_PLAIN | KV(FP8) | KV(FP8_E4M3),
-    .block_sizes = attn__blocks_1_64,
-    .n_block_sizes = 2,
+    ATTN__BLOCKS(attn__blocks_1_64),
     .is_mla = true,
     .is_sparse = true,
     .supports_sink = true, /* refined: MI300 class only */

@@ -105,9 +105,9 @@ static const char *fa_combination(const attn_check_ctx *c, char *buf, size_t siz
 #define ATTN__FLASH_ATTN_RULES                                                                     \
     .abi_version = ATTN_BACKEND_ABI_VERSION, .struct_size = sizeof(attn_backend_desc),             \
     .platforms = "CUDA, XPU", .dtypes = DT(FP16) | DT(BF16),                                       \
-    .kv_dtypes = KV_PLAIN | KV(FP8) | KV(FP8_E4M3), .block_sizes = attn__blocks_16,                \
-    .n_block_sizes = 1, .heads = {.multiple_of = 8, .max = 512}, .cc_min = {8, 0},                 \
-    .supports_sink = true, .supports_per_head_quant_scales = true, .supports_non_causal = true,    \
+    .kv_dtypes = KV_PLAIN | KV(FP8) | KV(FP8_E4M3), ATTN__BLOCKS(attn__blocks_16),                 \
+    .heads = {.multiple_of = 8, .max = 512}, .cc_min = {8, 0}, .supports_sink = true,              \
+    .supports_per_head_quant_scales = true, .supports_non_causal = true,                           \
     .supports_batch_invariance = true, .attn_types = ALL_TYPES,                                    \
     .cg_support = ATTN_CG_UNIFORM_BATCH, .can_return_lse_for_decode = true,                        \
     .supports_head_size = fa_head_size, .supports_kv_cache_dtype = fa_kv_dtype,                    \
@@ -201,13 +201,13 @@ attn_kv_layout attn__fi_layout(const attn_platform *p)
     .platforms = "CUDA", .dtypes = DT(FP16) | DT(BF16),                                            \
     .kv_dtypes = KV_PLAIN | KV(FP8) | KV(FP8_E4M3) | KV(FP8_E5M2) | KV(NVFP4) | KV(NVFP4_4OVER6),  \
     .supports_kv_cache_dtype = fi_kv, .supports_combination = fi_combination,                      \
-    .block_sizes = attn__blocks_fi, .n_block_sizes = 3,                                            \
-    .heads = {.sizes = attn__heads_fi, .n_sizes = 4}, .cc_min = {8, 0}, .cc_max = {12, 1},         \
-    .supports_sink = true, .supports_non_causal = true, .attn_types = TY(DECODER),                 \
-    .cg_support = ATTN_CG_UNIFORM_SINGLE_TOKEN_DECODE, .can_return_lse_for_decode = true,          \
-    .import_requires = 1u << ATTN_COMPONENT_FLASHINFER, .supports_sink_fn = fi_sink,               \
-    .kv_cache_shape = attn__kv_shape_flashinfer, .kv_stride_order = attn__stride_order_flashinfer, \
-    .builder = &attn__builder_flashinfer, .required_layout_fn = attn__fi_layout
+    ATTN__BLOCKS(attn__blocks_fi), ATTN__HEADS(attn__heads_fi), .cc_min = {8, 0},                  \
+    .cc_max = {12, 1}, .supports_sink = true, .supports_non_causal = true,                         \
+    .attn_types = TY(DECODER), .cg_support = ATTN_CG_UNIFORM_SINGLE_TOKEN_DECODE,                  \
+    .can_return_lse_for_decode = true, .import_requires = 1u << ATTN_COMPONENT_FLASHINFER,         \
+    .supports_sink_fn = fi_sink, .kv_cache_shape = attn__kv_shape_flashinfer,                      \
+    .kv_stride_order = attn__stride_order_flashinfer, .builder = &attn__builder_flashinfer,        \
+    .required_layout_fn = attn__fi_layout
 
 const attn_backend_desc attn__desc_flashinfer = {
     ATTN__FLASHINFER_RULES,
@@ -226,8 +226,7 @@ const attn_backend_desc attn__desc_triton_attn = {
     .dtypes = DT(FP16) | DT(BF16) | DT(FP32),
     .kv_dtypes = KV_PLAIN | KV(FP8) | KV(FP8_E4M3) | KV(FP8_E5M2) | KV(INT4_PER_TOKEN_HEAD) |
                  KV(INT8_PER_TOKEN_HEAD) | KV(FP8_PER_TOKEN_HEAD),
-    .block_sizes = attn__blocks_16,
-    .n_block_sizes = 1,
+    ATTN__BLOCKS(attn__blocks_16),
     .heads = {.min = 32},
     .supports_sink = true,
     .supports_mm_prefix = true,
@@ -248,8 +247,7 @@ static const attn_backend_desc attn__desc_flex_attention = {
     .platforms = "CUDA, ROCm",
     .dtypes = DT(FP16) | DT(BF16) | DT(FP32),
     .kv_dtypes = KV_PLAIN,
-    .block_sizes = attn__blocks_16,
-    .n_block_sizes = 1,
+    ATTN__BLOCKS(attn__blocks_16),
     .supports_mm_prefix = true,
     .supports_non_causal = true,
     .supports_batch_invariance = true,
@@ -270,8 +268,7 @@ static const attn_backend_desc attn__desc_turboquant = {
     .kv_dtypes = KV(TURBOQUANT_K8V4) | KV(TURBOQUANT_4BIT_NC) | KV(TURBOQUANT_K3V4_NC) |
                  KV(TURBOQUANT_3BIT_NC),
     .kv_none_rejected = true,
-    .block_sizes = attn__blocks_tq,
-    .n_block_sizes = 4,
+    ATTN__BLOCKS(attn__blocks_tq),
     .heads = {.min = 1},
     .attn_types = TY(DECODER),
     .cg_support = ATTN_CG_UNIFORM_BATCH,
@@ -296,8 +293,7 @@ static const attn_backend_desc attn__desc_ultraquant = {
     .kv_dtypes = KV(ULTRAQUANT_4BIT),
     .supports_kv_cache_dtype = ultraquant_kv,
     .kv_none_rejected = true,
-    .block_sizes = attn__blocks_tq,
-    .n_block_sizes = 4,
+    ATTN__BLOCKS(attn__blocks_tq),
     .preferred_block_size = 64,
     .heads = {.min = 1},
     .attn_types = TY(DECODER),
