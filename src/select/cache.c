@@ -50,21 +50,14 @@ static inline uint64_t attn__mix(uint64_t h, uint64_t v)
     return h * 0xff51afd7ed558ccdull;
 }
 
+/* The config part is the public hash; attn__key_equal settles collisions
+ * with attn_selector_config_equal. */
 static uint64_t attn__key_hash(const attn__cache_key *k)
 {
-    const attn_selector_config *c = &k->cfg;
     uint64_t h = attn__mix(k->platform_id, (uint64_t)(uintptr_t)k->platform);
     h = attn__mix(h, ((uint64_t)k->installed << 32) | k->settings);
     h = attn__mix(h, k->reg_gen);
-    uint64_t flags = (uint64_t)c->use_mla | (uint64_t)c->has_sink << 1 |
-                     (uint64_t)c->use_sparse << 2 | (uint64_t)c->use_mm_prefix << 3 |
-                     (uint64_t)c->use_per_head_quant_scales << 4 |
-                     (uint64_t)c->has_sliding_window << 5 | (uint64_t)c->use_non_causal << 6 |
-                     (uint64_t)c->use_batch_invariant << 7;
-    h = attn__mix(h, (uint64_t)(uint32_t)c->head_size << 32 | (uint32_t)c->block_size);
-    h = attn__mix(h, (uint64_t)(uint32_t)c->num_heads << 32 | flags << 16 |
-                         (uint64_t)(c->dtype & 0xff) << 8 | (uint64_t)(c->attn_type & 0xff));
-    h = attn__mix(h, (uint64_t)(int64_t)c->kv_cache_dtype);
+    h = attn__mix(h, attn_selector_config_hash(&k->cfg));
     for (const char *r = k->requested; r && *r; r++)
         h = (h ^ (unsigned char)*r) * 0x100000001b3ull;
     return h ^ (h >> 29);

@@ -2,61 +2,9 @@
 #include <stdio.h>
 
 #include "select/selection.h"
+#include "util/config_fields.h"
 #include "util/error.h"
 #include "util/strbuf.h"
-
-static void attn__json_config(attn__jw *w, const attn_selector_config *c)
-{
-    attn__jw_obj_begin(w);
-    attn__jw_key(w, "head_size");
-    attn__jw_int(w, c->head_size);
-    attn__jw_key(w, "dtype");
-    attn__jw_str(w, attn_dtype_name(c->dtype));
-    attn__jw_key(w, "kv_cache_dtype");
-    if (c->kv_cache_dtype == ATTN_KV_NONE)
-        attn__jw_null(w);
-    else
-        attn__jw_str(w, attn_kv_dtype_name(c->kv_cache_dtype));
-    attn__jw_key(w, "block_size");
-    if (c->block_size > 0)
-        attn__jw_int(w, c->block_size);
-    else
-        attn__jw_null(w);
-    attn__jw_key(w, "use_mla");
-    attn__jw_bool(w, c->use_mla);
-    attn__jw_key(w, "has_sink");
-    attn__jw_bool(w, c->has_sink);
-    attn__jw_key(w, "use_sparse");
-    attn__jw_bool(w, c->use_sparse);
-    attn__jw_key(w, "use_mm_prefix");
-    attn__jw_bool(w, c->use_mm_prefix);
-    attn__jw_key(w, "use_per_head_quant_scales");
-    attn__jw_bool(w, c->use_per_head_quant_scales);
-    attn__jw_key(w, "attn_type");
-    attn__jw_str(w, attn_attn_type_name(c->attn_type));
-    attn__jw_key(w, "has_sliding_window");
-    attn__jw_bool(w, c->has_sliding_window);
-    attn__jw_key(w, "use_non_causal");
-    attn__jw_bool(w, c->use_non_causal);
-    attn__jw_key(w, "use_batch_invariant");
-    attn__jw_bool(w, c->use_batch_invariant);
-    attn__jw_key(w, "use_kv_connector");
-    attn__jw_bool(w, c->use_kv_connector);
-    attn__jw_key(w, "use_pcp");
-    attn__jw_bool(w, c->use_pcp);
-    attn__jw_key(w, "use_adaptive_verification");
-    attn__jw_bool(w, c->use_adaptive_verification);
-    attn__jw_key(w, "use_dcp");
-    attn__jw_bool(w, c->use_dcp);
-    attn__jw_key(w, "use_rswa");
-    attn__jw_bool(w, c->use_rswa);
-    attn__jw_key(w, "num_heads");
-    if (c->num_heads > 0)
-        attn__jw_int(w, c->num_heads);
-    else
-        attn__jw_null(w);
-    attn__jw_obj_end(w);
-}
 
 attn_status attn_selection_to_json(const attn_selection *s, char **out)
 {
@@ -75,7 +23,7 @@ attn_status attn_selection_to_json(const attn_selection *s, char **out)
     attn__jw_key(&w, "requested");
     attn__jw_str(&w, s->requested);
     attn__jw_key(&w, "config");
-    attn__json_config(&w, &s->cfg);
+    attn__selector_config_json(&w, &s->cfg);
     char repr[1024];
     attn_selector_config_repr(&s->cfg, repr, sizeof repr);
     attn__jw_key(&w, "config_repr");
