@@ -407,6 +407,9 @@ static void test_kinds(void)
     }
     attn_kv_kind got;
     CHECK_STATUS(attn_kv_kind_parse("full", &got), ATTN_INVALID_ARGUMENT);
+    CHECK_STR(attn_last_error(),
+              "unknown KV-cache spec kind 'full' (expected full_attention, sliding_window, "
+              "mla_attention, sliding_window_mla, encoder_only_attention or cross_attention)");
     CHECK_STATUS(attn_kv_kind_parse(NULL, &got), ATTN_NULL_ARGUMENT);
     const char *per_kind[ATTN_KIND_COUNT] = {NULL};
     per_kind[ATTN_KIND_SLIDING_WINDOW] = "TRITON_ATTN";

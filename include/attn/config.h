@@ -46,6 +46,45 @@ ATTN_API uint64_t attn_selector_config_hash(const attn_selector_config *cfg);
  * Returns the length that the full text needs, like snprintf. */
 ATTN_API int attn_selector_config_repr(const attn_selector_config *cfg, char *buf, size_t size);
 
+/* ---- the field table --------------------------------------------------------
+ * Every field of attn_selector_config is one row of one table (the library's
+ * src/util/config_fields.h): equality, hash, repr, the selection JSON, the
+ * selection cache key, `attn select`'s options and the Python keywords are
+ * all generated from it. Rows come in the struct's order. */
+
+typedef enum attn_config_field_type {
+    ATTN_FIELD_INT,       /* int */
+    ATTN_FIELD_OPT_INT,   /* int, 0 = None (not given) */
+    ATTN_FIELD_BOOL,      /* bool */
+    ATTN_FIELD_DTYPE,     /* attn_dtype */
+    ATTN_FIELD_KV_DTYPE,  /* attn_kv_dtype, ATTN_KV_NONE = None */
+    ATTN_FIELD_ATTN_TYPE, /* attn_attn_type */
+} attn_config_field_type;
+
+typedef struct attn_config_field {
+    const char *name; /* vLLM's field name: the JSON key and the Python keyword */
+    attn_config_field_type type;
+    size_t offset;         /* offsetof(attn_selector_config, <name>) */
+    const char *cli_flag;  /* `attn select` option, "--head-size" */
+    const char *cli_arg;   /* its value's placeholder ("N"); NULL for a bool flag */
+    long cli_min, cli_max; /* the CLI's accepted range of an integer field */
+    const char *doc;       /* one line for --help */
+} attn_config_field;
+
+ATTN_API int attn_selector_config_num_fields(void);
+/* Row i (0 <= i < attn_selector_config_num_fields()), or NULL. */
+ATTN_API const attn_config_field *attn_selector_config_field(int i);
+/* The row named name (exact), or NULL. */
+ATTN_API const attn_config_field *attn_selector_config_field_find(const char *name);
+/* Sets one field from text: a bool from true/false/1/0 (any case), an
+ * integer in decimal in [0, 2^20], a dtype / kv-cache dtype / attention type
+ * as attn_dtype_parse, attn_kv_dtype_parse and attn_attn_type_parse read it.
+ * value NULL is Python's None: allowed for kv_cache_dtype (ATTN_KV_NONE) and
+ * the optional integers (0). ATTN_INVALID_ARGUMENT for an unknown field or a
+ * bad value (cfg unchanged, text in attn_last_error()). */
+ATTN_API attn_status attn_selector_config_set(attn_selector_config *cfg, const char *field,
+                                              const char *value);
+
 ATTN_EXTERN_C_END
 
 #endif

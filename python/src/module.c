@@ -230,52 +230,19 @@ static PyObject *py_backends(PyObject *self, PyObject *args, PyObject *kw)
 
 /* ---- selector configuration from a dict ------------------------------------ */
 
-typedef enum { F_INT, F_BOOL, F_DTYPE, F_KV, F_TYPE } field_kind;
-typedef struct {
-    const char *name;
-    field_kind kind;
-    size_t off;
-} cfg_field;
-#define CF(n, k)                                                                                   \
-    {                                                                                              \
-#n, k, offsetof(attn_selector_config, n)                                                   \
-    }
-static const cfg_field cfg_fields[] = {
-    CF(head_size, F_INT),
-    CF(dtype, F_DTYPE),
-    CF(kv_cache_dtype, F_KV),
-    CF(block_size, F_INT),
-    CF(use_mla, F_BOOL),
-    CF(has_sink, F_BOOL),
-    CF(use_sparse, F_BOOL),
-    CF(use_mm_prefix, F_BOOL),
-    CF(use_per_head_quant_scales, F_BOOL),
-    CF(attn_type, F_TYPE),
-    CF(has_sliding_window, F_BOOL),
-    CF(use_non_causal, F_BOOL),
-    CF(use_batch_invariant, F_BOOL),
-    CF(num_heads, F_INT),
-    CF(use_kv_connector, F_BOOL),
-    CF(use_pcp, F_BOOL),
-    CF(use_adaptive_verification, F_BOOL),
-    CF(use_dcp, F_BOOL),
-    CF(use_rswa, F_BOOL),
-};
-#define N_CFG_FIELDS ((int)(sizeof cfg_fields / sizeof cfg_fields[0]))
-
-static int set_field(attn_selector_config *cfg, const cfg_field *f, PyObject *v)
+/* The fields are the library's one table (attn_selector_config_field);
+ * Python keeps only its own type checks and error types. */
+static int set_field(attn_selector_config *cfg, const attn_config_field *f, PyObject *v)
 {
-    char *base = (char *)cfg + f->off;
-    attn_status st = ATTN_OK;
-    if (f->kind == F_BOOL) {
+    char num[32];
+    const char *text = NULL;
+    if (f->type == ATTN_FIELD_BOOL) {
         if (!PyBool_Check(v)) {
             PyErr_Format(PyExc_TypeError, "%s must be a bool", f->name);
             return -1;
         }
-        *(bool *)base = v == Py_True;
-        return 0;
-    }
-    if (f->kind == F_INT) {
+        text = v == Py_True ? "true" : "false";
+    } else if (f->type == ATTN_FIELD_INT || f->type == ATTN_FIELD_OPT_INT) {
         long n = v == Py_None ? 0 : PyLong_AsLong(v);
         if (n == -1 && PyErr_Occurred()) return -1;
         if (n < 0 || n > (1 << 20)) {
@@ -283,23 +250,16 @@ static int set_field(attn_selector_config *cfg, const cfg_field *f, PyObject *v)
                          n);
             return -1;
         }
-        *(int *)base = (int)n;
-        return 0;
+        snprintf(num, sizeof num, "%ld", n);
+        text = num;
+    } else if (!(f->type == ATTN_FIELD_KV_DTYPE && v == Py_None)) {
+        if (opt_str(v, f->name, &text) < 0) return -1;
+        if (!text) {
+            PyErr_Format(PyExc_TypeError, "%s must be a str", f->name);
+            return -1;
+        }
     }
-    if (f->kind == F_KV && v == Py_None) {
-        *(attn_kv_dtype *)base = ATTN_KV_NONE;
-        return 0;
-    }
-    const char *s;
-    if (opt_str(v, f->name, &s) < 0) return -1;
-    if (!s) {
-        PyErr_Format(PyExc_TypeError, "%s must be a str", f->name);
-        return -1;
-    }
-    if (f->kind == F_DTYPE) st = attn_dtype_parse(s, (attn_dtype *)base);
-    if (f->kind == F_KV) st = attn_kv_dtype_parse(s, (attn_kv_dtype *)base);
-    if (f->kind == F_TYPE) st = attn_attn_type_parse(s, (attn_attn_type *)base);
-    if (st != ATTN_OK) {
+    if (attn_selector_config_set(cfg, f->name, text) != ATTN_OK) {
         PyErr_Format(PyExc_ValueError, "%s: %s", f->name, attn_last_error());
         return -1;
     }
@@ -317,34 +277,35 @@ static int config_from_dict(PyObject *d, attn_selector_config *cfg)
     Py_ssize_t pos = 0;
     while (PyDict_Next(d, &pos, &key, &val)) {
         const char *k = PyUnicode_Check(key) ? PyUnicode_AsUTF8(key) : NULL;
-        int i = 0;
-        while (k && i < N_CFG_FIELDS && strcmp(cfg_fields[i].name, k) != 0)
-            i++;
-        if (!k || i == N_CFG_FIELDS) {
+        const attn_config_field *f = k ? attn_selector_config_field_find(k) : NULL;
+        if (!f) {
             PyErr_Format(PyExc_TypeError, "unknown selector config field %R", key);
             return -1;
         }
-        if (set_field(cfg, &cfg_fields[i], val) < 0) return -1;
+        if (set_field(cfg, f, val) < 0) return -1;
     }
     return 0;
 }
 
-/* The config as a dict, one entry per row of cfg_fields. */
+/* The config as a dict, one entry per field of the table. */
 static PyObject *config_dict(const attn_selector_config *c)
 {
     PyObject *d = PyDict_New();
-    for (int i = 0; d && i < N_CFG_FIELDS; i++) {
-        const cfg_field *f = &cfg_fields[i];
-        const char *base = (const char *)c + f->off;
+    for (int i = 0; d && i < attn_selector_config_num_fields(); i++) {
+        const attn_config_field *f = attn_selector_config_field(i);
+        const char *base = (const char *)c + f->offset;
         PyObject *v = NULL;
-        switch (f->kind) {
-        case F_BOOL: v = PyBool_FromLong(*(const bool *)base); break;
-        case F_INT: v = PyLong_FromLong(*(const int *)base); break;
-        case F_DTYPE: v = PyUnicode_FromString(attn_dtype_name(*(const attn_dtype *)base)); break;
-        case F_KV:
+        switch (f->type) {
+        case ATTN_FIELD_BOOL: v = PyBool_FromLong(*(const bool *)base); break;
+        case ATTN_FIELD_INT:
+        case ATTN_FIELD_OPT_INT: v = PyLong_FromLong(*(const int *)base); break;
+        case ATTN_FIELD_DTYPE:
+            v = PyUnicode_FromString(attn_dtype_name(*(const attn_dtype *)base));
+            break;
+        case ATTN_FIELD_KV_DTYPE:
             v = PyUnicode_FromString(attn_kv_dtype_name(*(const attn_kv_dtype *)base));
             break;
-        case F_TYPE:
+        case ATTN_FIELD_ATTN_TYPE:
             v = PyUnicode_FromString(attn_attn_type_name(*(const attn_attn_type *)base));
             break;
         }
@@ -360,9 +321,10 @@ static PyObject *config_dict(const attn_selector_config *c)
 
 static PyObject *py_config_fields(PyObject *self, PyObject *unused)
 {
-    PyObject *t = PyTuple_New(N_CFG_FIELDS);
-    for (int i = 0; t && i < N_CFG_FIELDS; i++)
-        PyTuple_SET_ITEM(t, i, PyUnicode_FromString(cfg_fields[i].name));
+    int n = attn_selector_config_num_fields();
+    PyObject *t = PyTuple_New(n);
+    for (int i = 0; t && i < n; i++)
+        PyTuple_SET_ITEM(t, i, PyUnicode_FromString(attn_selector_config_field(i)->name));
     return t;
 }
 

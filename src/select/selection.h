@@ -13,6 +13,7 @@
 #include "attn/registry.h"
 #include "attn/select.h"
 #include "platform/platform_impl.h"
+#include "util/strbuf.h"
 
 #define ATTN__SEL_MAX_CANDIDATES 32
 #define ATTN__SEL_MAX_REASONS    20
@@ -78,6 +79,10 @@ attn_status attn__sel_fail(attn_selection *s, attn_select_error kind, attn_statu
  * turning them into a reason. *index receives the candidate index. */
 attn_status attn__sel_consider(attn_selection *s, const char *name, int priority, int *index);
 
+/* attn__sel_consider, with validation optional (XPU's path skips it). */
+attn_status attn__sel_consider_ex(attn_selection *s, const char *name, int priority, bool validate,
+                                  int *index);
+
 /* Record candidate i as the choice. */
 void attn__sel_choose(attn_selection *s, int i);
 
@@ -97,6 +102,35 @@ const char *attn__sel_reasons_repr(attn_selection *s, int i);
 /* XPU's path: resolve name without validating it (XPU never validates);
  * priority -1 for a requested backend. */
 attn_status attn__sel_resolve_only(attn_selection *s, const char *name, int priority);
+
+/* ---- inside src/select: the selector's own files ---------------------------
+ * selection.c the object, its arena and message helpers
+ * candidate.c one candidate (resolve, validate, self-test)
+ * paths.c     the explicit / automatic / resolve-only paths and their texts
+ * selector.c  one uncached selection; cache.c the cache behind attn_select
+ * log.c, render.c, accessors.c: logging, JSON / --explain, read-only views */
+
+/* n bytes from the selection's arena (8-aligned); NULL and s->oom on failure. */
+void *attn__sel_alloc(attn_selection *s, size_t n);
+attn_selection *attn__sel_new(const attn_platform *p, const attn_selector_config *cfg);
+/* attn__sel_fail with sb's text; frees sb. */
+attn_status attn__sel_fail_sb(attn_selection *s, attn_select_error kind, attn_status status,
+                              attn__sb *sb);
+/* "{A: [r1, r2], B: [r3]}" over the invalid candidates, priority order. */
+void attn__put_reasons_dict(attn__sb *sb, const attn_selection *s);
+/* The backend's self-test result, run once per process per backend object
+ * (selftest_gate.c); detail gets the reason text on failure. */
+attn_status attn__selftest(const attn_backend *b, char *detail, size_t size);
+bool attn__selftest_disabled(void); /* ATTN_SELFTEST=0 */
+/* Plugins are loaded before the first selection. */
+void attn__ensure_plugins(void);
+/* The config a selection records: batch invariance OR-ed from the machine. */
+void attn__effective_config(const attn_platform *p, const attn_selector_config *in,
+                            attn_selector_config *out);
+/* ATTN_OK, or the selection's status with its message as the last error. */
+attn_status attn__sel_status(const attn_selection *s);
+/* Logs a new cache entry (log.c). */
+void attn__sel_log(const attn_selection *s);
 
 /* ---- validation (validate.c) ---------------------------------------------- */
 

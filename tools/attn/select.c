@@ -35,24 +35,49 @@ static void attn__select_usage(FILE *f)
                "                         encoder_only_attention, cross_attention); wins\n"
                "                         over --backend for that kind; repeatable\n"
                "  --model NAME|FILE      select for every layer group of a model\n"
-               "layer configuration:\n"
-               "  --head-size N          default 128\n"
-               "  --dtype fp16|bf16|fp32 default bf16\n"
-               "  --kv-cache-dtype S     default auto\n"
-               "  --block-size N         as if the user passed --block-size (default: none)\n"
-               "  --use-mla --has-sink --use-sparse --use-mm-prefix --per-head-quant-scales\n"
-               "  --attn-type T          decoder|encoder|encoder_only|encoder_decoder\n"
-               "  --sliding-window --non-causal --batch-invariant\n"
-               "  --kv-connector --pcp --dcp --adaptive-verification --rswa\n"
-               "                         launch facts vLLM 0.32 derives from the engine\n"
-               "                         config: a KV-transfer instance, prefill / decode\n"
-               "                         context parallel size > 1, adaptive speculative\n"
-               "                         verification, an R-SWA model\n"
-               "  --num-heads N          query heads (MLA layers pass it)\n"
-               "output:\n"
+               "layer configuration:\n");
+    for (int i = 0; i < attn_selector_config_num_fields(); i++) {
+        const attn_config_field *fd = attn_selector_config_field(i);
+        char opt[64];
+        snprintf(opt, sizeof opt, "%s%s%s", fd->cli_flag, fd->cli_arg ? " " : "",
+                 fd->cli_arg ? fd->cli_arg : "");
+        if (strlen(opt) > 22)
+            fprintf(f, "  %s\n  %-22s %s\n", opt, "", fd->doc);
+        else
+            fprintf(f, "  %-22s %s\n", opt, fd->doc);
+    }
+    fprintf(f, "output:\n"
                "  --explain              every candidate with its reasons\n"
                "  --json                 one JSON object\n\n"
                "exit status: 0 chosen, 3 selection failed, 2 usage error\n");
+}
+
+/* argv[*i] as one of the config table's options: 0 when it is none of
+ * them, -1 when it set its field (or *bad), else the exit code. */
+static int attn__select_field(int argc, char **argv, int *i, attn_selector_config *cfg, bool *bad)
+{
+    const char *cmd = "select";
+    for (int k = 0; k < attn_selector_config_num_fields(); k++) {
+        const attn_config_field *f = attn_selector_config_field(k);
+        const char *v = NULL;
+        if (!f->cli_arg) {
+            if (!attn_cli_flag(argv, *i, f->cli_flag)) continue;
+            attn_selector_config_set(cfg, f->name, "true");
+            return -1;
+        }
+        if (!attn_cli_opt(argc, argv, i, f->cli_flag, &v, bad)) continue;
+        if (!v) return -1;
+        long n = 0;
+        bool is_int = f->type == ATTN_FIELD_INT || f->type == ATTN_FIELD_OPT_INT;
+        if (is_int && !attn_cli_int(cmd, f->cli_flag, v, f->cli_min, f->cli_max, &n))
+            return ATTN_EXIT_USAGE;
+        if (attn_selector_config_set(cfg, f->name, v) == ATTN_OK) return -1;
+        /* An invalid kv-cache dtype is reported in vLLM's own words. */
+        if (f->type == ATTN_FIELD_KV_DTYPE)
+            return attn_cli_usage_error(cmd, "%s", attn_last_error());
+        return attn_cli_usage_error(cmd, "%s: %s", f->cli_flag, attn_last_error());
+    }
+    return 0;
 }
 
 typedef struct attn__select_opts {
@@ -76,7 +101,7 @@ static int attn__select_parse(int argc, char **argv, attn__select_opts *o)
     bool bad = false;
     for (int i = 1; i < argc; i++) {
         const char *v = NULL;
-        long n = 0;
+        int rc = 0;
         if (attn_cli_is_help(argv[i])) {
             attn__select_usage(stdout);
             return ATTN_EXIT_OK;
@@ -84,32 +109,8 @@ static int attn__select_parse(int argc, char **argv, attn__select_opts *o)
             o->explain = true;
         } else if (attn_cli_flag(argv, i, "--json")) {
             o->json = true;
-        } else if (attn_cli_flag(argv, i, "--use-mla")) {
-            o->cfg.use_mla = true;
-        } else if (attn_cli_flag(argv, i, "--has-sink")) {
-            o->cfg.has_sink = true;
-        } else if (attn_cli_flag(argv, i, "--use-sparse")) {
-            o->cfg.use_sparse = true;
-        } else if (attn_cli_flag(argv, i, "--use-mm-prefix")) {
-            o->cfg.use_mm_prefix = true;
-        } else if (attn_cli_flag(argv, i, "--per-head-quant-scales")) {
-            o->cfg.use_per_head_quant_scales = true;
-        } else if (attn_cli_flag(argv, i, "--sliding-window")) {
-            o->cfg.has_sliding_window = true;
-        } else if (attn_cli_flag(argv, i, "--non-causal")) {
-            o->cfg.use_non_causal = true;
-        } else if (attn_cli_flag(argv, i, "--batch-invariant")) {
-            o->cfg.use_batch_invariant = true;
-        } else if (attn_cli_flag(argv, i, "--kv-connector")) {
-            o->cfg.use_kv_connector = true;
-        } else if (attn_cli_flag(argv, i, "--pcp")) {
-            o->cfg.use_pcp = true;
-        } else if (attn_cli_flag(argv, i, "--dcp")) {
-            o->cfg.use_dcp = true;
-        } else if (attn_cli_flag(argv, i, "--adaptive-verification")) {
-            o->cfg.use_adaptive_verification = true;
-        } else if (attn_cli_flag(argv, i, "--rswa")) {
-            o->cfg.use_rswa = true;
+        } else if ((rc = attn__select_field(argc, argv, &i, &o->cfg, &bad)) != 0) {
+            if (rc > 0) return rc;
         } else if (attn_cli_opt(argc, argv, &i, "--machine", &v, &bad)) {
             o->machine = v;
         } else if (attn_cli_opt(argc, argv, &i, "--installed", &v, &bad)) {
@@ -138,24 +139,6 @@ static int attn__select_parse(int argc, char **argv, attn__select_opts *o)
             }
         } else if (attn_cli_opt(argc, argv, &i, "--model", &v, &bad)) {
             o->model = v;
-        } else if (attn_cli_opt(argc, argv, &i, "--head-size", &v, &bad)) {
-            if (v && !attn_cli_int(cmd, "--head-size", v, 1, 65536, &n)) return ATTN_EXIT_USAGE;
-            o->cfg.head_size = (int)n;
-        } else if (attn_cli_opt(argc, argv, &i, "--dtype", &v, &bad)) {
-            if (v && attn_dtype_parse(v, &o->cfg.dtype) != ATTN_OK)
-                return attn_cli_usage_error(cmd, "--dtype: %s", attn_last_error());
-        } else if (attn_cli_opt(argc, argv, &i, "--kv-cache-dtype", &v, &bad)) {
-            if (v && attn_kv_dtype_parse(v, &o->cfg.kv_cache_dtype) != ATTN_OK)
-                return attn_cli_usage_error(cmd, "%s", attn_last_error());
-        } else if (attn_cli_opt(argc, argv, &i, "--block-size", &v, &bad)) {
-            if (v && !attn_cli_int(cmd, "--block-size", v, 1, 1 << 20, &n)) return ATTN_EXIT_USAGE;
-            o->cfg.block_size = (int)n;
-        } else if (attn_cli_opt(argc, argv, &i, "--attn-type", &v, &bad)) {
-            if (v && attn_attn_type_parse(v, &o->cfg.attn_type) != ATTN_OK)
-                return attn_cli_usage_error(cmd, "--attn-type: %s", attn_last_error());
-        } else if (attn_cli_opt(argc, argv, &i, "--num-heads", &v, &bad)) {
-            if (v && !attn_cli_int(cmd, "--num-heads", v, 1, 1 << 20, &n)) return ATTN_EXIT_USAGE;
-            o->cfg.num_heads = (int)n;
         } else {
             return attn_cli_usage_error(cmd, "unknown option '%s'", argv[i]);
         }

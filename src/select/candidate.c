@@ -1,0 +1,138 @@
+/* One candidate: resolve the backend (an import failure is a reason like
+ * any other), validate it against the effective config, and run its
+ * self-test when everything else passed. */
+#include <stdio.h>
+#include <string.h>
+
+#include "backends/catalog/catalog.h"
+#include "registry/registry_impl.h"
+#include "select/selection.h"
+#include "util/error.h"
+#include "util/strbuf.h"
+
+typedef struct attn__cand_sink {
+    attn_selection *s;
+    attn__candidate *c;
+} attn__cand_sink;
+
+static void attn__cand_reason(void *user, const char *text)
+{
+    attn__cand_sink *k = user;
+    if (k->c->num_reasons < ATTN__SEL_MAX_REASONS)
+        k->c->reasons[k->c->num_reasons++] = attn__sel_strdup(k->s, text);
+}
+
+/* vLLM's text for a failed backend import on a simulated machine: the
+ * first missing Python package as ModuleNotFoundError prints it. */
+static const char *attn__sel_import_reason(attn_selection *s, const attn_backend *b,
+                                           const char *name)
+{
+    (void)b;
+    const attn__catalog_entry *e = attn__catalog_find(name);
+    const attn_backend *desc_b = e && e->builtin ? e->builtin() : NULL;
+    uint32_t need = desc_b && desc_b->desc ? desc_b->desc->import_requires : 0;
+    uint32_t missing = s->platform ? need & ~s->platform->installed : 0;
+    for (int k = 0; k < ATTN_COMPONENT_COUNT; k++)
+        if ((missing >> k) & 1u)
+            return attn__sel_printf(s, "ModuleNotFoundError: No module named '%s'",
+                                    attn_component_name((attn_component)k));
+    return attn__sel_printf(s, "ImportError: %s", attn_last_error());
+}
+
+/* In vLLM 0.32.0 these backends' modules import vllm.vllm_flash_attn on
+ * CUDA, which fails when neither the FA2 nor the FA3 extension is there. */
+static const char *const attn__fa_importers[] = {
+    "FLASH_ATTN",
+    "FLASH_ATTN_DIFFKV",
+    "FLASH_ATTN_MLA",
+    "FLASH_ATTN_MLA_SPARSE",
+    "FLASHMLA_SPARSE",
+    "FLASHINFER_MLA_SPARSE",
+    "FLASHINFER_MLA_SPARSE_SM90",
+    "FLASHINFER_MLA_SPARSE_SM120",
+    "FLEX_ATTENTION",
+    "TRITON_FLASH_ATTN",
+    "TURBOQUANT",
+};
+static const char attn__fa_import_error[] =
+    "ImportError: vllm.vllm_flash_attn requires the CUDA flash attention extensions "
+    "(_vllm_fa2_C or _vllm_fa3_C). On ROCm, use upstream flash_attn.";
+
+static bool attn__sel_needs_fa(const attn_selection *s, const char *name)
+{
+    const attn_platform *p = s->platform;
+    if (!p || !p->simulated || p->kind != ATTN_PLATFORM_CUDA) return false;
+    uint32_t fa = (1u << ATTN_COMPONENT_FA2) | (1u << ATTN_COMPONENT_FA3);
+    if (p->installed & fa) return false;
+    for (size_t i = 0; i < sizeof attn__fa_importers / sizeof attn__fa_importers[0]; i++)
+        if (!strcmp(attn__fa_importers[i], name)) return true;
+    return false;
+}
+
+attn_status attn__sel_consider_ex(attn_selection *s, const char *name, int priority, bool validate,
+                                  int *index)
+{
+    char canon[64];
+    if (!attn__registry_canon(name, canon, sizeof canon)) return attn__registry_unknown(name);
+    const char *stable = attn__registry_lookup(canon);
+    if (!stable) return attn__registry_unknown(canon);
+    const attn_backend *b = NULL;
+    attn_status st = attn_backend_resolve(s->platform, stable, &b);
+    if (st == ATTN_NOT_REGISTERED || st == ATTN_UNKNOWN_BACKEND) return st;
+    if (s->num_candidates >= ATTN__SEL_MAX_CANDIDATES)
+        return attn__fail(ATTN_INTERNAL, "too many candidates");
+    int i = s->num_candidates++;
+    attn__candidate *c = &s->candidates[i];
+    memset(c, 0, sizeof *c);
+    c->name = stable;
+    c->priority = priority;
+    if (index) *index = i;
+    attn__cand_sink sink = {s, c};
+    if (attn__sel_needs_fa(s, stable)) {
+        /* The FlashAttention helpers are imported before anything else. */
+        c->detail = attn__sel_printf(s,
+                                     "%s imports the FlashAttention helpers; machine %s has "
+                                     "neither fa2 nor fa3 installed",
+                                     stable, s->platform->name);
+        c->reasons[c->num_reasons++] = attn__fa_import_error;
+        c->import_failed = true;
+        return ATTN_OK;
+    }
+    if (st != ATTN_OK) {
+        /* Import failures are a reason like any other (vLLM catches
+         * ImportError around the class import). */
+        /* The reason is the exception as vLLM prints it; libattn's own
+         * account (which component is missing where) is the detail. */
+        c->detail = attn__sel_strdup(s, attn_last_error());
+        /* ROCm's selector records a bare "ImportError" reason, the others
+         * the exception's text. */
+        bool rocm = s->platform && s->platform->kind == ATTN_PLATFORM_ROCM;
+        c->reasons[c->num_reasons++] = rocm ? "ImportError" : attn__sel_import_reason(s, b, stable);
+        c->import_failed = !rocm;
+        return ATTN_OK;
+    }
+    c->backend = b;
+    const char *loc = NULL;
+    if (attn_registry_get_locator(stable, &loc) == ATTN_OK) c->locator = loc;
+    if (validate) {
+        attn_check_ctx ctx;
+        attn__check_ctx_init(&ctx, s->platform, &s->cfg);
+        attn__validate(b->desc, &ctx, attn__cand_reason, &sink);
+    }
+    if (c->num_reasons == 0 && b->kernel && b->kernel->self_test) {
+        if (attn__selftest_disabled()) {
+            attn__sel_note(s, "self-test skipped (ATTN_SELFTEST=0)");
+        } else {
+            char detail[256];
+            if (attn__selftest(b, detail, sizeof detail) != ATTN_OK)
+                c->reasons[c->num_reasons++] = attn__sel_printf(s, "self-test failed: %s", detail);
+        }
+    }
+    c->valid = c->num_reasons == 0;
+    return ATTN_OK;
+}
+
+attn_status attn__sel_consider(attn_selection *s, const char *name, int priority, int *index)
+{
+    return attn__sel_consider_ex(s, name, priority, true, index);
+}
