@@ -18,6 +18,8 @@
 typedef enum { K_F32, K_F16, K_BF16, K_U8, K_I32, K_I64 } buf_kind;
 static const char *const kind_names[] = {"float32", "float16", "bfloat16 (as 16-bit ints)",
                                          "uint8",   "int32",   "int64"};
+/* the package's name of each kind, as a torch tensor's dtype must read */
+static const char *const kind_dtypes[] = {"fp32", "fp16", "bf16", "uint8", "int32", "int64"};
 
 static buf_kind elem_kind(attn_elem e)
 {
@@ -43,12 +45,15 @@ static bool format_ok(const Py_buffer *b, buf_kind k)
     return false;
 }
 
-/* Gets and checks a buffer. ndim 0 = any number of dimensions; shape entries
- * -1 = any extent. Returns 0, or -1 with an exception (nothing held). */
-static int get_buf(PyObject *o, const char *name, buf_kind kind, bool writable, int ndim,
-                   const Py_ssize_t *shape, Py_buffer *b)
+/* Gets and checks a buffer (or a torch tensor, whose dtype must be kind's
+ * when by_dtype). ndim 0 = any number of dimensions; shape entries -1 = any
+ * extent. Returns 0, or -1 with an exception (nothing held). */
+static int get_buf_as(PyObject *o, const char *name, buf_kind kind, bool writable, bool by_dtype,
+                      int ndim, const Py_ssize_t *shape, Py_buffer *b)
 {
-    if (PyObject_GetBuffer(o, b, PyBUF_RECORDS_RO | (writable ? PyBUF_WRITABLE : 0)) < 0) {
+    int t = pyattn_tensor_buf(o, name, by_dtype ? kind_dtypes[kind] : NULL, b);
+    if (t < 0) return -1;
+    if (!t && PyObject_GetBuffer(o, b, PyBUF_RECORDS_RO | (writable ? PyBUF_WRITABLE : 0)) < 0) {
         PyErr_Clear();
         PyErr_Format(PyExc_TypeError,
                      "%s must be a %sCPU array (numpy array or torch tensor), not %s", name,
@@ -64,7 +69,7 @@ static int get_buf(PyObject *o, const char *name, buf_kind kind, bool writable, 
     } else if (ndim && b->ndim != ndim) {
         snprintf(text, sizeof text, "must have %d dimensions, got %d", ndim, b->ndim);
         why = text;
-    } else if (!PyBuffer_IsContiguous(b, 'C')) {
+    } else if (!pyattn_buf_contiguous(b)) {
         why = "must be C-contiguous (make a contiguous copy first)";
     }
     for (int i = 0; !why && ndim && i < ndim; i++) {
@@ -84,10 +89,16 @@ static int get_buf(PyObject *o, const char *name, buf_kind kind, bool writable, 
     }
     if (why) {
         PyErr_Format(PyExc_ValueError, "%s %s", name, why);
-        PyBuffer_Release(b);
+        pyattn_buf_release(b);
         return -1;
     }
     return 0;
+}
+
+static int get_buf(PyObject *o, const char *name, buf_kind kind, bool writable, int ndim,
+                   const Py_ssize_t *shape, Py_buffer *b)
+{
+    return get_buf_as(o, name, kind, writable, true, ndim, shape, b);
 }
 
 /* ---- dict fields -------------------------------------------------------------- */
@@ -186,13 +197,14 @@ static int view_from(PyObject *d, PyObject *storage, bool writable, attn_kv_view
     __int128 last = (__int128)(nb - 1) * sb + (__int128)(bs - 1) * st + (__int128)(kvh - 1) * sh;
     __int128 kend = last + ko + hs, vend = last + vo + (hsv ? hsv : hs);
     __int128 need = (kend > vend ? kend : vend) * (__int128)attn_elem_size(v->elem);
-    if (get_buf(storage, "kv cache storage", elem_kind(v->elem), writable, 0, NULL, b) < 0)
+    if (get_buf_as(storage, "kv cache storage", elem_kind(v->elem), writable, false, 0, NULL, b) <
+        0)
         return -1;
     if (need > (__int128)b->len) {
         PyErr_Format(PyExc_ValueError,
                      "kv cache view reaches byte %lld but the storage holds %zd bytes",
                      (long long)need, b->len);
-        PyBuffer_Release(b);
+        pyattn_buf_release(b);
         return -1;
     }
     v->data = b->buf;
@@ -286,13 +298,13 @@ static PyObject *py_kv_write(PyObject *self, PyObject *args)
                     &view, slb.buf, (int)T, kb.buf, has_v ? vb.buf : NULL, attn_dtype_elem(dt));
                 Py_END_ALLOW_THREADS r =
                     st == ATTN_OK ? Py_NewRef(Py_None) : pyattn_raise(st, "kv write failed");
-                if (has_v) PyBuffer_Release(&vb);
+                if (has_v) pyattn_buf_release(&vb);
             }
-            PyBuffer_Release(&kb);
+            pyattn_buf_release(&kb);
         }
-        PyBuffer_Release(&slb);
+        pyattn_buf_release(&slb);
     }
-    PyBuffer_Release(&sb);
+    pyattn_buf_release(&sb);
     return r;
 }
 
@@ -321,13 +333,13 @@ static PyObject *py_mla_write_latent(PyObject *self, PyObject *args)
                     attn_mla_write_latent(&view, slb.buf, (int)T, lb.buf, rb.buf, dt);
                 Py_END_ALLOW_THREADS r =
                     st == ATTN_OK ? Py_NewRef(Py_None) : pyattn_raise(st, "latent write failed");
-                PyBuffer_Release(&rb);
+                pyattn_buf_release(&rb);
             }
-            PyBuffer_Release(&lb);
+            pyattn_buf_release(&lb);
         }
-        PyBuffer_Release(&slb);
+        pyattn_buf_release(&slb);
     }
-    PyBuffer_Release(&sb);
+    pyattn_buf_release(&sb);
     return r;
 }
 
@@ -360,7 +372,7 @@ static int head_vector(PyObject *o, const char *name, int heads, float **out)
     if (get_buf(o, name, K_F32, false, 1, shape, &b) < 0) return -1;
     *out = malloc(sizeof(float) * (size_t)heads);
     if (*out) memcpy(*out, b.buf, sizeof(float) * (size_t)heads);
-    PyBuffer_Release(&b);
+    pyattn_buf_release(&b);
     if (!*out) return PyErr_NoMemory(), -1;
     return 0;
 }
@@ -452,10 +464,10 @@ typedef struct step_bufs {
 
 static void step_release(step_bufs *s)
 {
-    PyBuffer_Release(&s->qsl);
-    PyBuffer_Release(&s->seq);
-    PyBuffer_Release(&s->bt);
-    if (s->has_enc) PyBuffer_Release(&s->enc);
+    pyattn_buf_release(&s->qsl);
+    pyattn_buf_release(&s->seq);
+    pyattn_buf_release(&s->bt);
+    if (s->has_enc) pyattn_buf_release(&s->enc);
 }
 
 static int step_from(PyObject *qsl, PyObject *seq, PyObject *bt, PyObject *enc, int causal,
@@ -466,7 +478,7 @@ static int step_from(PyObject *qsl, PyObject *seq, PyObject *bt, PyObject *enc, 
     if (get_buf(qsl, "query_start_loc", K_I32, false, 1, any1, &s->qsl) < 0) return -1;
     Py_ssize_t R = s->qsl.shape[0] - 1, rs[1] = {R < 0 ? 0 : R}, bs[2] = {R < 0 ? 0 : R, -1};
     if (R < 0) {
-        PyBuffer_Release(&s->qsl);
+        pyattn_buf_release(&s->qsl);
         PyErr_SetString(PyExc_ValueError, "query_start_loc must have num_reqs + 1 >= 1 entries");
         return -1;
     }
@@ -496,11 +508,11 @@ static int step_from(PyObject *qsl, PyObject *seq, PyObject *bt, PyObject *enc, 
                                    .encoder_seq_lens = s->has_enc ? s->enc.buf : NULL};
     return 0;
 f3:
-    PyBuffer_Release(&s->bt);
+    pyattn_buf_release(&s->bt);
 f2:
-    PyBuffer_Release(&s->seq);
+    pyattn_buf_release(&s->seq);
 f1:
-    PyBuffer_Release(&s->qsl);
+    pyattn_buf_release(&s->qsl);
     return -1;
 }
 
@@ -564,13 +576,13 @@ static PyObject *py_forward(PyObject *self, PyObject *args, PyObject *kw)
     r = st == ATTN_OK ? Py_NewRef(Py_None) : pyattn_raise(st, "forward failed");
     step_release(&s);
 f4:
-    PyBuffer_Release(&sb);
+    pyattn_buf_release(&sb);
 f3:
-    if (has_lse) PyBuffer_Release(&lb);
+    if (has_lse) pyattn_buf_release(&lb);
 f2:
-    PyBuffer_Release(&ob);
+    pyattn_buf_release(&ob);
 f1:
-    PyBuffer_Release(&qb);
+    pyattn_buf_release(&qb);
     return r;
 }
 
