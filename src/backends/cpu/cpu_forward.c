@@ -215,6 +215,7 @@ attn_status attn__cpu_attn_forward_isa(const attn__cpu_isa *isa, const attn_forw
     c.q_esz = attn_elem_size(c.q_elem);
     c.kv_esz = a->k ? c.q_esz : attn_elem_size(a->kv->elem);
     c.prec = c.q_elem == ATTN_ELEM_BF16 ? ATTN_CPU_PREC_BF16 : ATTN_CPU_PREC_SPLIT;
+    c.avx2_store = attn_cpu_has(ATTN_CPU_AVX2);
     atomic_init(&c.oom, 0);
     attn__pool *pool = attn__pool_global();
     int64_t per = (int64_t)c.KVH * c.HG;

@@ -46,7 +46,8 @@ typedef struct {
     int window;
     float scale;
     attn__cpu_prec prec;
-    bool serial; /* too little work to wake the pool for: the caller runs it all */
+    bool serial;     /* too little work to wake the pool for: the caller runs it all */
+    bool avx2_store; /* finished bf16 rows stored 8 wide (attn_cpu_has(AVX2)) */
     atomic_int oom;
 } attn__cpu_fwd_ctx;
 
