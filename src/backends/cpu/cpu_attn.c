@@ -203,9 +203,4 @@ static const attn_kernel_ops cpu_kernel = {
     .variant = cpu_variant,
 };
 
-const attn_backend attn__backend_cpu_attn = {
-    .abi_version = ATTN_BACKEND_ABI_VERSION,
-    .struct_size = sizeof(attn_backend),
-    .desc = &attn__desc_cpu_attn,
-    .kernel = &cpu_kernel,
-};
+const attn_backend attn__backend_cpu_attn = ATTN__CPU_BACKEND(&attn__desc_cpu_attn, &cpu_kernel);

@@ -2,6 +2,7 @@
 #include <string.h>
 
 #include "backends/cpu/cpu_attn.h"
+#include "backends/reference/reference.h"
 #include "util/error.h"
 
 /* (2, num_blocks, num_kv_heads, block_size, head_size), memory in that
@@ -33,32 +34,15 @@ static const int cpu_block_sizes[] = {16};
 static const int cpu_head_sizes[] = {32, 64, 80, 96, 112, 128, 160, 192, 224, 256, 512};
 
 const attn_backend_desc attn__desc_cpu_attn = {
-    .abi_version = ATTN_BACKEND_ABI_VERSION,
-    .struct_size = sizeof(attn_backend_desc),
+    ATTN__CPU_DESC_COMMON,
     .name = "CPU_ATTN",
-    .platforms = "CPU",
-    .dtypes = ATTN_DTYPE_BIT(ATTN_DTYPE_FP16) | ATTN_DTYPE_BIT(ATTN_DTYPE_BF16) |
-              ATTN_DTYPE_BIT(ATTN_DTYPE_FP32),
     .kv_dtypes = ATTN_KV_BIT(ATTN_KV_AUTO) | ATTN_KV_BIT(ATTN_KV_FP8) |
                  ATTN_KV_BIT(ATTN_KV_FP8_E4M3) | ATTN_KV_BIT(ATTN_KV_FP8_E5M2),
     .block_sizes = cpu_block_sizes,
     .n_block_sizes = 1,
     .heads = {.sizes = cpu_head_sizes,
               .n_sizes = (int)(sizeof cpu_head_sizes / sizeof cpu_head_sizes[0])},
-    .is_mla = false,
-    .supports_sink = true,
-    .supports_per_head_quant_scales = true,
-    .supports_non_causal = true,
     .supports_batch_invariance = false,
-    .attn_types = ATTN_TYPE_BIT(ATTN_TYPE_DECODER) | ATTN_TYPE_BIT(ATTN_TYPE_ENCODER) |
-                  ATTN_TYPE_BIT(ATTN_TYPE_ENCODER_ONLY) | ATTN_TYPE_BIT(ATTN_TYPE_ENCODER_DECODER),
-    .cg_support = ATTN_CG_NEVER,
-    .can_return_lse_for_decode = true,
-    /* natural-log LSE from every variant; DCP runs over attn_dcp (attn/dcp.h);
-     * no prefill context parallelism */
-    .lse_base = ATTN_LSE_BASE_E,
-    .supports_pcp = false,
-    .supports_dcp = true,
     .required_layout = ATTN_LAYOUT_HND,
     .kv_cache_shape = cpu_kv_shape,
     .kv_stride_order = NULL,

@@ -240,40 +240,18 @@ const attn_builder_ops attn__builder_reference = {
  * both layouts are fine. */
 
 const attn_backend_desc attn__desc_reference = {
-    .abi_version = ATTN_BACKEND_ABI_VERSION,
-    .struct_size = sizeof(attn_backend_desc),
+    ATTN__CPU_DESC_COMMON,
     .name = "REFERENCE",
-    .platforms = "CPU",
-    .dtypes = ATTN_DTYPE_BIT(ATTN_DTYPE_FP16) | ATTN_DTYPE_BIT(ATTN_DTYPE_BF16) |
-              ATTN_DTYPE_BIT(ATTN_DTYPE_FP32),
     .kv_dtypes = ATTN_KV_BIT(ATTN_KV_AUTO) | ATTN_KV_BIT(ATTN_KV_FLOAT16) |
                  ATTN_KV_BIT(ATTN_KV_BFLOAT16) | ATTN_KV_BIT(ATTN_KV_FP8) |
                  ATTN_KV_BIT(ATTN_KV_FP8_E4M3) | ATTN_KV_BIT(ATTN_KV_FP8_E5M2),
     .n_block_sizes = 0, /* any */
     .heads = {0},       /* any */
-    .is_mla = false,
-    .supports_sink = true,
-    .supports_per_head_quant_scales = true,
-    .supports_non_causal = true,
     .supports_batch_invariance = true,
-    .attn_types = ATTN_TYPE_BIT(ATTN_TYPE_DECODER) | ATTN_TYPE_BIT(ATTN_TYPE_ENCODER) |
-                  ATTN_TYPE_BIT(ATTN_TYPE_ENCODER_ONLY) | ATTN_TYPE_BIT(ATTN_TYPE_ENCODER_DECODER),
-    .cg_support = ATTN_CG_NEVER,
-    .can_return_lse_for_decode = true,
-    /* natural-log LSE from every variant; DCP runs over attn_dcp (attn/dcp.h);
-     * no prefill context parallelism */
-    .lse_base = ATTN_LSE_BASE_E,
-    .supports_pcp = false,
-    .supports_dcp = true,
     .required_layout = ATTN_LAYOUT_DEFAULT,
     .kv_cache_shape = attn__kv_shape_split,
     .kv_stride_order = attn__stride_order_flash,
     .builder = &attn__builder_reference,
 };
 
-const attn_backend attn__backend_reference = {
-    .abi_version = ATTN_BACKEND_ABI_VERSION,
-    .struct_size = sizeof(attn_backend),
-    .desc = &attn__desc_reference,
-    .kernel = &ref_kernel,
-};
+const attn_backend attn__backend_reference = ATTN__CPU_BACKEND(&attn__desc_reference, &ref_kernel);
