@@ -12,16 +12,21 @@
 #include "util/error.h"
 #include "util/threadpool.h"
 
+/* This thread's scratch; NULL (and the forward fails) when out of memory. */
+static attn__cpu_scratch *phase_scratch(attn__cpu_fwd_ctx *c)
+{
+    attn__cpu_scratch *sc = attn__cpu_scratch_get();
+    if (!sc) atomic_store(&c->oom, 1);
+    return sc;
+}
+
 /* unit u of a phase with builder tiles: tile-major so cost order holds */
 static void tiles_fn(void *ctx, int64_t b, int64_t e, int tid)
 {
     (void)tid;
     attn__cpu_fwd_ctx *c = ctx;
-    attn__cpu_scratch *sc = attn__cpu_scratch_get();
-    if (!sc) {
-        atomic_store(&c->oom, 1);
-        return;
-    }
+    attn__cpu_scratch *sc = phase_scratch(c);
+    if (!sc) return;
     if (c->MH > 1) {
         int per = (c->KVH + c->MH - 1) / c->MH;
         for (int64_t u = b; u < e; u++) {
@@ -44,11 +49,8 @@ static void plain_fn(void *ctx, int64_t b, int64_t e, int tid)
 {
     (void)tid;
     attn__cpu_fwd_ctx *c = ctx;
-    attn__cpu_scratch *sc = attn__cpu_scratch_get();
-    if (!sc) {
-        atomic_store(&c->oom, 1);
-        return;
-    }
+    attn__cpu_scratch *sc = phase_scratch(c);
+    if (!sc) return;
     const int32_t *qsl = c->a->common->query_start_loc;
     int per = c->KVH * c->HG;
     int tt = attn__cpu_tile_tokens(c->G);
@@ -69,11 +71,8 @@ static void merge_fn(void *ctx, int64_t b, int64_t e, int tid)
     (void)tid;
     attn__cpu_fwd_ctx *c = ctx;
     const int32_t *qsl = c->a->common->query_start_loc;
-    attn__cpu_scratch *sc = attn__cpu_scratch_get();
-    if (!sc) {
-        atomic_store(&c->oom, 1);
-        return;
-    }
+    attn__cpu_scratch *sc = phase_scratch(c);
+    if (!sc) return;
     float *o = sc->o;
     for (int64_t i = b; i < e; i++) {
         const attn__cpu_split *sp = &c->md->splits[i];

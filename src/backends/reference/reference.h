@@ -94,6 +94,11 @@ static inline bool attn__elem_is_fp8(attn_elem e)
         .desc = (desc_), .kernel = (kernel_),                                                      \
     }
 
+/* fp8 -> fp32 by table (the scalar conversions' values without ldexpf per
+ * element), filled by attn__fp8_tables_init (once; call before reading). */
+extern float attn__fp8_e4m3_f32[256], attn__fp8_e5m2_f32[256];
+void attn__fp8_tables_init(void);
+
 /* Dequantisation factor of a cache (1 for non-fp8 caches). */
 static inline float attn__kv_scale(const attn_kv_view *kv, int kvh, bool value)
 {
