@@ -1,4 +1,7 @@
-/* torch CPU tensors read in place, without a numpy view per call.
+/* Buffers of the kernel calls: numpy arrays through the buffer protocol,
+ * torch CPU tensors read in place, both checked the same way.
+ *
+ * Tensors need no numpy view per call.
  *
  * Making a numpy view of a tensor from Python (detach, view as int16 for
  * bf16, numpy()) costs about 10 us per tensor, which for a small decode is
@@ -7,6 +10,7 @@
  * lookups, and checked as the numpy path checks them. torch is never
  * imported from here: it is looked up in sys.modules, where it must be
  * for a tensor to exist. */
+#include <stdio.h>
 #include <string.h>
 
 #include "pyattn.h"
@@ -238,4 +242,88 @@ void pyattn_buf_release(Py_buffer *b)
         return;
     }
     PyBuffer_Release(b);
+}
+
+/* ---- checked buffers ------------------------------------------------------------ */
+
+static const char *const kind_names[] = {"float32", "float16", "bfloat16 (as 16-bit ints)",
+                                         "uint8",   "int32",   "int64"};
+/* the package's name of each kind, as a torch tensor's dtype must read */
+static const char *const kind_dtypes[] = {"fp32", "fp16", "bf16", "uint8", "int32", "int64"};
+
+buf_kind pyattn_elem_kind(attn_elem e)
+{
+    return e == ATTN_ELEM_F32    ? K_F32
+           : e == ATTN_ELEM_F16  ? K_F16
+           : e == ATTN_ELEM_BF16 ? K_BF16
+                                 : K_U8;
+}
+
+static bool format_ok(const Py_buffer *b, buf_kind k)
+{
+    const char *f = b->format ? b->format : "B";
+    if (*f == '<' || *f == '=' || *f == '@') f++;
+    if (!f[0] || f[1]) return false;
+    switch (k) {
+    case K_F32: return *f == 'f' && b->itemsize == 4;
+    case K_F16: return *f == 'e' && b->itemsize == 2;
+    case K_BF16: return (*f == 'H' || *f == 'h') && b->itemsize == 2;
+    case K_U8: return (*f == 'B' || *f == 'b') && b->itemsize == 1;
+    case K_I32: return strchr("iIlL", *f) && b->itemsize == 4;
+    case K_I64: return strchr("qQlLnN", *f) && b->itemsize == 8;
+    }
+    return false;
+}
+
+int pyattn_get_buf_as(PyObject *o, const char *name, buf_kind kind, bool writable, bool by_dtype,
+                      int ndim, const Py_ssize_t *shape, Py_buffer *b)
+{
+    int t = pyattn_tensor_buf(o, name, by_dtype ? kind_dtypes[kind] : NULL, b);
+    if (t < 0) return -1;
+    if (!t && PyObject_GetBuffer(o, b, PyBUF_RECORDS_RO | (writable ? PyBUF_WRITABLE : 0)) < 0) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_TypeError,
+                     "%s must be a %sCPU array (numpy array or torch tensor), not %s", name,
+                     writable ? "writable " : "", Py_TYPE(o)->tp_name);
+        return -1;
+    }
+    const char *why = NULL;
+    char text[160];
+    if (!format_ok(b, kind)) {
+        snprintf(text, sizeof text, "elements must be %s, got format '%s' of %zd bytes",
+                 kind_names[kind], b->format ? b->format : "B", b->itemsize);
+        why = text;
+    } else if (ndim && b->ndim != ndim) {
+        snprintf(text, sizeof text, "must have %d dimensions, got %d", ndim, b->ndim);
+        why = text;
+    } else if (!pyattn_buf_contiguous(b)) {
+        why = "must be C-contiguous (make a contiguous copy first)";
+    }
+    for (int i = 0; !why && ndim && i < ndim; i++) {
+        if (shape[i] >= 0 && b->shape[i] != shape[i]) {
+            char want[96] = "", got[96] = "";
+            for (int j = 0, o1 = 0, o2 = 0; j < ndim; j++) {
+                o1 += shape[j] >= 0
+                          ? snprintf(want + o1, sizeof want - (size_t)o1, "%s%zd", j ? ", " : "",
+                                     shape[j])
+                          : snprintf(want + o1, sizeof want - (size_t)o1, "%s*", j ? ", " : "");
+                o2 += snprintf(got + o2, sizeof got - (size_t)o2, "%s%zd", j ? ", " : "",
+                               b->shape[j]);
+            }
+            snprintf(text, sizeof text, "must have shape (%s), got (%s)", want, got);
+            why = text;
+        }
+    }
+    if (why) {
+        PyErr_Format(PyExc_ValueError, "%s %s", name, why);
+        pyattn_buf_release(b);
+        return -1;
+    }
+    return 0;
+}
+
+int pyattn_get_buf(PyObject *o, const char *name, buf_kind kind, bool writable, int ndim,
+                   const Py_ssize_t *shape, Py_buffer *b)
+{
+    return pyattn_get_buf_as(o, name, kind, writable, true, ndim, shape, b);
 }
