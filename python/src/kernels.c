@@ -1,94 +1,17 @@
 /* libattn._core, second half: KV-cache layouts, writes into a paged cache,
  * and the kernels (forward, MLA forward_mqa) over caller-owned memory.
  *
- * Memory comes through the buffer protocol (numpy arrays; torch tensors
- * arrive as numpy views of the same storage), never copied. Every buffer is
- * checked here - element type, dimensions, C-contiguity, writability, and
- * that the cache view's furthest element lies inside its storage - before
- * the C API sees a pointer; the C API then applies its own checks, so a bad
+ * Memory comes through the buffer protocol (numpy arrays) or as torch
+ * tensors read in place, never copied. Every buffer is checked (buffers.c:
+ * element type, dimensions, C-contiguity, writability; here: that the cache
+ * view's furthest element lies inside its storage) before the C API sees a
+ * pointer; the C API then applies its own checks, so a bad
  * call raises and writes nothing. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "pyattn.h"
-
-/* What a buffer must hold. bf16 travels as 16-bit integers (numpy has no
- * bfloat16 format character); fp8 caches as bytes. */
-typedef enum { K_F32, K_F16, K_BF16, K_U8, K_I32, K_I64 } buf_kind;
-static const char *const kind_names[] = {"float32", "float16", "bfloat16 (as 16-bit ints)",
-                                         "uint8",   "int32",   "int64"};
-
-static buf_kind elem_kind(attn_elem e)
-{
-    return e == ATTN_ELEM_F32    ? K_F32
-           : e == ATTN_ELEM_F16  ? K_F16
-           : e == ATTN_ELEM_BF16 ? K_BF16
-                                 : K_U8;
-}
-
-static bool format_ok(const Py_buffer *b, buf_kind k)
-{
-    const char *f = b->format ? b->format : "B";
-    if (*f == '<' || *f == '=' || *f == '@') f++;
-    if (!f[0] || f[1]) return false;
-    switch (k) {
-    case K_F32: return *f == 'f' && b->itemsize == 4;
-    case K_F16: return *f == 'e' && b->itemsize == 2;
-    case K_BF16: return (*f == 'H' || *f == 'h') && b->itemsize == 2;
-    case K_U8: return (*f == 'B' || *f == 'b') && b->itemsize == 1;
-    case K_I32: return strchr("iIlL", *f) && b->itemsize == 4;
-    case K_I64: return strchr("qQlLnN", *f) && b->itemsize == 8;
-    }
-    return false;
-}
-
-/* Gets and checks a buffer. ndim 0 = any number of dimensions; shape entries
- * -1 = any extent. Returns 0, or -1 with an exception (nothing held). */
-static int get_buf(PyObject *o, const char *name, buf_kind kind, bool writable, int ndim,
-                   const Py_ssize_t *shape, Py_buffer *b)
-{
-    if (PyObject_GetBuffer(o, b, PyBUF_RECORDS_RO | (writable ? PyBUF_WRITABLE : 0)) < 0) {
-        PyErr_Clear();
-        PyErr_Format(PyExc_TypeError,
-                     "%s must be a %sCPU array (numpy array or torch tensor), not %s", name,
-                     writable ? "writable " : "", Py_TYPE(o)->tp_name);
-        return -1;
-    }
-    const char *why = NULL;
-    char text[160];
-    if (!format_ok(b, kind)) {
-        snprintf(text, sizeof text, "elements must be %s, got format '%s' of %zd bytes",
-                 kind_names[kind], b->format ? b->format : "B", b->itemsize);
-        why = text;
-    } else if (ndim && b->ndim != ndim) {
-        snprintf(text, sizeof text, "must have %d dimensions, got %d", ndim, b->ndim);
-        why = text;
-    } else if (!PyBuffer_IsContiguous(b, 'C')) {
-        why = "must be C-contiguous (make a contiguous copy first)";
-    }
-    for (int i = 0; !why && ndim && i < ndim; i++) {
-        if (shape[i] >= 0 && b->shape[i] != shape[i]) {
-            char want[96] = "", got[96] = "";
-            for (int j = 0, o1 = 0, o2 = 0; j < ndim; j++) {
-                o1 += shape[j] >= 0
-                          ? snprintf(want + o1, sizeof want - (size_t)o1, "%s%zd", j ? ", " : "",
-                                     shape[j])
-                          : snprintf(want + o1, sizeof want - (size_t)o1, "%s*", j ? ", " : "");
-                o2 += snprintf(got + o2, sizeof got - (size_t)o2, "%s%zd", j ? ", " : "",
-                               b->shape[j]);
-            }
-            snprintf(text, sizeof text, "must have shape (%s), got (%s)", want, got);
-            why = text;
-        }
-    }
-    if (why) {
-        PyErr_Format(PyExc_ValueError, "%s %s", name, why);
-        PyBuffer_Release(b);
-        return -1;
-    }
-    return 0;
-}
 
 /* ---- dict fields -------------------------------------------------------------- */
 
@@ -186,13 +109,14 @@ static int view_from(PyObject *d, PyObject *storage, bool writable, attn_kv_view
     __int128 last = (__int128)(nb - 1) * sb + (__int128)(bs - 1) * st + (__int128)(kvh - 1) * sh;
     __int128 kend = last + ko + hs, vend = last + vo + (hsv ? hsv : hs);
     __int128 need = (kend > vend ? kend : vend) * (__int128)attn_elem_size(v->elem);
-    if (get_buf(storage, "kv cache storage", elem_kind(v->elem), writable, 0, NULL, b) < 0)
+    if (pyattn_get_buf_as(storage, "kv cache storage", pyattn_elem_kind(v->elem), writable, false,
+                          0, NULL, b) < 0)
         return -1;
     if (need > (__int128)b->len) {
         PyErr_Format(PyExc_ValueError,
                      "kv cache view reaches byte %lld but the storage holds %zd bytes",
                      (long long)need, b->len);
-        PyBuffer_Release(b);
+        pyattn_buf_release(b);
         return -1;
     }
     v->data = b->buf;
@@ -272,27 +196,27 @@ static PyObject *py_kv_write(PyObject *self, PyObject *args)
     if (parse_dtype(ds, &dt) < 0 || view_from(vd, storage, true, &view, &sb) < 0) return NULL;
     PyObject *r = NULL;
     Py_ssize_t any1[1] = {-1};
-    if (get_buf(slots, "slot_mapping", K_I64, false, 1, any1, &slb) == 0) {
+    if (pyattn_get_buf(slots, "slot_mapping", K_I64, false, 1, any1, &slb) == 0) {
         Py_ssize_t T = slb.shape[0];
         Py_ssize_t ks[3] = {T, view.num_kv_heads, view.head_size};
         Py_ssize_t vs[3] = {T, view.num_kv_heads,
                             view.head_size_v ? view.head_size_v : view.head_size};
-        buf_kind ek = elem_kind(attn_dtype_elem(dt));
-        if (get_buf(k, "key", ek, false, 3, ks, &kb) == 0) {
+        buf_kind ek = pyattn_elem_kind(attn_dtype_elem(dt));
+        if (pyattn_get_buf(k, "key", ek, false, 3, ks, &kb) == 0) {
             bool has_v = v != Py_None;
-            if (!has_v || get_buf(v, "value", ek, false, 3, vs, &vb) == 0) {
+            if (!has_v || pyattn_get_buf(v, "value", ek, false, 3, vs, &vb) == 0) {
                 attn_status st;
                 Py_BEGIN_ALLOW_THREADS st = attn_kv_write(
                     &view, slb.buf, (int)T, kb.buf, has_v ? vb.buf : NULL, attn_dtype_elem(dt));
                 Py_END_ALLOW_THREADS r =
                     st == ATTN_OK ? Py_NewRef(Py_None) : pyattn_raise(st, "kv write failed");
-                if (has_v) PyBuffer_Release(&vb);
+                if (has_v) pyattn_buf_release(&vb);
             }
-            PyBuffer_Release(&kb);
+            pyattn_buf_release(&kb);
         }
-        PyBuffer_Release(&slb);
+        pyattn_buf_release(&slb);
     }
-    PyBuffer_Release(&sb);
+    pyattn_buf_release(&sb);
     return r;
 }
 
@@ -310,24 +234,24 @@ static PyObject *py_mla_write_latent(PyObject *self, PyObject *args)
     PyObject *r = NULL;
     Py_ssize_t any1[1] = {-1};
     int lora = attn_mla_view_latent_dim(&view);
-    if (get_buf(slots, "slot_mapping", K_I64, false, 1, any1, &slb) == 0) {
+    if (pyattn_get_buf(slots, "slot_mapping", K_I64, false, 1, any1, &slb) == 0) {
         Py_ssize_t T = slb.shape[0];
         Py_ssize_t ls[2] = {T, lora}, rs[2] = {T, view.head_size - lora};
-        buf_kind ek = elem_kind(attn_dtype_elem(dt));
-        if (get_buf(lat, "latent", ek, false, 2, ls, &lb) == 0) {
-            if (get_buf(rope, "k_rope", ek, false, 2, rs, &rb) == 0) {
+        buf_kind ek = pyattn_elem_kind(attn_dtype_elem(dt));
+        if (pyattn_get_buf(lat, "latent", ek, false, 2, ls, &lb) == 0) {
+            if (pyattn_get_buf(rope, "k_rope", ek, false, 2, rs, &rb) == 0) {
                 attn_status st;
                 Py_BEGIN_ALLOW_THREADS st =
                     attn_mla_write_latent(&view, slb.buf, (int)T, lb.buf, rb.buf, dt);
                 Py_END_ALLOW_THREADS r =
                     st == ATTN_OK ? Py_NewRef(Py_None) : pyattn_raise(st, "latent write failed");
-                PyBuffer_Release(&rb);
+                pyattn_buf_release(&rb);
             }
-            PyBuffer_Release(&lb);
+            pyattn_buf_release(&lb);
         }
-        PyBuffer_Release(&slb);
+        pyattn_buf_release(&slb);
     }
-    PyBuffer_Release(&sb);
+    pyattn_buf_release(&sb);
     return r;
 }
 
@@ -357,10 +281,10 @@ static int head_vector(PyObject *o, const char *name, int heads, float **out)
     if (!o || o == Py_None) return 0;
     Py_buffer b;
     Py_ssize_t shape[1] = {heads};
-    if (get_buf(o, name, K_F32, false, 1, shape, &b) < 0) return -1;
+    if (pyattn_get_buf(o, name, K_F32, false, 1, shape, &b) < 0) return -1;
     *out = malloc(sizeof(float) * (size_t)heads);
     if (*out) memcpy(*out, b.buf, sizeof(float) * (size_t)heads);
-    PyBuffer_Release(&b);
+    pyattn_buf_release(&b);
     if (!*out) return PyErr_NoMemory(), -1;
     return 0;
 }
@@ -452,10 +376,10 @@ typedef struct step_bufs {
 
 static void step_release(step_bufs *s)
 {
-    PyBuffer_Release(&s->qsl);
-    PyBuffer_Release(&s->seq);
-    PyBuffer_Release(&s->bt);
-    if (s->has_enc) PyBuffer_Release(&s->enc);
+    pyattn_buf_release(&s->qsl);
+    pyattn_buf_release(&s->seq);
+    pyattn_buf_release(&s->bt);
+    if (s->has_enc) pyattn_buf_release(&s->enc);
 }
 
 static int step_from(PyObject *qsl, PyObject *seq, PyObject *bt, PyObject *enc, int causal,
@@ -463,18 +387,18 @@ static int step_from(PyObject *qsl, PyObject *seq, PyObject *bt, PyObject *enc, 
 {
     memset(s, 0, sizeof *s);
     Py_ssize_t any1[1] = {-1}, any2[2] = {-1, -1};
-    if (get_buf(qsl, "query_start_loc", K_I32, false, 1, any1, &s->qsl) < 0) return -1;
+    if (pyattn_get_buf(qsl, "query_start_loc", K_I32, false, 1, any1, &s->qsl) < 0) return -1;
     Py_ssize_t R = s->qsl.shape[0] - 1, rs[1] = {R < 0 ? 0 : R}, bs[2] = {R < 0 ? 0 : R, -1};
     if (R < 0) {
-        PyBuffer_Release(&s->qsl);
+        pyattn_buf_release(&s->qsl);
         PyErr_SetString(PyExc_ValueError, "query_start_loc must have num_reqs + 1 >= 1 entries");
         return -1;
     }
     (void)any2;
-    if (get_buf(seq, "seq_lens", K_I32, false, 1, rs, &s->seq) < 0) goto f1;
-    if (get_buf(bt, "block_table", K_I32, false, 2, bs, &s->bt) < 0) goto f2;
+    if (pyattn_get_buf(seq, "seq_lens", K_I32, false, 1, rs, &s->seq) < 0) goto f1;
+    if (pyattn_get_buf(bt, "block_table", K_I32, false, 2, bs, &s->bt) < 0) goto f2;
     if (enc && enc != Py_None) {
-        if (get_buf(enc, "encoder_seq_lens", K_I32, false, 1, rs, &s->enc) < 0) goto f3;
+        if (pyattn_get_buf(enc, "encoder_seq_lens", K_I32, false, 1, rs, &s->enc) < 0) goto f3;
         s->has_enc = true;
     }
     const int32_t *q = s->qsl.buf, *sl = s->seq.buf;
@@ -496,11 +420,11 @@ static int step_from(PyObject *qsl, PyObject *seq, PyObject *bt, PyObject *enc, 
                                    .encoder_seq_lens = s->has_enc ? s->enc.buf : NULL};
     return 0;
 f3:
-    PyBuffer_Release(&s->bt);
+    pyattn_buf_release(&s->bt);
 f2:
-    PyBuffer_Release(&s->seq);
+    pyattn_buf_release(&s->seq);
 f1:
-    PyBuffer_Release(&s->qsl);
+    pyattn_buf_release(&s->qsl);
     return -1;
 }
 
@@ -528,15 +452,15 @@ static PyObject *py_forward(PyObject *self, PyObject *args, PyObject *kw)
     bool mla = k->b->desc->is_mla;
     int dq = mla ? l->head_size : l->head_size;
     int dv = mla ? l->kv_lora_rank : (l->head_size_v ? l->head_size_v : l->head_size);
-    buf_kind ek = elem_kind(attn_dtype_elem(l->dtype));
+    buf_kind ek = pyattn_elem_kind(attn_dtype_elem(l->dtype));
     Py_buffer qb, ob, lb, sb;
     Py_ssize_t qs[3] = {-1, l->num_heads, dq};
-    if (get_buf(q, "q", ek, false, 3, qs, &qb) < 0) return NULL;
+    if (pyattn_get_buf(q, "q", ek, false, 3, qs, &qb) < 0) return NULL;
     Py_ssize_t T = qb.shape[0], os[3] = {T, l->num_heads, dv}, ls[2] = {T, l->num_heads};
     PyObject *r = NULL;
     bool has_lse = lse != Py_None;
-    if (get_buf(out, "out", ek, true, 3, os, &ob) < 0) goto f1;
-    if (has_lse && get_buf(lse, "lse", K_F32, true, 2, ls, &lb) < 0) goto f2;
+    if (pyattn_get_buf(out, "out", ek, true, 3, os, &ob) < 0) goto f1;
+    if (has_lse && pyattn_get_buf(lse, "lse", K_F32, true, 2, ls, &lb) < 0) goto f2;
     attn_kv_view view;
     if (view_from(vd, storage, false, &view, &sb) < 0) goto f3;
     step_bufs s;
@@ -564,13 +488,13 @@ static PyObject *py_forward(PyObject *self, PyObject *args, PyObject *kw)
     r = st == ATTN_OK ? Py_NewRef(Py_None) : pyattn_raise(st, "forward failed");
     step_release(&s);
 f4:
-    PyBuffer_Release(&sb);
+    pyattn_buf_release(&sb);
 f3:
-    if (has_lse) PyBuffer_Release(&lb);
+    if (has_lse) pyattn_buf_release(&lb);
 f2:
-    PyBuffer_Release(&ob);
+    pyattn_buf_release(&ob);
 f1:
-    PyBuffer_Release(&qb);
+    pyattn_buf_release(&qb);
     return r;
 }
 

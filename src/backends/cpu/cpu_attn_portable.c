@@ -6,22 +6,11 @@
  * loops are simple enough for the compiler to vectorise with baseline
  * SSE2. */
 #include <math.h>
-#include <pthread.h>
 
 #include "attn/cpu.h"
 #include "backends/cpu/cpu_attn.h"
+#include "backends/reference/reference.h"
 #include "util/numeric.h"
-
-static float g_e4m3[256], g_e5m2[256];
-static pthread_once_t g_tab_once = PTHREAD_ONCE_INIT;
-
-static void tables_init(void)
-{
-    for (int i = 0; i < 256; i++) {
-        g_e4m3[i] = attn__e4m3_to_f32((uint8_t)i);
-        g_e5m2[i] = attn__e5m2_to_f32((uint8_t)i);
-    }
-}
 
 static bool portable_usable(void)
 {
@@ -55,13 +44,13 @@ static void load_rows(float *dst, int ld, const void *src, int64_t stride, int n
         case ATTN_ELEM_FP8_E4M3: {
             const uint8_t *s = (const uint8_t *)src + j * stride;
             for (int i = 0; i < d; i++)
-                o[i] = g_e4m3[s[i]];
+                o[i] = attn__fp8_e4m3_f32[s[i]];
             break;
         }
         default: {
             const uint8_t *s = (const uint8_t *)src + j * stride;
             for (int i = 0; i < d; i++)
-                o[i] = g_e5m2[s[i]];
+                o[i] = attn__fp8_e5m2_f32[s[i]];
             break;
         }
         }
@@ -70,7 +59,7 @@ static void load_rows(float *dst, int ld, const void *src, int64_t stride, int n
 
 static void portable_prep_q(attn__cpu_job *j, const void *const *qrows)
 {
-    pthread_once(&g_tab_once, tables_init);
+    attn__fp8_tables_init();
     float *q = j->qbuf;
     for (int r = 0; r < j->R; r++)
         load_rows(q + (size_t)r * j->D, j->D, qrows[r], 0, 1, j->D, j->q_elem);

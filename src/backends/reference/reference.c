@@ -14,24 +14,27 @@
 #include "util/error.h"
 #include "util/numeric.h"
 
-/* fp8 decodes through tables filled once from the scalar conversions (the
- * same values, without ldexpf per element) */
-static float g_e4m3[256], g_e5m2[256];
+float attn__fp8_e4m3_f32[256], attn__fp8_e5m2_f32[256];
 static pthread_once_t g_tab_once = PTHREAD_ONCE_INIT;
 
 static void tables_init(void)
 {
     for (int i = 0; i < 256; i++) {
-        g_e4m3[i] = attn__e4m3_to_f32((uint8_t)i);
-        g_e5m2[i] = attn__e5m2_to_f32((uint8_t)i);
+        attn__fp8_e4m3_f32[i] = attn__e4m3_to_f32((uint8_t)i);
+        attn__fp8_e5m2_f32[i] = attn__e5m2_to_f32((uint8_t)i);
     }
+}
+
+void attn__fp8_tables_init(void)
+{
+    pthread_once(&g_tab_once, tables_init);
 }
 
 static inline double load(const void *p, attn_elem e, int i)
 {
     switch (e) {
-    case ATTN_ELEM_FP8_E4M3: return g_e4m3[((const uint8_t *)p)[i]];
-    case ATTN_ELEM_FP8_E5M2: return g_e5m2[((const uint8_t *)p)[i]];
+    case ATTN_ELEM_FP8_E4M3: return attn__fp8_e4m3_f32[((const uint8_t *)p)[i]];
+    case ATTN_ELEM_FP8_E5M2: return attn__fp8_e5m2_f32[((const uint8_t *)p)[i]];
     default: return attn__load_elem(p, e, (size_t)i);
     }
 }
@@ -133,7 +136,7 @@ attn_status attn__reference_forward(const attn_forward_args *a)
     int D = l->head_size, Dv = attn__fwd_head_size_v(l);
     double *buf = malloc(sizeof(double) * (size_t)(D + Dv));
     if (!buf) return attn__fail(ATTN_OUT_OF_MEMORY, "REFERENCE: out of memory");
-    pthread_once(&g_tab_once, tables_init);
+    attn__fp8_tables_init();
     ref_ctx c = {.a = a, .qe = attn_dtype_elem(l->dtype)};
     if (!a->k) c.kv_esz = attn_elem_size(a->kv->elem);
     for (int r = 0; r < cm->num_reqs; r++) {
@@ -240,40 +243,18 @@ const attn_builder_ops attn__builder_reference = {
  * both layouts are fine. */
 
 const attn_backend_desc attn__desc_reference = {
-    .abi_version = ATTN_BACKEND_ABI_VERSION,
-    .struct_size = sizeof(attn_backend_desc),
+    ATTN__CPU_DESC_COMMON,
     .name = "REFERENCE",
-    .platforms = "CPU",
-    .dtypes = ATTN_DTYPE_BIT(ATTN_DTYPE_FP16) | ATTN_DTYPE_BIT(ATTN_DTYPE_BF16) |
-              ATTN_DTYPE_BIT(ATTN_DTYPE_FP32),
     .kv_dtypes = ATTN_KV_BIT(ATTN_KV_AUTO) | ATTN_KV_BIT(ATTN_KV_FLOAT16) |
                  ATTN_KV_BIT(ATTN_KV_BFLOAT16) | ATTN_KV_BIT(ATTN_KV_FP8) |
                  ATTN_KV_BIT(ATTN_KV_FP8_E4M3) | ATTN_KV_BIT(ATTN_KV_FP8_E5M2),
     .n_block_sizes = 0, /* any */
     .heads = {0},       /* any */
-    .is_mla = false,
-    .supports_sink = true,
-    .supports_per_head_quant_scales = true,
-    .supports_non_causal = true,
     .supports_batch_invariance = true,
-    .attn_types = ATTN_TYPE_BIT(ATTN_TYPE_DECODER) | ATTN_TYPE_BIT(ATTN_TYPE_ENCODER) |
-                  ATTN_TYPE_BIT(ATTN_TYPE_ENCODER_ONLY) | ATTN_TYPE_BIT(ATTN_TYPE_ENCODER_DECODER),
-    .cg_support = ATTN_CG_NEVER,
-    .can_return_lse_for_decode = true,
-    /* natural-log LSE from every variant; DCP runs over attn_dcp (attn/dcp.h);
-     * no prefill context parallelism */
-    .lse_base = ATTN_LSE_BASE_E,
-    .supports_pcp = false,
-    .supports_dcp = true,
     .required_layout = ATTN_LAYOUT_DEFAULT,
     .kv_cache_shape = attn__kv_shape_split,
     .kv_stride_order = attn__stride_order_flash,
     .builder = &attn__builder_reference,
 };
 
-const attn_backend attn__backend_reference = {
-    .abi_version = ATTN_BACKEND_ABI_VERSION,
-    .struct_size = sizeof(attn_backend),
-    .desc = &attn__desc_reference,
-    .kernel = &ref_kernel,
-};
+const attn_backend attn__backend_reference = ATTN__CPU_BACKEND(&attn__desc_reference, &ref_kernel);

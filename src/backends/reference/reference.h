@@ -68,6 +68,37 @@ static inline bool attn__elem_is_fp8(attn_elem e)
     return e == ATTN_ELEM_FP8_E4M3 || e == ATTN_ELEM_FP8_E5M2;
 }
 
+/* What both CPU kernels of this library (REFERENCE and CPU_ATTN) support,
+ * stated once for their descriptors: fp16/bf16/fp32 activations, sinks,
+ * per-head fp8 scales, non-causal attention of every type, natural-log LSE
+ * from every variant (also for decode); DCP runs over attn_dcp
+ * (attn/dcp.h); no prefill context parallelism, no CUDA graphs. Each
+ * descriptor adds its name, caches, sizes, layout and batch invariance. */
+#define ATTN__CPU_DESC_COMMON                                                                      \
+    .abi_version = ATTN_BACKEND_ABI_VERSION, .struct_size = sizeof(attn_backend_desc),             \
+    .platforms = "CPU",                                                                            \
+    .dtypes = ATTN_DTYPE_BIT(ATTN_DTYPE_FP16) | ATTN_DTYPE_BIT(ATTN_DTYPE_BF16) |                  \
+              ATTN_DTYPE_BIT(ATTN_DTYPE_FP32),                                                     \
+    .is_mla = false, .supports_sink = true, .supports_per_head_quant_scales = true,                \
+    .supports_non_causal = true,                                                                   \
+    .attn_types = ATTN_TYPE_BIT(ATTN_TYPE_DECODER) | ATTN_TYPE_BIT(ATTN_TYPE_ENCODER) |            \
+                  ATTN_TYPE_BIT(ATTN_TYPE_ENCODER_ONLY) |                                          \
+                  ATTN_TYPE_BIT(ATTN_TYPE_ENCODER_DECODER),                                        \
+    .cg_support = ATTN_CG_NEVER, .can_return_lse_for_decode = true, .lse_base = ATTN_LSE_BASE_E,   \
+    .supports_pcp = false, .supports_dcp = true
+
+/* A CPU backend object: its descriptor and kernel. */
+#define ATTN__CPU_BACKEND(desc_, kernel_)                                                          \
+    {                                                                                              \
+        .abi_version = ATTN_BACKEND_ABI_VERSION, .struct_size = sizeof(attn_backend),              \
+        .desc = (desc_), .kernel = (kernel_),                                                      \
+    }
+
+/* fp8 -> fp32 by table (the scalar conversions' values without ldexpf per
+ * element), filled by attn__fp8_tables_init (once; call before reading). */
+extern float attn__fp8_e4m3_f32[256], attn__fp8_e5m2_f32[256];
+void attn__fp8_tables_init(void);
+
 /* Dequantisation factor of a cache (1 for non-fp8 caches). */
 static inline float attn__kv_scale(const attn_kv_view *kv, int kvh, bool value)
 {

@@ -1,0 +1,50 @@
+/* CPU_ATTN descriptor: what the backend supports and its KV cache shape. */
+#include <string.h>
+
+#include "backends/cpu/cpu_attn.h"
+#include "backends/reference/reference.h"
+#include "util/error.h"
+
+/* (2, num_blocks, num_kv_heads, block_size, head_size), memory in that
+ * order (HND): one block of one head is a contiguous [block_size][head]
+ * tile, which is what the chunk kernels stream. */
+static attn_status cpu_kv_shape(int nb, int bs, int kvh, int hs, attn_kv_dtype kv,
+                                attn_kv_shape *out)
+{
+    (void)kv;
+    ATTN__CHECK_NULL(out);
+    if (nb <= 0 || bs <= 0 || kvh <= 0 || hs <= 0)
+        return attn__fail(ATTN_INVALID_ARGUMENT,
+                          "KV cache shape needs positive sizes (num_blocks=%d, block_size=%d, "
+                          "num_kv_heads=%d, head_size=%d)",
+                          nb, bs, kvh, hs);
+    static const char *const names[] = {"2", "num_blocks", "num_kv_heads", "block_size",
+                                        "head_size"};
+    memset(out, 0, sizeof *out);
+    out->ndim = 5;
+    int64_t dims[5] = {2, nb, kvh, bs, hs};
+    for (int i = 0; i < 5; i++) {
+        out->dims[i] = dims[i];
+        out->dim_names[i] = names[i];
+    }
+    return ATTN_OK;
+}
+
+static const int cpu_block_sizes[] = {16};
+static const int cpu_head_sizes[] = {32, 64, 80, 96, 112, 128, 160, 192, 224, 256, 512};
+
+const attn_backend_desc attn__desc_cpu_attn = {
+    ATTN__CPU_DESC_COMMON,
+    .name = "CPU_ATTN",
+    .kv_dtypes = ATTN_KV_BIT(ATTN_KV_AUTO) | ATTN_KV_BIT(ATTN_KV_FP8) |
+                 ATTN_KV_BIT(ATTN_KV_FP8_E4M3) | ATTN_KV_BIT(ATTN_KV_FP8_E5M2),
+    .block_sizes = cpu_block_sizes,
+    .n_block_sizes = 1,
+    .heads = {.sizes = cpu_head_sizes,
+              .n_sizes = (int)(sizeof cpu_head_sizes / sizeof cpu_head_sizes[0])},
+    .supports_batch_invariance = false,
+    .required_layout = ATTN_LAYOUT_HND,
+    .kv_cache_shape = cpu_kv_shape,
+    .kv_stride_order = NULL,
+    .builder = &attn__builder_cpu,
+};
