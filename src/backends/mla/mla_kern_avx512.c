@@ -1,7 +1,7 @@
 /* CPU_MLA AVX-512 variant: the fp32 drivers of mla_kern_tmpl.h over
  * AVX-512F/BW/VL/DQ primitives (register-blocked broadcast-FMA GEMM, 16x16
  * transposes, base-2 online softmax with a polynomial exp2), used for every
- * dtype; bf16 decode runs on AMX (mla_kern_amx_avx512.c) where the CPU has
+ * dtype; bf16 decode runs on AMX (mla_kern_amx.c) where the CPU has
  * it. Compiled with -mavx512*; only called after attn_cpu_has() said yes. */
 #include <immintrin.h>
 #include <math.h>
