@@ -92,12 +92,41 @@ static void row_to_f32(float *dst, const void *src, int d, attn_elem e)
         dst[k] = 0.0f;
 }
 
+#define PANEL ATTN_CPU_CHUNK
+#define MR    6 /* rows per register block */
+
+typedef struct {
+    int n, key0; /* keys gathered, the first one's index */
+    bool masked;
+} panel_state;
+
+static inline int pad16(int d)
+{
+    return (d + 15) & ~15;
+}
+
+static inline float *panel_kt(const attn__cpu_job *j)
+{
+    return j->scratch;
+}
+
+static inline float *panel_v(const attn__cpu_job *j)
+{
+    return (float *)j->scratch + (size_t)PANEL * ATTN_CPU_MAX_HEAD;
+}
+
+static inline panel_state *panel_of(const attn__cpu_job *j)
+{
+    return (panel_state *)((char *)j->scratch + 2 * sizeof(float) * PANEL * ATTN_CPU_MAX_HEAD);
+}
+
 static void avx2_prep_q(attn__cpu_job *j, const void *const *qrows)
 {
     float *q = j->qbuf;
     int Dp = pad8(j->D);
     for (int r = 0; r < j->R; r++)
         row_to_f32(q + (size_t)r * Dp, qrows[r], j->D, j->q_elem);
+    panel_of(j)->n = 0;
 }
 
 static inline __m128 hsum4x(__m256 a0, __m256 a1, __m256 a2, __m256 a3)
@@ -438,22 +467,10 @@ static bool direct_ok(const attn__cpu_job *j)
     return j->R <= DIRECT_ROWS && j->D % 8 == 0 && j->Dv % 16 == 0;
 }
 
-static void avx2_chunk(attn__cpu_job *j, const void *k, const void *v, int64_t stride, int n,
-                       int key0, bool masked)
+/* Old 16-key path, kept for the A/B harness only (removed before merge). */
+static void avx2_chunk_old(attn__cpu_job *j, const void *k, const void *v, int64_t stride, int n,
+                           int key0, bool masked)
 {
-    if (direct_ok(j)) {
-        switch (j->kv_elem) { /* one instance per element type */
-        case ATTN_ELEM_BF16: chunk_direct(j, k, v, stride, n, key0, masked, ATTN_ELEM_BF16); return;
-        case ATTN_ELEM_FP8_E4M3:
-            chunk_direct(j, k, v, stride, n, key0, masked, ATTN_ELEM_FP8_E4M3);
-            return;
-        case ATTN_ELEM_FP8_E5M2:
-            chunk_direct(j, k, v, stride, n, key0, masked, ATTN_ELEM_FP8_E5M2);
-            return;
-        case ATTN_ELEM_F16: chunk_direct(j, k, v, stride, n, key0, masked, ATTN_ELEM_F16); return;
-        default: chunk_direct(j, k, v, stride, n, key0, masked, ATTN_ELEM_F32); return;
-        }
-    }
     int Dp = pad8(j->D), Dvp = pad8(j->Dv);
     float *kf = j->scratch;
     float *vf = kf + (size_t)ATTN_CPU_CHUNK * ATTN_CPU_MAX_HEAD;
@@ -472,9 +489,236 @@ static void avx2_chunk(attn__cpu_job *j, const void *k, const void *v, int64_t s
     pv(j, vf, n, alpha);
 }
 
+/* ---- prefill: key panels ----------------------------------------------------
+ * Larger jobs gather consecutive chunks into a panel of up to PANEL keys
+ * (K as fp32 [d][key], V as fp32 [key][pad16(Dv)]) and run QK and PV on the
+ * whole panel as 6 x 16 register-blocked products: the O rescale and the
+ * per-chunk overheads are paid once per panel, each widened K/V vector is
+ * reused by every row of the job. */
+/* 8 elements (fewer at a row's end: zero-filled) -> fp32 */
+static inline __attribute__((always_inline)) __m256 load8_n(const char *src, int cnt, attn_elem e)
+{
+    if (cnt >= 8) return load8(src, e);
+    unsigned char tmp[32] = {0};
+    __builtin_memcpy(tmp, src, (size_t)cnt * attn_elem_size(e));
+    return load8(tmp, e);
+}
+
+static inline void transpose8(__m256 r[8])
+{
+    __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+    __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+    __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+    __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+    __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xee);
+    __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xee);
+    __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xee);
+    __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xee);
+    r[0] = _mm256_permute2f128_ps(u0, u4, 0x20);
+    r[1] = _mm256_permute2f128_ps(u1, u5, 0x20);
+    r[2] = _mm256_permute2f128_ps(u2, u6, 0x20);
+    r[3] = _mm256_permute2f128_ps(u3, u7, 0x20);
+    r[4] = _mm256_permute2f128_ps(u0, u4, 0x31);
+    r[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
+    r[6] = _mm256_permute2f128_ps(u2, u6, 0x31);
+    r[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
+}
+
+/* the chunk's n keys -> panel columns col .. col + n - 1 of K^T and rows of V */
+static inline __attribute__((always_inline)) void
+panel_add(attn__cpu_job *j, const char *k, const char *v, size_t ts, int n, int col, attn_elem e)
+{
+    size_t es = attn_elem_size(e);
+    int D = j->D, Dv = j->Dv, ldv = pad16(Dv);
+    float *kt = panel_kt(j) + col, *vp = panel_v(j) + (size_t)col * ldv;
+    for (int t0 = 0; t0 < n; t0 += 8) {
+        int nk = n - t0 < 8 ? n - t0 : 8;
+        __m256i keep =
+            _mm256_cmpgt_epi32(_mm256_set1_epi32(nk), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+        for (int i = t0; i < t0 + nk; i++)
+            if (i < j->pf_n) prefetch_row(j, i, es);
+        for (int d = 0; d < D; d += 8) {
+            __m256 r[8];
+            for (int i = 0; i < 8; i++)
+                r[i] = i < nk ? load8_n(k + (size_t)(t0 + i) * ts + (size_t)d * es, D - d, e)
+                              : _mm256_setzero_ps();
+            transpose8(r);
+            for (int i = 0; i < 8 && d + i < D; i++) {
+                float *dst = kt + (size_t)(d + i) * PANEL + t0;
+                if (nk == 8)
+                    _mm256_storeu_ps(dst, r[i]);
+                else
+                    _mm256_maskstore_ps(dst, keep, r[i]);
+            }
+        }
+        for (int i = t0; i < t0 + nk; i++) {
+            const char *src = v + (size_t)i * ts;
+            float *dst = vp + (size_t)i * ldv;
+            for (int d = 0; d < ldv; d += 8)
+                _mm256_storeu_ps(dst + d, d < Dv ? load8_n(src + (size_t)d * es, Dv - d, e)
+                                                 : _mm256_setzero_ps());
+        }
+    }
+}
+
+/* s[r][c .. c+15] = q_r . k for rows r0 .. r0+NR-1, panel columns c .. c+15 */
+static inline __attribute__((always_inline)) void qk_block(const attn__cpu_job *j, int r0, int c,
+                                                           const int NR)
+{
+    int Dp = pad8(j->D), D = j->D;
+    const float *q = (const float *)j->qbuf + (size_t)r0 * Dp;
+    const float *kt = panel_kt(j) + c;
+    __m256 acc[MR][2];
+    for (int r = 0; r < NR; r++)
+        acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+    for (int d = 0; d < D; d++, kt += PANEL) {
+        __m256 b0 = _mm256_loadu_ps(kt), b1 = _mm256_loadu_ps(kt + 8);
+        for (int r = 0; r < NR; r++) {
+            __m256 a = _mm256_broadcast_ss(q + (size_t)r * Dp + d);
+            acc[r][0] = _mm256_fmadd_ps(a, b0, acc[r][0]);
+            acc[r][1] = _mm256_fmadd_ps(a, b1, acc[r][1]);
+        }
+    }
+    for (int r = 0; r < NR; r++) {
+        float *s = j->s + (size_t)(r0 + r) * ATTN_CPU_CHUNK + c;
+        _mm256_storeu_ps(s, acc[r][0]);
+        _mm256_storeu_ps(s + 8, acc[r][1]);
+    }
+}
+
+/* o[r][c .. c+15] = o * alpha[r] + sum_t p[r][t] v[t][c .. c+15], rows r0 .. */
+static inline __attribute__((always_inline)) void pv_block(attn__cpu_job *j, int r0, int c, int n,
+                                                           const float *alpha, const int NR)
+{
+    int ldv = pad16(j->Dv);
+    const float *vp = panel_v(j) + c;
+    __m256 acc[MR][2];
+    for (int r = 0; r < NR; r++) {
+        float *o = j->o + (size_t)(r0 + r) * j->o_stride + c;
+        __m256 al = _mm256_set1_ps(alpha[r0 + r]);
+        acc[r][0] = _mm256_mul_ps(_mm256_loadu_ps(o), al);
+        acc[r][1] = _mm256_mul_ps(_mm256_loadu_ps(o + 8), al);
+    }
+    const float *p = j->s + (size_t)r0 * ATTN_CPU_CHUNK;
+    for (int t = 0; t < n; t++, vp += ldv) {
+        __m256 b0 = _mm256_loadu_ps(vp), b1 = _mm256_loadu_ps(vp + 8);
+        for (int r = 0; r < NR; r++) {
+            __m256 a = _mm256_broadcast_ss(p + (size_t)r * ATTN_CPU_CHUNK + t);
+            acc[r][0] = _mm256_fmadd_ps(a, b0, acc[r][0]);
+            acc[r][1] = _mm256_fmadd_ps(a, b1, acc[r][1]);
+        }
+    }
+    for (int r = 0; r < NR; r++) {
+        float *o = j->o + (size_t)(r0 + r) * j->o_stride + c;
+        _mm256_storeu_ps(o, acc[r][0]);
+        _mm256_storeu_ps(o + 8, acc[r][1]);
+    }
+}
+
+/* one instance per row count, so the accumulators stay in registers */
+#define ROWS_SWITCH(nr, CALL)                                                                      \
+    switch (nr) {                                                                                  \
+    case 6: CALL(6); break;                                                                        \
+    case 5: CALL(5); break;                                                                        \
+    case 4: CALL(4); break;                                                                        \
+    case 3: CALL(3); break;                                                                        \
+    case 2: CALL(2); break;                                                                        \
+    default: CALL(1); break;                                                                       \
+    }
+
+/* softmax and PV over the gathered panel (QK ran as its chunks came); empties it */
+static void panel_run(attn__cpu_job *j)
+{
+    panel_state *ps = panel_of(j);
+    int n = ps->n, R = j->R;
+    if (!n) return;
+    float alpha[ATTN_CPU_MAX_ROWS];
+    for (int r = 0; r < R; r++) {
+        alpha[r] = softmax_row(j, r, n, ps->key0, ps->masked);
+        if (alpha[r] < 0.0f) { /* sees none of these keys: adds nothing */
+            memset(j->s + (size_t)r * ATTN_CPU_CHUNK, 0, sizeof(float) * (size_t)n);
+            alpha[r] = 1.0f;
+        }
+    }
+    for (int c = 0; c < pad16(j->Dv); c += 16)
+        for (int r0 = 0; r0 < R; r0 += MR) {
+            int nr = R - r0 < MR ? R - r0 : MR;
+#define PV_CALL(N) pv_block(j, r0, c, n, alpha, N)
+            ROWS_SWITCH(nr, PV_CALL)
+#undef PV_CALL
+        }
+    ps->n = 0;
+}
+
+static void chunk_panel(attn__cpu_job *j, const void *k, const void *v, int64_t stride, int n,
+                        int key0, bool masked)
+{
+    panel_state *ps = panel_of(j);
+    if (ps->n && (ps->n + n > PANEL || key0 != ps->key0 + ps->n)) panel_run(j);
+    if (!ps->n) {
+        ps->key0 = key0;
+        ps->masked = false;
+    }
+    size_t ts = (size_t)stride * attn_elem_size(j->kv_elem);
+    switch (j->kv_elem) { /* one instance per element type */
+    case ATTN_ELEM_BF16: panel_add(j, k, v, ts, n, ps->n, ATTN_ELEM_BF16); break;
+    case ATTN_ELEM_FP8_E4M3: panel_add(j, k, v, ts, n, ps->n, ATTN_ELEM_FP8_E4M3); break;
+    case ATTN_ELEM_FP8_E5M2: panel_add(j, k, v, ts, n, ps->n, ATTN_ELEM_FP8_E5M2); break;
+    case ATTN_ELEM_F16: panel_add(j, k, v, ts, n, ps->n, ATTN_ELEM_F16); break;
+    default: panel_add(j, k, v, ts, n, ps->n, ATTN_ELEM_F32); break;
+    }
+    /* QK now: it covers the next chunk's prefetch, which widening alone would
+     * outrun. Partial 16-column groups are recomputed by the next chunk. */
+    int c0 = ps->n & ~15, c1 = pad16(ps->n + n);
+    float *kt = panel_kt(j);
+    for (int d = 0; d < j->D; d++)
+        for (int t = ps->n + n; t < c1; t++)
+            kt[(size_t)d * PANEL + t] = 0.0f;
+    for (int c = c0; c < c1; c += 16)
+        for (int r0 = 0; r0 < j->R; r0 += MR) {
+            int nr = j->R - r0 < MR ? j->R - r0 : MR;
+#define QK_CALL(N) qk_block(j, r0, c, N)
+            ROWS_SWITCH(nr, QK_CALL)
+#undef QK_CALL
+        }
+    ps->masked |= masked;
+    ps->n += n;
+    if (ps->n == PANEL) panel_run(j);
+}
+
+static void avx2_chunk(attn__cpu_job *j, const void *k, const void *v, int64_t stride, int n,
+                       int key0, bool masked)
+{
+    if (direct_ok(j)) {
+        switch (j->kv_elem) { /* one instance per element type */
+        case ATTN_ELEM_BF16: chunk_direct(j, k, v, stride, n, key0, masked, ATTN_ELEM_BF16); return;
+        case ATTN_ELEM_FP8_E4M3:
+            chunk_direct(j, k, v, stride, n, key0, masked, ATTN_ELEM_FP8_E4M3);
+            return;
+        case ATTN_ELEM_FP8_E5M2:
+            chunk_direct(j, k, v, stride, n, key0, masked, ATTN_ELEM_FP8_E5M2);
+            return;
+        case ATTN_ELEM_F16: chunk_direct(j, k, v, stride, n, key0, masked, ATTN_ELEM_F16); return;
+        default: chunk_direct(j, k, v, stride, n, key0, masked, ATTN_ELEM_F32); return;
+        }
+    }
+    chunk_panel(j, k, v, stride, n, key0, masked);
+}
+
+static void avx2_chunk_ab_old(attn__cpu_job *j, const void *k, const void *v, int64_t stride, int n,
+                              int key0, bool masked)
+{
+    if (direct_ok(j)) {
+        avx2_chunk(j, k, v, stride, n, key0, masked);
+        return;
+    }
+    avx2_chunk_old(j, k, v, stride, n, key0, masked);
+}
+
 /* e4m3 rows were accumulated at 2^-8 of their value */
 static void avx2_finish(attn__cpu_job *j)
 {
+    if (!direct_ok(j)) panel_run(j);
     if (j->kv_elem != ATTN_ELEM_FP8_E4M3) return;
     __m256 f = _mm256_set1_ps(E4M3_SHIFT);
     for (int r = 0; r < j->R; r++) {
@@ -489,5 +733,14 @@ const attn__cpu_isa attn__cpu_isa_avx2 = {
     .usable = avx2_usable,
     .prep_q = avx2_prep_q,
     .chunk = avx2_chunk,
+    .finish = avx2_finish,
+};
+
+/* A/B only: the previous 16-key prefill path */
+const attn__cpu_isa attn__cpu_isa_avx2_old = {
+    .name = "avx2-old",
+    .usable = avx2_usable,
+    .prep_q = avx2_prep_q,
+    .chunk = avx2_chunk_ab_old,
     .finish = avx2_finish,
 };
