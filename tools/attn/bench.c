@@ -2,7 +2,7 @@
  * prefill shapes and reports, per shape, the median time of repeated calls,
  * tokens/s, KV bytes read per second against the read bandwidth measured in
  * the same run, GFLOP/s against the measured peak FMA rate, and the share of
- * the limit that binds the phase (backends/cpu/cpu_limits.h); --vs runs a
+ * the limit that binds the phase (attn/cpu_perf.h); --vs runs a
  * second backend on the same shapes and reports the speedup.
  *
  * Every call reads its KV blocks cold: the blocks of consecutive repeats
@@ -19,19 +19,11 @@
 #include <unistd.h>
 
 #include "attn/attn.h"
+#include "attn/backend.h"
+#include "attn/cpu_perf.h"
 #include "attn/kvcache.h"
-#include "backends/cpu/cpu_attn.h"
-#include "backends/cpu/cpu_limits.h"
-#include "backends/cpu/cpu_machine.h"
-#include "backends/reference/reference.h"
 #include "cli.h"
 #include "util/strbuf.h"
-#include "util/threadpool.h"
-
-/* Strong references: an executable linked against the static library gets
- * the CPU kernels, which the registry only references weakly. */
-const attn_backend *const attn__bench_builtin_backends[] = {&attn__backend_cpu_attn,
-                                                            &attn__backend_reference};
 
 #define BENCH_HEADS    32
 #define BENCH_KV_HEADS 8
@@ -47,7 +39,7 @@ typedef struct {
 
 typedef struct {
     double ms, best_ms, tokens_per_s, gbps, bw_fraction, gflops, flops_fraction;
-    attn__cpu_limit limit; /* what binds the phase (cpu_limits.h) */
+    attn_cpu_limit limit;  /* what binds the phase (attn/cpu_perf.h) */
     double limit_fraction; /* < 0: the limit has no value here */
     int repeats;
     bool ok;
@@ -246,7 +238,7 @@ static void shape_figures(const shape_t *sh, double *bytes, double *flops, doubl
 }
 
 static void measure(const backend_t *be, const shape_t *sh, pool_t *pool, const opts_t *o,
-                    const attn__cpu_machine *m, result_t *res)
+                    const attn_cpu_machine *m, result_t *res)
 {
     memset(res, 0, sizeof *res);
     const attn_backend *b = be->b;
@@ -371,12 +363,12 @@ static void measure(const backend_t *be, const shape_t *sh, pool_t *pool, const 
     res->bw_fraction = m->read_gbps > 0 ? res->gbps / m->read_gbps : 0;
     res->gflops = flops / med / 1e9;
     /* against the peak of the arithmetic the kernels run, never another's */
-    const char *variant = attn__cpu_attn_active()->name;
-    attn__cpu_limit peak;
-    attn__cpu_phase_limit(m, variant, true, true, &peak);
-    res->flops_fraction = attn__cpu_limit_fraction(&peak, res->gbps, res->gflops);
-    attn__cpu_phase_limit(m, variant, sh->prefill, o->hot, &res->limit);
-    res->limit_fraction = attn__cpu_limit_fraction(&res->limit, res->gbps, res->gflops);
+    const char *variant = attn_cpu_attn_variant();
+    attn_cpu_limit peak;
+    attn_cpu_phase_limit(m, variant, true, true, &peak);
+    res->flops_fraction = attn_cpu_limit_fraction(&peak, res->gbps, res->gflops);
+    attn_cpu_phase_limit(m, variant, sh->prefill, o->hot, &res->limit);
+    res->limit_fraction = attn_cpu_limit_fraction(&res->limit, res->gbps, res->gflops);
 done:
     if (impl && b->kernel->destroy) b->kernel->destroy(impl);
     if (bstate) bo->destroy(bstate);
@@ -598,7 +590,7 @@ int attn_cmd_bench(int argc, char **argv)
         }
     }
     attn_platform_free(plat);
-    if (variant && attn__cpu_attn_force_variant(variant) != ATTN_OK) {
+    if (variant && attn_cpu_attn_force_variant(variant) != ATTN_OK) {
         fprintf(stderr, "attn bench: --variant: %s\n", attn_last_error());
         return ATTN_EXIT_USAGE;
     }
@@ -629,9 +621,9 @@ int attn_cmd_bench(int argc, char **argv)
                 shapes[ns++] = (shape_t){true, 1, prefills[pi], prefills[pi], kvs[k]};
     o.progress = ns > 1;
 
-    attn__cpu_machine m;
+    attn_cpu_machine m;
     if (o.progress) fprintf(stderr, "attn bench: measuring read bandwidth and peak FMA rate...\n");
-    if (attn__cpu_measure_machine(o.buffer_bytes, &m) != ATTN_OK) {
+    if (attn_cpu_measure_machine(o.buffer_bytes, &m) != ATTN_OK) {
         fprintf(stderr, "attn bench: machine measurement failed: %s\n", attn_last_error());
         return ATTN_EXIT_ERROR;
     }
@@ -699,7 +691,7 @@ int attn_cmd_bench(int argc, char **argv)
         attn__jw_key(&w, "isa");
         attn__jw_str(&w, m.isa);
         attn__jw_key(&w, "cpu_attn_variant");
-        attn__jw_str(&w, attn__cpu_attn_active()->name);
+        attn__jw_str(&w, attn_cpu_attn_variant());
         attn__jw_key(&w, "cpu");
         attn__jw_str(&w, ci->model);
         attn__jw_key(&w, "buffer_bytes");
@@ -729,12 +721,12 @@ int attn_cmd_bench(int argc, char **argv)
         printf("machine: %s, %d threads; read %.1f GB/s (%zu MiB buffer); peak %.1f GFLOP/s "
                "(%s fp32 FMA); CPU_ATTN variant %s\n",
                ci->model, m.threads, m.read_gbps, m.buffer_bytes >> 20, m.peak_gflops, m.isa,
-               attn__cpu_attn_active()->name);
+               attn_cpu_attn_variant());
         printf("model: %d query heads, %d KV heads, head size %d, bf16; block size %d\n",
                BENCH_HEADS, BENCH_KV_HEADS, BENCH_HEAD, o.block_size);
-        attn__cpu_limit ld, lp;
-        attn__cpu_phase_limit(&m, attn__cpu_attn_active()->name, false, o.hot, &ld);
-        attn__cpu_phase_limit(&m, attn__cpu_attn_active()->name, true, o.hot, &lp);
+        attn_cpu_limit ld, lp;
+        attn_cpu_phase_limit(&m, attn_cpu_attn_variant(), false, o.hot, &ld);
+        attn_cpu_phase_limit(&m, attn_cpu_attn_variant(), true, o.hot, &lp);
         printf("limits: decode against %s", ld.name);
         if (ld.value > 0) printf(" %.1f %s", ld.value, ld.kind ? "GFLOP/s" : "GB/s");
         printf("; prefill against %s", lp.name);
