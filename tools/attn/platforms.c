@@ -235,15 +235,22 @@ static void attn__json_cpu(attn__jw *w, const attn_cpu_info *ci)
     attn__json_embed(w, st, text);
 }
 
-static void attn__json_gpu(attn__jw *w, const attn_gpu_probe *pr, bool rocm)
+/* Opens a runtime's object: whether it is present, through which library,
+ * or why not. */
+static void attn__json_presence(attn__jw *w, bool present, const char *library, const char *reason)
 {
     attn__jw_obj_begin(w);
     attn__jw_key(w, "present");
-    attn__jw_bool(w, pr->present);
+    attn__jw_bool(w, present);
     attn__jw_key(w, "library");
-    attn__jw_str(w, pr->library[0] ? pr->library : NULL);
+    attn__jw_str(w, library[0] ? library : NULL);
     attn__jw_key(w, "reason");
-    attn__jw_str(w, pr->present ? NULL : pr->reason);
+    attn__jw_str(w, present ? NULL : reason);
+}
+
+static void attn__json_gpu(attn__jw *w, const attn_gpu_probe *pr, bool rocm)
+{
+    attn__json_presence(w, pr->present, pr->library, pr->reason);
     attn__jw_key(w, "device_count");
     attn__jw_int(w, pr->device_count);
     attn__jw_key(w, "devices");
@@ -275,13 +282,7 @@ static void attn__json_gpu(attn__jw *w, const attn_gpu_probe *pr, bool rocm)
 
 static void attn__json_opencl(attn__jw *w, const attn_opencl_probe *cl)
 {
-    attn__jw_obj_begin(w);
-    attn__jw_key(w, "present");
-    attn__jw_bool(w, cl->present);
-    attn__jw_key(w, "library");
-    attn__jw_str(w, cl->library[0] ? cl->library : NULL);
-    attn__jw_key(w, "reason");
-    attn__jw_str(w, cl->present ? NULL : cl->reason);
+    attn__json_presence(w, cl->present, cl->library, cl->reason);
     attn__jw_key(w, "platforms");
     attn__jw_arr_begin(w);
     for (int i = 0; i < cl->platform_count; i++) {
@@ -372,18 +373,6 @@ static void attn__json_error(attn__jw *w, attn_status st)
     attn__jw_obj_end(w);
 }
 
-static int attn__emit(attn__sb *sb)
-{
-    char *s = attn__sb_take(sb);
-    if (!s) {
-        fprintf(stderr, "attn platforms: out of memory\n");
-        return ATTN_EXIT_ERROR;
-    }
-    printf("%s\n", s);
-    free(s);
-    return ATTN_EXIT_OK;
-}
-
 static int attn__platforms_machine(const char *spec, bool json)
 {
     attn_platform *p = NULL;
@@ -396,16 +385,13 @@ static int attn__platforms_machine(const char *spec, bool json)
     int rc = ATTN_EXIT_OK;
     if (json) {
         attn__sb sb;
-        attn__sb_init(&sb);
         attn__jw w;
-        attn__jw_init(&w, &sb, true);
-        attn__jw_obj_begin(&w);
+        attn_cli_json_begin(&sb, &w);
         attn__jw_key(&w, "machine");
         attn__json_platform(&w, p);
         attn__jw_key(&w, "catalog");
         attn__json_catalog(&w);
-        attn__jw_obj_end(&w);
-        rc = attn__emit(&sb);
+        rc = attn_cli_json_end(&sb, &w, "platforms");
     } else {
         attn__print_machine(p);
         attn__print_catalog();
@@ -432,10 +418,8 @@ static int attn__platforms_local(bool json)
 
     if (json) {
         attn__sb sb;
-        attn__sb_init(&sb);
         attn__jw w;
-        attn__jw_init(&w, &sb, true);
-        attn__jw_obj_begin(&w);
+        attn_cli_json_begin(&sb, &w);
         attn__jw_key(&w, "local");
         attn__jw_obj_begin(&w);
         attn__jw_key(&w, "cpu");
@@ -463,8 +447,7 @@ static int attn__platforms_local(bool json)
             attn__json_error(&w, cur_st);
         attn__jw_key(&w, "catalog");
         attn__json_catalog(&w);
-        attn__jw_obj_end(&w);
-        int erc = attn__emit(&sb);
+        int erc = attn_cli_json_end(&sb, &w, "platforms");
         attn_platform_free(det);
         return erc != ATTN_EXIT_OK ? erc : rc;
     }
