@@ -518,3 +518,33 @@ const attn__json *attn__json_get(const attn__json *v, const char *key)
         if (!strcmp(v->keys[i], key)) return v->items[i];
     return NULL;
 }
+
+void attn__json_write(attn__jw *w, const attn__json *v)
+{
+    long long x;
+    switch (v ? attn__json_type_of(v) : ATTN_JSON_NULL) {
+    case ATTN_JSON_NULL: attn__jw_null(w); break;
+    case ATTN_JSON_BOOL: attn__jw_bool(w, attn__json_bool(v)); break;
+    case ATTN_JSON_NUMBER:
+        if (attn__json_is_int(v, &x))
+            attn__jw_int(w, x);
+        else
+            attn__jw_num(w, attn__json_number(v));
+        break;
+    case ATTN_JSON_STRING: attn__jw_str(w, attn__json_string(v)); break;
+    case ATTN_JSON_ARRAY:
+        attn__jw_arr_begin(w);
+        for (size_t i = 0; i < attn__json_len(v); i++)
+            attn__json_write(w, attn__json_at(v, i));
+        attn__jw_arr_end(w);
+        break;
+    case ATTN_JSON_OBJECT:
+        attn__jw_obj_begin(w);
+        for (size_t i = 0; i < attn__json_len(v); i++) {
+            attn__jw_key(w, attn__json_key_at(v, i));
+            attn__json_write(w, attn__json_at(v, i));
+        }
+        attn__jw_obj_end(w);
+        break;
+    }
+}

@@ -7,6 +7,7 @@
 #include <stddef.h>
 
 #include "attn/status.h"
+#include "util/strbuf.h"
 
 typedef enum attn__json_type {
     ATTN_JSON_NULL,
@@ -40,5 +41,9 @@ const char *attn__json_key_at(const attn__json *v, size_t i);
 /* Object member by key (last one wins like Python's json), NULL if absent
  * or v is not an object. */
 const attn__json *attn__json_get(const attn__json *v, const char *key);
+
+/* Writes v (NULL: null) through w, so JSON from another writer (a public
+ * *_to_json call) takes w's layout. */
+void attn__json_write(attn__jw *w, const attn__json *v);
 
 #endif

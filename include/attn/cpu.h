@@ -57,6 +57,12 @@ ATTN_API const char *attn_cpu_feature_name(attn_cpu_feature f);
 /* Parse a mask string ("-avx512,-avx2"; "avx512" is a group meaning every
  * avx512* feature; "none" hides everything). Exposed for tests. */
 ATTN_API attn_status attn_cpu_parse_mask(const char *s, uint64_t *masked_bits);
+/* Space-separated feature tokens of bits (bit per attn_cpu_feature) into
+ * buf, truncated to size; "-" when bits is 0. */
+ATTN_API void attn_cpu_feature_list(uint64_t bits, char *buf, size_t size);
+/* {"vendor", "model", "arch", "cores", "memory_bytes", "features":
+ * {"present": [...], "usable": [...], "masked": [...]}}. Caller frees *out. */
+ATTN_API attn_status attn_cpu_info_to_json(const attn_cpu_info *ci, char **out);
 
 ATTN_EXTERN_C_END
 

@@ -8,6 +8,7 @@
 #define ATTN_PLATFORM_H
 
 #include "attn/config.h"
+#include "attn/cpu.h"
 
 ATTN_EXTERN_C_BEGIN
 
@@ -70,6 +71,10 @@ ATTN_API attn_platform_kind attn_platform_get_kind(const attn_platform *p);
 ATTN_API const char *attn_platform_kind_name(attn_platform_kind k); /* "cuda" "rocm" "cpu" ... */
 ATTN_API const char *attn_platform_name(const attn_platform *p);    /* "h100", "local" */
 ATTN_API const char *attn_platform_device_name(const attn_platform *p);
+/* One line: what the machine is and where its description came from. */
+ATTN_API const char *attn_platform_description(const attn_platform *p);
+/* The CPU of a CPU platform (detected or simulated); NULL for others. */
+ATTN_API const attn_cpu_info *attn_platform_cpu(const attn_platform *p);
 ATTN_API bool attn_platform_is_simulated(const attn_platform *p);
 /* false when the platform has no capability (CPU, XPU): Python None. */
 ATTN_API bool attn_platform_capability(const attn_platform *p, int *major, int *minor);

@@ -66,7 +66,6 @@ static void attn__cuda_init(void)
     attn__cuGetErrorName_fn err_name = (attn__cuGetErrorName_fn)dlsym(h, "cuGetErrorName");
 
     /* From here on the driver may hold state: the handle stays open. */
-    pr->handle = h;
     attn__CUresult r = cu_init(0);
     if (r != 0) {
         attn__cuda_err(pr->reason, sizeof pr->reason, "cuInit", r, err_name);

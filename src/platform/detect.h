@@ -17,61 +17,18 @@
 #include <stdint.h>
 
 #include "attn/cpu.h"
+#include "attn/probe.h"
 #include "util/strbuf.h"
 
-#define ATTN__PROBE_MAX_DEVICES      16
-#define ATTN__PROBE_MAX_CL_PLATFORMS 8
-
-typedef struct attn__gpu_device {
-    char name[128];
-    int cc_major, cc_minor; /* CUDA: compute capability; ROCm: parsed from gfx_arch (-1 if
-                               the arch is outside what the ROCm rules accept) */
-    char gfx_arch[32];      /* ROCm only: "gfx942" (feature suffix such as ":xnack-" dropped) */
-    uint64_t memory_bytes;
-} attn__gpu_device;
-
-typedef struct attn__gpu_probe {
-    bool present;      /* runtime loaded, initialised and reported >= 1 device */
-    char library[256]; /* the library that loaded ("" when none did) */
-    char reason[512];  /* why not present; "" when present */
-    int device_count;  /* as reported by the runtime */
-    int listed;        /* entries filled in devices[] (<= ATTN__PROBE_MAX_DEVICES) */
-    attn__gpu_device devices[ATTN__PROBE_MAX_DEVICES];
-    void *handle; /* dlopen handle, kept open for the process; NULL if none */
-} attn__gpu_probe;
-
-typedef struct attn__opencl_device {
-    int platform; /* index into attn__opencl_probe.platforms */
-    char name[128];
-    char vendor[128];
-    char version[128]; /* CL_DEVICE_VERSION */
-    char driver_version[64];
-    const char *type; /* "cpu" "gpu" "accelerator" "custom" "default" */
-    unsigned compute_units;
-    uint64_t global_mem_bytes;
-    uint64_t max_alloc_bytes;
-    bool fp16;              /* cl_khr_fp16 in the extensions */
-    bool fp64;              /* cl_khr_fp64 */
-    const char *extensions; /* space-separated; never NULL ("" if unknown) */
-} attn__opencl_device;
-
-typedef struct attn__opencl_platform {
-    char name[128];
-    char vendor[128];
-    char version[128];
-    int device_count; /* devices of this platform listed in the probe */
-} attn__opencl_platform;
-
-typedef struct attn__opencl_probe {
-    bool present; /* ICD loader found and >= 1 device */
-    char library[256];
-    char reason[512];
-    int platform_count;
-    attn__opencl_platform platforms[ATTN__PROBE_MAX_CL_PLATFORMS];
-    int device_count; /* entries in devices[] */
-    attn__opencl_device devices[ATTN__PROBE_MAX_DEVICES];
-    void *handle;
-} attn__opencl_probe;
+/* The probe results are public (attn/probe.h): one definition. A probe
+ * that loaded a runtime keeps it loaded for the process (never dlclose'd). */
+#define ATTN__PROBE_MAX_DEVICES      ATTN_PROBE_MAX_DEVICES
+#define ATTN__PROBE_MAX_CL_PLATFORMS ATTN_PROBE_MAX_CL_PLATFORMS
+typedef attn_gpu_device attn__gpu_device;
+typedef attn_gpu_probe attn__gpu_probe;
+typedef attn_opencl_device attn__opencl_device;
+typedef attn_opencl_platform attn__opencl_platform;
+typedef attn_opencl_probe attn__opencl_probe;
 
 /* Opens the first library of names that loads (RTLD_NOW | RTLD_LOCAL), or
  * only getenv(env_override) when that is set and non-empty. On failure

@@ -117,7 +117,6 @@ static void attn__ocl_init(void)
         return;
     }
     /* ICDs start threads and keep state: never unloaded from here on. */
-    pr->handle = h;
     attn__cl_platform_id ids[ATTN__PROBE_MAX_CL_PLATFORMS];
     attn__cl_uint np = 0;
     attn__cl_int r = get_platforms(ATTN__PROBE_MAX_CL_PLATFORMS, ids, &np);

@@ -178,7 +178,6 @@ static void attn__rocm_init(void)
     if (!get_props) get_props = (attn__hipGetDeviceProperties_fn)dlsym(h, "hipGetDeviceProperties");
     attn__hipGetErrorName_fn err_name = (attn__hipGetErrorName_fn)dlsym(h, "hipGetErrorName");
 
-    pr->handle = h;
     attn__hipError_t r;
     if (hip_init && (r = hip_init(0)) != 0) {
         attn__rocm_err(pr->reason, sizeof pr->reason, "hipInit", r, err_name);

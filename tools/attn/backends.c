@@ -259,10 +259,8 @@ static void attn__bk_caps_json(attn__jw *w, const attn_backend_desc *d, const at
 static int attn__bk_json(const attn_platform *p)
 {
     attn__sb sb;
-    attn__sb_init(&sb);
     attn__jw w;
-    attn__jw_init(&w, &sb, true);
-    attn__jw_obj_begin(&w);
+    attn_cli_json_begin(&sb, &w);
     attn__jw_key(&w, "machine");
     attn__jw_str(&w, attn_platform_name(p));
     attn__jw_key(&w, "device");
@@ -317,16 +315,7 @@ static int attn__bk_json(const attn_platform *p)
         attn__jw_raw(&w, plugins);
     }
     free(plugins);
-    attn__jw_obj_end(&w);
-    attn__sb_putc(&sb, '\n');
-    char *text = attn__sb_take(&sb);
-    if (!text) {
-        fprintf(stderr, "attn backends: out of memory\n");
-        return ATTN_EXIT_ERROR;
-    }
-    fputs(text, stdout);
-    free(text);
-    return ATTN_EXIT_OK;
+    return attn_cli_json_end(&sb, &w, "backends");
 }
 
 static int attn__bk_text_out(const attn_platform *p)
@@ -497,14 +486,7 @@ static int attn__bk_markdown(void)
         attn__md_cell(&sb, notes ? notes : "");
         attn__sb_putc(&sb, '\n');
     }
-    char *text = attn__sb_take(&sb);
-    if (!text) {
-        fprintf(stderr, "attn backends: out of memory\n");
-        return ATTN_EXIT_ERROR;
-    }
-    fputs(text, stdout);
-    free(text);
-    return ATTN_EXIT_OK;
+    return attn_cli_print(&sb, "backends", false);
 }
 
 int attn_cmd_backends(int argc, char **argv)

@@ -32,6 +32,19 @@ bool attn_cli_int(const char *cmd, const char *opt, const char *s, long lo, long
 int attn_cli_usage_error(const char *cmd, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
+struct attn__sb;
+struct attn__jw;
+/* A JSON writer w over sb, pretty-printed, with the top-level object open
+ * (the layout every --json output of the CLI has). */
+void attn_cli_json_begin(struct attn__sb *sb, struct attn__jw *w);
+/* Closes the top-level object of attn_cli_json_begin and prints the text
+ * (attn_cli_print). */
+int attn_cli_json_end(struct attn__sb *sb, struct attn__jw *w, const char *cmd);
+/* Prints the text built in sb (taken: sb is empty afterwards), with a
+ * newline after it when newline is set; "attn <cmd>: out of memory" and
+ * ATTN_EXIT_ERROR when it could not be built. */
+int attn_cli_print(struct attn__sb *sb, const char *cmd, bool newline);
+
 struct attn_platform;
 /* The machine a command runs against: --machine M, else ATTN_PLATFORM / this
  * machine. --installed and --setting need a private, mutable copy (*owned,

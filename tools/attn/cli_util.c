@@ -5,6 +5,7 @@
 
 #include "attn/platform.h"
 #include "cli.h"
+#include "util/strbuf.h"
 
 bool attn_cli_is_help(const char *arg)
 {
@@ -84,4 +85,30 @@ int attn_cli_machine(const char *machine, const char *installed, const char *con
     }
     *p = *owned;
     return ATTN_OK;
+}
+
+void attn_cli_json_begin(attn__sb *sb, attn__jw *w)
+{
+    attn__sb_init(sb);
+    attn__jw_init(w, sb, true);
+    attn__jw_obj_begin(w);
+}
+
+int attn_cli_json_end(attn__sb *sb, attn__jw *w, const char *cmd)
+{
+    attn__jw_obj_end(w);
+    return attn_cli_print(sb, cmd, true);
+}
+
+int attn_cli_print(attn__sb *sb, const char *cmd, bool newline)
+{
+    char *s = attn__sb_take(sb);
+    if (!s) {
+        fprintf(stderr, "attn %s: out of memory\n", cmd);
+        return ATTN_EXIT_ERROR;
+    }
+    fputs(s, stdout);
+    if (newline) putchar('\n');
+    free(s);
+    return ATTN_EXIT_OK;
 }

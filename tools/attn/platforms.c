@@ -9,8 +9,9 @@
 #include <string.h>
 
 #include "attn/attn.h"
+#include "attn/probe.h"
 #include "cli.h"
-#include "platform/platform_internal.h"
+#include "util/json.h"
 #include "util/strbuf.h"
 
 static int attn__platforms_usage(FILE *f)
@@ -86,21 +87,21 @@ static void attn__print_cpu(const attn_cpu_info *ci, bool real)
     attn__fmt_gib(ci->memory_bytes, mem, sizeof mem);
     printf("  CPU       %s (%s, %s, %d logical cores%s%s)\n", ci->model, ci->vendor, ci->arch,
            ci->logical_cores, ci->memory_bytes ? ", " : "", ci->memory_bytes ? mem : "");
-    attn__cpu_feature_list(ci->usable, list, sizeof list);
+    attn_cpu_feature_list(ci->usable, list, sizeof list);
     attn__print_wrapped("usable:  ", list, 12);
     if (real) {
-        attn__cpu_feature_list(ci->masked, list, sizeof list);
+        attn_cpu_feature_list(ci->masked, list, sizeof list);
         if (ci->masked) strncat(list, " (by ATTN_CPU_MASK)", sizeof list - strlen(list) - 1);
         attn__print_wrapped("masked:  ", list, 12);
         uint64_t off = ci->present & ~ci->usable & ~ci->masked;
         if (off) {
-            attn__cpu_feature_list(off, list, sizeof list);
+            attn_cpu_feature_list(off, list, sizeof list);
             attn__print_wrapped("present, not usable (OS state or dependency): ", list, 12);
         }
     }
 }
 
-static void attn__print_gpu(const char *label, const attn__gpu_probe *pr, bool rocm)
+static void attn__print_gpu(const char *label, const attn_gpu_probe *pr, bool rocm)
 {
     if (!pr->present) {
         printf("  %-9s not present: %s\n", label, pr->reason);
@@ -108,7 +109,7 @@ static void attn__print_gpu(const char *label, const attn__gpu_probe *pr, bool r
     }
     printf("  %-9s %d device(s) through %s\n", label, pr->device_count, pr->library);
     for (int i = 0; i < pr->listed; i++) {
-        const attn__gpu_device *d = &pr->devices[i];
+        const attn_gpu_device *d = &pr->devices[i];
         char mem[32], cap[48];
         attn__fmt_gib(d->memory_bytes, mem, sizeof mem);
         if (rocm && d->cc_major >= 0)
@@ -122,7 +123,7 @@ static void attn__print_gpu(const char *label, const attn__gpu_probe *pr, bool r
     }
 }
 
-static void attn__print_opencl(const attn__opencl_probe *cl)
+static void attn__print_opencl(const attn_opencl_probe *cl)
 {
     if (!cl->present) {
         printf("  %-9s not present: %s\n", "OpenCL", cl->reason);
@@ -131,10 +132,10 @@ static void attn__print_opencl(const attn__opencl_probe *cl)
     printf("  %-9s %d platform(s), %d device(s) through %s\n", "OpenCL", cl->platform_count,
            cl->device_count, cl->library);
     for (int i = 0; i < cl->platform_count; i++) {
-        const attn__opencl_platform *pl = &cl->platforms[i];
+        const attn_opencl_platform *pl = &cl->platforms[i];
         printf("            platform %d: %s (%s), %s\n", i, pl->name, pl->vendor, pl->version);
         for (int k = 0; k < cl->device_count; k++) {
-            const attn__opencl_device *d = &cl->devices[k];
+            const attn_opencl_device *d = &cl->devices[k];
             if (d->platform != i) continue;
             char mem[32];
             attn__fmt_gib(d->global_mem_bytes, mem, sizeof mem);
@@ -155,7 +156,7 @@ static void attn__print_machine(const attn_platform *p)
            attn_platform_is_simulated(p) ? "simulated" : "this machine");
     printf("  platform     %s\n", attn_platform_kind_name(attn_platform_get_kind(p)));
     printf("  device       %s\n", attn_platform_device_name(p));
-    printf("  description  %s\n", p->description);
+    printf("  description  %s\n", attn_platform_description(p));
     if (attn_platform_capability(p, &maj, &min))
         printf("  capability   %d.%d\n", maj, min);
     else
@@ -172,7 +173,7 @@ static void attn__print_machine(const attn_platform *p)
                attn_platform_setting(p, (attn_setting)s) ? "true" : "false");
     printf("\n");
     if (attn_platform_get_kind(p) == ATTN_PLATFORM_CPU)
-        attn__print_cpu(&p->cpu, !attn_platform_is_simulated(p));
+        attn__print_cpu(attn_platform_cpu(p), !attn_platform_is_simulated(p));
 }
 
 static void attn__print_catalog(void)
@@ -202,21 +203,60 @@ static void attn__print_catalog(void)
     }
 }
 
-static void attn__json_gpu(attn__jw *w, const attn__gpu_probe *pr, bool rocm)
+/* JSON text from a public *_to_json call, written through w (its layout);
+ * {"error": ...} when the text could not be made. */
+static void attn__json_embed(attn__jw *w, attn_status st, char *text)
+{
+    attn__json *v = NULL;
+    char err[128];
+    if (st == ATTN_OK && attn__json_parse(text, strlen(text), &v, err, sizeof err) == ATTN_OK) {
+        attn__json_write(w, v);
+    } else {
+        attn__jw_obj_begin(w);
+        attn__jw_key(w, "error");
+        attn__jw_str(w, st == ATTN_OK ? err : attn_last_error());
+        attn__jw_obj_end(w);
+    }
+    attn__json_free(v);
+    free(text);
+}
+
+static void attn__json_platform(attn__jw *w, const attn_platform *p)
+{
+    char *text = NULL;
+    attn_status st = attn_platform_to_json(p, &text);
+    attn__json_embed(w, st, text);
+}
+
+static void attn__json_cpu(attn__jw *w, const attn_cpu_info *ci)
+{
+    char *text = NULL;
+    attn_status st = attn_cpu_info_to_json(ci, &text);
+    attn__json_embed(w, st, text);
+}
+
+/* Opens a runtime's object: whether it is present, through which library,
+ * or why not. */
+static void attn__json_presence(attn__jw *w, bool present, const char *library, const char *reason)
 {
     attn__jw_obj_begin(w);
     attn__jw_key(w, "present");
-    attn__jw_bool(w, pr->present);
+    attn__jw_bool(w, present);
     attn__jw_key(w, "library");
-    attn__jw_str(w, pr->library[0] ? pr->library : NULL);
+    attn__jw_str(w, library[0] ? library : NULL);
     attn__jw_key(w, "reason");
-    attn__jw_str(w, pr->present ? NULL : pr->reason);
+    attn__jw_str(w, present ? NULL : reason);
+}
+
+static void attn__json_gpu(attn__jw *w, const attn_gpu_probe *pr, bool rocm)
+{
+    attn__json_presence(w, pr->present, pr->library, pr->reason);
     attn__jw_key(w, "device_count");
     attn__jw_int(w, pr->device_count);
     attn__jw_key(w, "devices");
     attn__jw_arr_begin(w);
     for (int i = 0; i < pr->listed; i++) {
-        const attn__gpu_device *d = &pr->devices[i];
+        const attn_gpu_device *d = &pr->devices[i];
         char cap[32];
         attn__jw_obj_begin(w);
         attn__jw_key(w, "name");
@@ -240,19 +280,13 @@ static void attn__json_gpu(attn__jw *w, const attn__gpu_probe *pr, bool rocm)
     attn__jw_obj_end(w);
 }
 
-static void attn__json_opencl(attn__jw *w, const attn__opencl_probe *cl)
+static void attn__json_opencl(attn__jw *w, const attn_opencl_probe *cl)
 {
-    attn__jw_obj_begin(w);
-    attn__jw_key(w, "present");
-    attn__jw_bool(w, cl->present);
-    attn__jw_key(w, "library");
-    attn__jw_str(w, cl->library[0] ? cl->library : NULL);
-    attn__jw_key(w, "reason");
-    attn__jw_str(w, cl->present ? NULL : cl->reason);
+    attn__json_presence(w, cl->present, cl->library, cl->reason);
     attn__jw_key(w, "platforms");
     attn__jw_arr_begin(w);
     for (int i = 0; i < cl->platform_count; i++) {
-        const attn__opencl_platform *pl = &cl->platforms[i];
+        const attn_opencl_platform *pl = &cl->platforms[i];
         attn__jw_obj_begin(w);
         attn__jw_key(w, "name");
         attn__jw_str(w, pl->name);
@@ -263,7 +297,7 @@ static void attn__json_opencl(attn__jw *w, const attn__opencl_probe *cl)
         attn__jw_key(w, "devices");
         attn__jw_arr_begin(w);
         for (int k = 0; k < cl->device_count; k++) {
-            const attn__opencl_device *d = &cl->devices[k];
+            const attn_opencl_device *d = &cl->devices[k];
             if (d->platform != i) continue;
             attn__jw_obj_begin(w);
             attn__jw_key(w, "name");
@@ -322,7 +356,7 @@ static void attn__json_catalog(attn__jw *w)
             attn__jw_obj_end(w);
             continue;
         }
-        attn__platform_write_json(w, p);
+        attn__json_platform(w, p);
         attn_platform_free(p);
     }
     attn__jw_arr_end(w);
@@ -339,18 +373,6 @@ static void attn__json_error(attn__jw *w, attn_status st)
     attn__jw_obj_end(w);
 }
 
-static int attn__emit(attn__sb *sb)
-{
-    char *s = attn__sb_take(sb);
-    if (!s) {
-        fprintf(stderr, "attn platforms: out of memory\n");
-        return ATTN_EXIT_ERROR;
-    }
-    printf("%s\n", s);
-    free(s);
-    return ATTN_EXIT_OK;
-}
-
 static int attn__platforms_machine(const char *spec, bool json)
 {
     attn_platform *p = NULL;
@@ -363,16 +385,13 @@ static int attn__platforms_machine(const char *spec, bool json)
     int rc = ATTN_EXIT_OK;
     if (json) {
         attn__sb sb;
-        attn__sb_init(&sb);
         attn__jw w;
-        attn__jw_init(&w, &sb, true);
-        attn__jw_obj_begin(&w);
+        attn_cli_json_begin(&sb, &w);
         attn__jw_key(&w, "machine");
-        attn__platform_write_json(&w, p);
+        attn__json_platform(&w, p);
         attn__jw_key(&w, "catalog");
         attn__json_catalog(&w);
-        attn__jw_obj_end(&w);
-        rc = attn__emit(&sb);
+        rc = attn_cli_json_end(&sb, &w, "platforms");
     } else {
         attn__print_machine(p);
         attn__print_catalog();
@@ -384,9 +403,11 @@ static int attn__platforms_machine(const char *spec, bool json)
 static int attn__platforms_local(bool json)
 {
     const attn_cpu_info *ci = attn_cpu_info_get();
-    const attn__gpu_probe *cu = attn__probe_cuda();
-    const attn__gpu_probe *ro = attn__probe_rocm();
-    const attn__opencl_probe *cl = attn__probe_opencl();
+    static attn_gpu_probe cu, ro; /* large: off the stack */
+    static attn_opencl_probe cl;
+    attn_probe_gpu(ATTN_GPU_RUNTIME_CUDA, &cu);
+    attn_probe_gpu(ATTN_GPU_RUNTIME_ROCM, &ro);
+    attn_probe_opencl(&cl);
     attn_platform *det = NULL;
     attn_status det_st = attn_platform_detect(&det);
     char det_err[1024];
@@ -397,23 +418,21 @@ static int attn__platforms_local(bool json)
 
     if (json) {
         attn__sb sb;
-        attn__sb_init(&sb);
         attn__jw w;
-        attn__jw_init(&w, &sb, true);
-        attn__jw_obj_begin(&w);
+        attn_cli_json_begin(&sb, &w);
         attn__jw_key(&w, "local");
         attn__jw_obj_begin(&w);
         attn__jw_key(&w, "cpu");
-        attn__cpu_write_json(&w, ci);
+        attn__json_cpu(&w, ci);
         attn__jw_key(&w, "cuda");
-        attn__json_gpu(&w, cu, false);
+        attn__json_gpu(&w, &cu, false);
         attn__jw_key(&w, "rocm");
-        attn__json_gpu(&w, ro, true);
+        attn__json_gpu(&w, &ro, true);
         attn__jw_key(&w, "opencl");
-        attn__json_opencl(&w, cl);
+        attn__json_opencl(&w, &cl);
         attn__jw_key(&w, "platform");
         if (det) {
-            attn__platform_write_json(&w, det);
+            attn__json_platform(&w, det);
         } else {
             attn__jw_obj_begin(&w);
             attn__jw_key(&w, "error");
@@ -423,31 +442,31 @@ static int attn__platforms_local(bool json)
         attn__jw_obj_end(&w);
         attn__jw_key(&w, "current");
         if (cur_st == ATTN_OK)
-            attn__platform_write_json(&w, cur);
+            attn__json_platform(&w, cur);
         else
             attn__json_error(&w, cur_st);
         attn__jw_key(&w, "catalog");
         attn__json_catalog(&w);
-        attn__jw_obj_end(&w);
-        int erc = attn__emit(&sb);
+        int erc = attn_cli_json_end(&sb, &w, "platforms");
         attn_platform_free(det);
         return erc != ATTN_EXIT_OK ? erc : rc;
     }
 
     printf("This machine\n");
     attn__print_cpu(ci, true);
-    attn__print_gpu("CUDA", cu, false);
-    attn__print_gpu("ROCm", ro, true);
-    attn__print_opencl(cl);
+    attn__print_gpu("CUDA", &cu, false);
+    attn__print_gpu("ROCm", &ro, true);
+    attn__print_opencl(&cl);
     if (det)
-        printf("  Detected  %s platform: %s\n", attn_platform_kind_name(det->kind),
-               det->device_name);
+        printf("  Detected  %s platform: %s\n",
+               attn_platform_kind_name(attn_platform_get_kind(det)),
+               attn_platform_device_name(det));
     else
         printf("  Detected  error: %s\n", det_err);
     const char *env = getenv("ATTN_PLATFORM");
     if (cur_st == ATTN_OK)
         printf("  Selection uses %s (%s, %s)%s\n", attn_platform_name(cur),
-               attn_platform_kind_name(cur->kind), cur->device_name,
+               attn_platform_kind_name(attn_platform_get_kind(cur)), attn_platform_device_name(cur),
                env && *env ? " from ATTN_PLATFORM" : "");
     else
         printf("  Selection platform error: %s\n", attn_last_error());

@@ -12,17 +12,9 @@
 
 #include "backends/cpu/cpu_machine.h"
 
-typedef enum {
-    ATTN_CPU_LIMIT_BANDWIDTH = 0, /* value in 1e9 bytes/s */
-    ATTN_CPU_LIMIT_COMPUTE = 1,   /* value in 1e9 flop/s */
-} attn__cpu_limit_kind;
-
-typedef struct attn__cpu_limit {
-    attn__cpu_limit_kind kind;
-    const char *name; /* e.g. "DRAM read bandwidth", "fp32 FMA peak (avx2)" */
-    const char *key;  /* short form for tables: "dram-read", "fma-avx2", "amx-bf16" */
-    double value;     /* 0: not measured on this machine */
-} attn__cpu_limit;
+/* The limit is public (attn/cpu_perf.h); one definition. */
+typedef attn_cpu_limit_kind attn__cpu_limit_kind;
+typedef attn_cpu_limit attn__cpu_limit;
 
 /* The limit of a phase (prefill, or decode; hot: KV reused, cache-resident)
  * for kernels of CPU_ATTN variant `variant` (attn__cpu_isa name) on a

@@ -11,16 +11,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "attn/status.h"
+#include "attn/cpu_perf.h"
 
-typedef struct attn__cpu_machine {
-    int threads;
-    const char *isa;     /* "avx512", "avx2" or "scalar": what the loops used */
-    double read_gbps;    /* best of the passes, 1e9 bytes/s */
-    double peak_gflops;  /* fp32 FMA, 2 flops per lane */
-    size_t buffer_bytes; /* the streamed buffer */
-    uint64_t llc_bytes;  /* last-level cache size reported by the OS (0 unknown) */
-} attn__cpu_machine;
+/* The figures are public (attn/cpu_perf.h); one definition. */
+typedef attn_cpu_machine attn__cpu_machine;
 
 /* buffer_bytes 0 = max(1 GiB, 4 x LLC), capped at a quarter of memory. */
 attn_status attn__cpu_measure_machine(size_t buffer_bytes, attn__cpu_machine *out);

@@ -12,7 +12,7 @@
 #include <time.h>
 
 #include "attn/comm_mpi.h"
-#include "util/error.h"
+#include "util/check.h"
 
 typedef struct attn__mpi {
     MPI_Comm comm;
@@ -35,8 +35,8 @@ static attn_status attn__mpi_allgather(void *ctx, const void *send, size_t bytes
 {
     attn__mpi *m = ctx;
     if (bytes > (size_t)1 << 30)
-        return attn__fail(ATTN_OUT_OF_RANGE, "MPI allgather: %zu bytes per rank (at most 1 GiB)",
-                          bytes);
+        return attn_set_error(ATTN_OUT_OF_RANGE,
+                              "MPI allgather: %zu bytes per rank (at most 1 GiB)", bytes);
     int n = 0;
     for (int i = 0; i < m->size; i++) {
         char *dst = (char *)recv + (size_t)i * bytes;
@@ -54,7 +54,7 @@ static attn_status attn__mpi_allgather(void *ctx, const void *send, size_t bytes
     long nap_ns = 1000;
     for (;;) {
         if (MPI_Testall(n, m->reqs, &done, MPI_STATUSES_IGNORE) != MPI_SUCCESS)
-            return attn__fail(ATTN_IO_ERROR, "MPI allgather on rank %d failed", m->rank);
+            return attn_set_error(ATTN_IO_ERROR, "MPI allgather on rank %d failed", m->rank);
         if (done) return ATTN_OK;
         if (attn__mpi_now() > deadline) break;
         struct timespec ts = {0, nap_ns};
@@ -72,10 +72,10 @@ static attn_status attn__mpi_allgather(void *ctx, const void *send, size_t bytes
             w += snprintf(who + w, sizeof who - (size_t)w, "%s%d", who[0] ? ", " : "", i);
         k++;
     }
-    return attn__fail(ATTN_IO_ERROR,
-                      "DCP exchange timed out on rank %d after %.1f s: no data from rank(s) %s "
-                      "(a rank died or is stuck)",
-                      m->rank, timeout_s, who[0] ? who : "?");
+    return attn_set_error(ATTN_IO_ERROR,
+                          "DCP exchange timed out on rank %d after %.1f s: no data from rank(s) %s "
+                          "(a rank died or is stuck)",
+                          m->rank, timeout_s, who[0] ? who : "?");
 }
 
 static void attn__mpi_abort(void *ctx, int code)
@@ -122,11 +122,11 @@ attn_status attn_comm_mpi_create(int *argc, char ***argv, attn_comm **out)
     if (!inited) {
         int provided = 0;
         if (MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS)
-            return attn__fail(ATTN_IO_ERROR, "MPI_Init failed");
+            return attn_set_error(ATTN_IO_ERROR, "MPI_Init failed");
         finalize = true;
     }
     attn__mpi *m = calloc(1, sizeof *m);
-    if (!m) return attn__fail(ATTN_OUT_OF_MEMORY, "attn_comm_mpi_create: out of memory");
+    if (!m) return attn_set_error(ATTN_OUT_OF_MEMORY, "attn_comm_mpi_create: out of memory");
     MPI_Comm_dup(MPI_COMM_WORLD, &m->comm);
     MPI_Comm_set_errhandler(m->comm, MPI_ERRORS_RETURN);
     MPI_Comm_rank(m->comm, &m->rank);
@@ -135,7 +135,7 @@ attn_status attn_comm_mpi_create(int *argc, char ***argv, attn_comm **out)
     m->reqs = calloc((size_t)2 * (size_t)m->size, sizeof(MPI_Request));
     if (!m->reqs) {
         attn__mpi_destroy(m);
-        return attn__fail(ATTN_OUT_OF_MEMORY, "attn_comm_mpi_create: out of memory");
+        return attn_set_error(ATTN_OUT_OF_MEMORY, "attn_comm_mpi_create: out of memory");
     }
     return attn_comm_create(&attn__mpi_ops, m, m->rank, m->size, out);
 }

@@ -1,0 +1,61 @@
+/* What bounds attention on this CPU, measured in the caller's run: the
+ * sustained read bandwidth and peak FMA rate of the machine, the limit
+ * each phase is held against (decode over a cold cache: read bandwidth;
+ * prefill and cache-resident decode: the peak of the arithmetic the active
+ * CPU_ATTN kernel variant runs), and that variant (which `attn bench
+ * --variant` can force). A peak this build has no loop for (AMX tiles,
+ * AVX-512 BF16 dot products) is named with no value rather than a fraction
+ * of a peak the kernel does not run on. */
+#ifndef ATTN_CPU_PERF_H
+#define ATTN_CPU_PERF_H
+
+#include "attn/status.h"
+#include "attn/types.h"
+
+ATTN_EXTERN_C_BEGIN
+
+typedef struct attn_cpu_machine {
+    int threads;
+    const char *isa;     /* "avx512", "avx2" or "scalar": what the loops used */
+    double read_gbps;    /* best of the passes, 1e9 bytes/s */
+    double peak_gflops;  /* fp32 FMA, 2 flops per lane */
+    size_t buffer_bytes; /* the streamed buffer */
+    uint64_t llc_bytes;  /* last-level cache size reported by the OS (0 unknown) */
+} attn_cpu_machine;
+
+typedef enum attn_cpu_limit_kind {
+    ATTN_CPU_LIMIT_BANDWIDTH = 0, /* value in 1e9 bytes/s */
+    ATTN_CPU_LIMIT_COMPUTE = 1,   /* value in 1e9 flop/s */
+} attn_cpu_limit_kind;
+
+typedef struct attn_cpu_limit {
+    attn_cpu_limit_kind kind;
+    const char *name; /* e.g. "DRAM read bandwidth", "fp32 FMA peak (avx2)" */
+    const char *key;  /* short form for tables: "dram-read", "fma-avx2", "amx-bf16" */
+    double value;     /* 0: not measured on this machine */
+} attn_cpu_limit;
+
+/* Streams a buffer of buffer_bytes on every pool thread (0: max(1 GiB,
+ * 4 x LLC), capped at a quarter of memory) and runs the FMA loop. Takes
+ * about a second. */
+ATTN_API attn_status attn_cpu_measure_machine(size_t buffer_bytes, attn_cpu_machine *out);
+/* The limit of a phase (prefill, or decode; hot: KV reused, cache-resident)
+ * for CPU_ATTN variant `variant` (NULL: the active one) on machine m, as
+ * filled by attn_cpu_measure_machine (ATTN_INVALID_ARGUMENT otherwise). */
+ATTN_API attn_status attn_cpu_phase_limit(const attn_cpu_machine *m, const char *variant,
+                                          bool prefill, bool hot, attn_cpu_limit *out);
+/* achieved / limit for a run that read gbps and computed gflops; negative
+ * when the limit has no value here (or l is NULL). */
+ATTN_API double attn_cpu_limit_fraction(const attn_cpu_limit *l, double gbps, double gflops);
+
+/* The CPU_ATTN kernel variant calls run with now: "amx-bf16",
+ * "avx512-bf16", "avx512", "avx2" or "portable". */
+ATTN_API const char *attn_cpu_attn_variant(void);
+/* Forces a variant by name for this process (NULL: back to automatic).
+ * ATTN_NOT_FOUND for an unknown name, ATTN_UNSUPPORTED when this CPU cannot
+ * run it; the variant in use is then unchanged. */
+ATTN_API attn_status attn_cpu_attn_force_variant(const char *name);
+
+ATTN_EXTERN_C_END
+
+#endif
