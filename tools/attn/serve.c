@@ -20,6 +20,7 @@
 #include "attn/kvcache.h"
 #include "attn/model.h"
 #include "cli.h"
+#include "harness/harness.h"
 #include "serve_dcp.h"
 #include "util/strbuf.h"
 
@@ -476,7 +477,8 @@ static void attn__json_group(attn__jw *w, const attn_engine *e, int g)
     attn__jw_obj_end(w);
 }
 
-static void attn__json_step(attn__jw *w, const attn_engine_step_stats *s)
+static void attn__json_step(attn__jw *w, const attn_engine_step_stats *s,
+                            const attn__harness_stats *hs)
 {
     attn__jw_obj_begin(w);
 #define I(k, v)                                                                                    \
@@ -511,11 +513,11 @@ static void attn__json_step(attn__jw *w, const attn_engine_step_stats *s)
     attn__jw_key(w, "encoder_attention_ms");
     attn__jw_num(w, s->encoder_attention_ns / 1e6);
     attn__jw_key(w, "output_checksum");
-    attn__jw_num(w, s->output_checksum);
+    attn__jw_num(w, hs->output_checksum);
     attn__jw_key(w, "output_finite");
-    attn__jw_bool(w, s->output_finite);
+    attn__jw_bool(w, hs->output_finite);
     attn__jw_key(w, "max_abs_diff");
-    attn__jw_num(w, s->max_abs_diff);
+    attn__jw_num(w, hs->max_abs_diff);
     attn__jw_obj_end(w);
 }
 
@@ -611,15 +613,23 @@ int attn_cmd_serve(int argc, char **argv)
     cfg.max_num_seqs = (int)o.max_seqs;
     cfg.max_num_batched_tokens = (int)o.max_tokens;
     cfg.max_model_len = (int)o.max_model_len;
-    cfg.seed = o.traffic.seed;
     cfg.run_kernels = !o.no_kernels;
     cfg.layers_to_run = (int)o.layers_to_run;
-    cfg.verify = o.verify;
     cfg.check_metadata = o.check;
+    attn__harness_config hc = {.seed = o.traffic.seed, .verify = o.verify, .stand_ins = true};
+    attn__harness *h = NULL;
+    if ((st = attn__harness_create(&hc, &h)) != ATTN_OK) {
+        fprintf(stderr, "attn serve: %s\n", attn_last_error());
+        attn_traffic_free(traffic);
+        attn_model_free(m);
+        attn_platform_free(owned);
+        return ATTN_EXIT_ERROR;
+    }
     attn_comm *dcp = NULL;
     attn__dcp_acc dcp_acc = {0};
     rc = attn__serve_dcp_open(o.dcp, o.dcp_timeout, &dcp);
     if (rc >= 0) {
+        attn__harness_free(h);
         attn_traffic_free(traffic);
         attn_model_free(m);
         attn_platform_free(owned);
@@ -628,7 +638,7 @@ int attn_cmd_serve(int argc, char **argv)
     cfg.dcp_comm = dcp;
     cfg.dcp_interleave = (int)o.dcp_interleave;
     attn_engine *e = NULL;
-    st = attn_engine_create(&cfg, &e);
+    st = attn__harness_engine_create(h, &cfg, &e);
 
     attn__sb sb;
     attn__jw w;
@@ -672,6 +682,7 @@ int attn_cmd_serve(int argc, char **argv)
         }
         attn__sb_free(&sb);
         attn_engine_free(e);
+        attn__harness_free(h);
         attn_comm_free(dcp);
         attn_traffic_free(traffic);
         attn_model_free(m);
@@ -725,7 +736,8 @@ int attn_cmd_serve(int argc, char **argv)
             if (n < 256) break;
         }
         attn_engine_step_stats ss;
-        st = attn_engine_step(e, &ss);
+        attn__harness_stats hs;
+        st = attn__harness_step(h, e, &ss, &hs);
         if (st != ATTN_OK) {
             fprintf(stderr, "attn serve: step %ld failed: %s: %s\n", s, attn_status_name(st),
                     attn_last_error());
@@ -734,10 +746,10 @@ int attn_cmd_serve(int argc, char **argv)
             break;
         }
         emulated = emulated || ss.emulated;
-        if (dcp) attn__serve_dcp_step(&dcp_acc, &ss);
-        max_diff = ss.max_abs_diff > max_diff ? ss.max_abs_diff : max_diff;
+        if (dcp) attn__serve_dcp_step(&dcp_acc, &ss, &hs);
+        max_diff = hs.max_abs_diff > max_diff ? hs.max_abs_diff : max_diff;
         if (o.json) {
-            attn__json_step(&w, &ss);
+            attn__json_step(&w, &ss, &hs);
         } else if (!o.quiet) {
             char pd[32];
             snprintf(pd, sizeof pd, "%d/%d", ss.num_prefill_tokens, ss.num_decode_tokens);
@@ -806,6 +818,7 @@ int attn_cmd_serve(int argc, char **argv)
     attn__sb_free(&sb);
     if (!(ok_before && ok_after) && exit_code == ATTN_EXIT_OK) exit_code = ATTN_EXIT_ERROR;
     attn_engine_free(e);
+    attn__harness_free(h);
     attn_comm_free(dcp);
     attn_traffic_free(traffic);
     attn_model_free(m);
