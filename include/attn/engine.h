@@ -232,6 +232,33 @@ ATTN_API int attn_engine_num_encoder_groups(const attn_engine *e);
 ATTN_API attn_status attn_engine_encoder_group_info_get(const attn_engine *e, int group,
                                                         attn_engine_group_info *out);
 
+/* ---- one model group's selection --------------------------------------------- */
+
+/* The launch options that shape a model group's selection. */
+typedef struct attn_group_launch {
+    const char *backend;         /* requested for every kind; NULL = automatic */
+    const char *const *per_kind; /* [ATTN_KIND_COUNT] overrides (NULL entries unset), or NULL */
+    attn_kv_dtype kv_cache_dtype;
+    int block_size;          /* 0 = unset */
+    const attn_dtype *dtype; /* the serving dtype chosen at launch (vLLM's --dtype), or NULL */
+    bool non_causal;
+    bool batch_invariant; /* the selector also ORs in the machine's batch_invariant setting */
+} attn_group_launch;
+
+typedef struct attn_group_choice {
+    attn_selector_config config;     /* the group's selector config */
+    const char *requested;           /* what was asked for the group's kind; NULL = automatic */
+    const attn_selection *selection; /* the selector's cache; NULL when none was made */
+} attn_group_choice;
+
+/* The engine's startup step for one model group — its selector config
+ * from the model and the launch, what was requested for its kind, and the
+ * selection — for tools that show it without starting an engine. Returns
+ * attn_select's status; *out is filled either way. */
+ATTN_API attn_status attn_engine_select_group(const attn_platform *p, const attn_model *m,
+                                              int model_group, const attn_group_launch *launch,
+                                              attn_group_choice *out);
+
 /* ---- requests ------------------------------------------------------------- */
 
 typedef struct attn_request_desc {

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "attn/attn.h"
+#include "attn/engine.h"
 #include "attn/model.h"
 #include "scenario/scenario.h"
 #include "util/check.h"
@@ -176,20 +177,28 @@ static bool write_group_selection(attn__jw *w, const attn_platform *p, const att
     int n = attn_model_group_layers(m, g, &layers);
     char ltext[128], repr[512];
     attn_model_layers_text(layers, n, ltext, sizeof ltext);
-    attn_selector_config cfg;
-    attn_model_selector_config(m, s, launch_kv(l), l->block_size, &cfg);
-    cfg.use_batch_invariant = attn_platform_setting(p, ATTN_SETTING_BATCH_INVARIANT);
-    attn_selector_config_repr(&cfg, repr, sizeof repr);
     const char *pk[ATTN_KIND_COUNT];
     for (int k = 0; k < ATTN_KIND_COUNT; k++)
         pk[k] = l->per_kind[k][0] ? l->per_kind[k] : NULL;
-    const char *req = attn_requested_for(&cfg, l->backend[0] ? l->backend : NULL, pk);
+    attn_group_launch gl = {
+        .backend = l->backend[0] ? l->backend : NULL,
+        .per_kind = pk,
+        .kv_cache_dtype = launch_kv(l),
+        .block_size = l->block_size,
+        .batch_invariant = attn_platform_setting(p, ATTN_SETTING_BATCH_INVARIANT),
+    };
+    attn_group_choice ch;
+    attn_status st = attn_engine_select_group(p, m, g, &gl, &ch);
+    const attn_selector_config *cfg = &ch.config;
+    const attn_selection *sel = ch.selection;
+    const char *req = ch.requested;
+    attn_selector_config_repr(cfg, repr, sizeof repr);
 
     attn__jw_obj_begin(w);
     attn__jw_key(w, "group");
     attn__jw_int(w, g);
     attn__jw_key(w, "kind");
-    attn__jw_str(w, attn_kv_kind_name(attn_kv_kind_of(&cfg)));
+    attn__jw_str(w, attn_kv_kind_name(attn_kv_kind_of(cfg)));
     attn__jw_key(w, "attn_type");
     attn__jw_str(w, attn_attn_type_name(s->attn_type));
     attn__jw_key(w, "layers");
@@ -215,7 +224,7 @@ static bool write_group_selection(attn__jw *w, const attn_platform *p, const att
     attn__jw_key(w, "selector_config");
     attn__jw_str(w, repr);
     const char *names[64];
-    int np = attn_platform_priorities(p, &cfg, names, 64);
+    int np = attn_platform_priorities(p, cfg, names, 64);
     attn__jw_key(w, "priorities");
     attn__jw_arr_begin(w);
     for (int i = 0; i < np && i < 64; i++)
@@ -227,8 +236,6 @@ static bool write_group_selection(attn__jw *w, const attn_platform *p, const att
     else
         attn__jw_null(w);
 
-    const attn_selection *sel = NULL;
-    attn_status st = attn_select(p, req, &cfg, &sel);
     const char *backend = (st == ATTN_OK && sel) ? attn_selection_backend(sel) : NULL;
     attn__jw_key(w, "ok");
     attn__jw_bool(w, backend != NULL);

@@ -159,6 +159,7 @@ void attn_engine_free(attn_engine *e)
     free(e->groups);
     free(e->selections);
     free(e->requested);
+    free(e->selcfgs);
     free(e->sched);
     free(e->order);
     free(e->qlens);

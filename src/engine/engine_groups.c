@@ -24,6 +24,26 @@ const attn_builder_ops *const attn__engine_builder_families[] = {
 
 #define ATTN__CPU_KV_SPACE ((uint64_t)4 << 30) /* CPU KV budget before the fraction */
 
+attn_status attn_engine_select_group(const attn_platform *p, const attn_model *m, int model_group,
+                                     const attn_group_launch *l, attn_group_choice *out)
+{
+    ATTN__CHECK_NULL(m);
+    ATTN__CHECK_NULL(l);
+    ATTN__CHECK_NULL(out);
+    memset(out, 0, sizeof *out);
+    const attn_layer_spec *spec = attn_model_group_spec(m, model_group);
+    if (!spec)
+        return attn__fail(ATTN_OUT_OF_RANGE, "model %s has no layer group %d", attn_model_name(m),
+                          model_group);
+    attn_selector_config *c = &out->config;
+    attn_model_selector_config(m, spec, l->kv_cache_dtype, l->block_size, c);
+    if (l->dtype) c->dtype = *l->dtype;
+    c->use_non_causal = c->use_non_causal || l->non_causal;
+    c->use_batch_invariant = c->use_batch_invariant || l->batch_invariant;
+    out->requested = attn_requested_for(c, l->backend, l->per_kind);
+    return attn_select(p, out->requested, c, &out->selection);
+}
+
 attn_status attn__engine_select_all(attn_engine *e)
 {
     const attn_model *m = e->model;
@@ -31,16 +51,19 @@ attn_status attn__engine_select_all(attn_engine *e)
     bool oom = false;
     e->selections = attn__eng_calloc((size_t)e->num_model_groups, sizeof *e->selections, &oom);
     e->requested = attn__eng_calloc((size_t)e->num_model_groups, sizeof *e->requested, &oom);
+    e->selcfgs = attn__eng_calloc((size_t)e->num_model_groups, sizeof *e->selcfgs, &oom);
     if (oom) return attn__engine_fail(e, ATTN_OUT_OF_MEMORY, "engine: out of memory");
+    attn_group_launch l = {.backend = e->cfg.backend,
+                           .per_kind = e->cfg.per_kind,
+                           .kv_cache_dtype = e->cfg.kv_cache_dtype,
+                           .block_size = e->cfg.block_size};
     for (int mg = 0; mg < e->num_model_groups; mg++) {
-        const attn_layer_spec *spec = attn_model_group_spec(m, mg);
-        attn_selector_config sc;
-        attn_model_selector_config(m, spec, e->cfg.kv_cache_dtype, e->cfg.block_size, &sc);
-        const char *req = attn_requested_for(&sc, e->cfg.backend, e->cfg.per_kind);
-        if (req) snprintf(e->requested[mg], sizeof e->requested[mg], "%s", req);
-        const attn_selection *sel = NULL;
-        attn_status st = attn_select(e->platform, req, &sc, &sel);
+        attn_group_choice ch;
+        attn_status st = attn_engine_select_group(e->platform, m, mg, &l, &ch);
+        const attn_selection *sel = ch.selection;
         e->selections[mg] = sel;
+        e->selcfgs[mg] = ch.config;
+        if (ch.requested) snprintf(e->requested[mg], sizeof e->requested[mg], "%s", ch.requested);
         if (st != ATTN_OK) {
             const char *msg = sel ? attn_selection_message(sel) : NULL;
             return attn__engine_fail(e, st, "%s", msg ? msg : attn_last_error());
@@ -50,6 +73,27 @@ attn_status attn__engine_select_all(attn_engine *e)
             return attn__engine_fail(e, ATTN_INTERNAL, "selection of %s returned no backend object",
                                      attn_selection_backend(sel));
     }
+    return ATTN_OK;
+}
+
+/* A group record for model group mg's layers [layers, layers + n). */
+static attn_status attn__group_init(attn_engine *e, attn__eng_group *gr, int mg, const int *layers,
+                                    int n)
+{
+    bool oom = false;
+    gr->model_group = mg;
+    gr->num_layers = n;
+    gr->layers = attn__eng_calloc((size_t)(n ? n : 1), sizeof(int), &oom);
+    if (oom) return attn__engine_fail(e, ATTN_OUT_OF_MEMORY, "engine: out of memory");
+    memcpy(gr->layers, layers, sizeof(int) * (size_t)n);
+    gr->spec = *attn_model_group_spec(e->model, mg);
+    gr->selcfg = e->selcfgs[mg];
+    attn_model_layer_params(e->model, &gr->spec, e->cfg.kv_cache_dtype, &gr->params);
+    gr->kind = attn_kv_kind_of(&gr->selcfg);
+    gr->sel = e->selections[mg];
+    gr->requested = e->requested[mg][0] ? e->requested[mg] : NULL;
+    gr->backend = attn_selection_backend_object(gr->sel);
+    gr->share_with = -1;
     return ATTN_OK;
 }
 
@@ -94,19 +138,9 @@ attn_status attn__engine_make_groups(attn_engine *e)
         int per = nkv > 1 ? group_size : n;
         for (int off = 0; off < n; off += per, g++) {
             attn__eng_group *gr = &e->groups[g];
-            gr->model_group = mg;
-            gr->num_layers = n - off < per ? n - off : per;
-            gr->layers = attn__eng_calloc((size_t)gr->num_layers, sizeof(int), &oom);
-            if (oom) return attn__engine_fail(e, ATTN_OUT_OF_MEMORY, "engine: out of memory");
-            memcpy(gr->layers, layers + off, sizeof(int) * (size_t)gr->num_layers);
-            gr->spec = *attn_model_group_spec(m, mg);
-            attn_model_selector_config(m, &gr->spec, e->cfg.kv_cache_dtype, e->cfg.block_size,
-                                       &gr->selcfg);
-            attn_model_layer_params(m, &gr->spec, e->cfg.kv_cache_dtype, &gr->params);
-            gr->kind = attn_kv_kind_of(&gr->selcfg);
-            gr->sel = e->selections[mg];
-            gr->requested = e->requested[mg][0] ? e->requested[mg] : NULL;
-            gr->backend = attn_selection_backend_object(gr->sel);
+            attn_status st =
+                attn__group_init(e, gr, mg, layers + off, n - off < per ? n - off : per);
+            if (st != ATTN_OK) return st;
             if (!gr->backend->desc->builder)
                 return attn__engine_fail(e, ATTN_UNSUPPORTED,
                                          "backend %s has no metadata builder in this build",
@@ -141,23 +175,10 @@ attn_status attn__engine_make_enc_groups(attn_engine *e)
     int g = 0;
     for (int mg = 0; mg < e->num_model_groups; mg++) {
         if (!attn__is_encoder_group(m, mg)) continue;
-        attn__eng_group *gr = &e->enc[g++];
         const int *layers;
-        gr->model_group = mg;
-        gr->num_layers = attn_model_group_layers(m, mg, &layers);
-        gr->layers =
-            attn__eng_calloc((size_t)(gr->num_layers ? gr->num_layers : 1), sizeof(int), &oom);
-        if (oom) return attn__engine_fail(e, ATTN_OUT_OF_MEMORY, "engine: out of memory");
-        memcpy(gr->layers, layers, sizeof(int) * (size_t)gr->num_layers);
-        gr->spec = *attn_model_group_spec(m, mg);
-        attn_model_selector_config(m, &gr->spec, e->cfg.kv_cache_dtype, e->cfg.block_size,
-                                   &gr->selcfg);
-        attn_model_layer_params(m, &gr->spec, e->cfg.kv_cache_dtype, &gr->params);
-        gr->kind = attn_kv_kind_of(&gr->selcfg);
-        gr->sel = e->selections[mg];
-        gr->requested = e->requested[mg][0] ? e->requested[mg] : NULL;
-        gr->backend = attn_selection_backend_object(gr->sel);
-        gr->share_with = -1;
+        int nl = attn_model_group_layers(m, mg, &layers);
+        attn_status st = attn__group_init(e, &e->enc[g++], mg, layers, nl);
+        if (st != ATTN_OK) return st;
     }
     return ATTN_OK;
 }

@@ -112,6 +112,7 @@ struct attn_engine {
     int num_model_groups;
     const attn_selection **selections; /* [num_model_groups] */
     char (*requested)[64];             /* [num_model_groups] */
+    attn_selector_config *selcfgs;     /* [num_model_groups] */
     int block_size;                    /* of a physical block: tokens of this rank */
     char block_size_source[96];
     /* DCP world size, and the scheduler's (virtual) block of block_size *

@@ -73,14 +73,10 @@ static const attn__eng_group *attn__group(const attn_engine *e, int g)
     return &e->groups[g];
 }
 
-attn_status attn_engine_group_info_get(const attn_engine *e, int group, attn_engine_group_info *out)
+/* The fields KV and encoder groups share; the cache fields stay zero. */
+static void attn__group_info(const attn_engine *e, const attn__eng_group *g,
+                             attn_engine_group_info *out)
 {
-    ATTN__CHECK_NULL(e);
-    ATTN__CHECK_NULL(out);
-    const attn__eng_group *g = attn__group(e, group);
-    if (!g)
-        return attn__fail(ATTN_OUT_OF_RANGE, "engine: no KV group %d (the engine has %d)", group,
-                          attn_engine_num_groups(e));
     memset(out, 0, sizeof *out);
     out->model_group = g->model_group;
     out->num_layers = g->num_layers;
@@ -89,14 +85,7 @@ attn_status attn_engine_group_info_get(const attn_engine *e, int group, attn_eng
     out->backend = g->backend->desc->name;
     out->requested = g->requested;
     out->selection = g->sel;
-    out->builder_type = g->builder.type_name;
     out->cg_support = g->backend->desc->cg_support;
-    out->reorder_batch_threshold = g->builder.reorder_batch_threshold;
-    out->layout = g->layout.layout;
-    out->kv_shape = g->layout.shape;
-    out->kv_elem = g->layout.elem;
-    out->bytes_per_block = g->layout.bytes_per_block * (uint64_t)g->num_layers;
-    out->num_blocks = e->num_blocks;
     out->kernel_mode = g->mode;
     out->kernel = g->kernel_name;
     out->kernel_variant = g->kernel_variant;
@@ -106,6 +95,24 @@ attn_status attn_engine_group_info_get(const attn_engine *e, int group, attn_eng
     out->max_num_reqs = e->max_seqs;
     out->max_num_tokens = e->max_tokens;
     out->max_blocks_per_req = e->max_blocks;
+}
+
+attn_status attn_engine_group_info_get(const attn_engine *e, int group, attn_engine_group_info *out)
+{
+    ATTN__CHECK_NULL(e);
+    ATTN__CHECK_NULL(out);
+    const attn__eng_group *g = attn__group(e, group);
+    if (!g)
+        return attn__fail(ATTN_OUT_OF_RANGE, "engine: no KV group %d (the engine has %d)", group,
+                          attn_engine_num_groups(e));
+    attn__group_info(e, g, out);
+    out->builder_type = g->builder.type_name;
+    out->reorder_batch_threshold = g->builder.reorder_batch_threshold;
+    out->layout = g->layout.layout;
+    out->kv_shape = g->layout.shape;
+    out->kv_elem = g->layout.elem;
+    out->bytes_per_block = g->layout.bytes_per_block * (uint64_t)g->num_layers;
+    out->num_blocks = e->num_blocks;
     return ATTN_OK;
 }
 
@@ -123,24 +130,7 @@ attn_status attn_engine_encoder_group_info_get(const attn_engine *e, int group,
         return attn__fail(ATTN_OUT_OF_RANGE, "engine: no encoder group %d (the engine has %d)",
                           group, attn_engine_num_encoder_groups(e));
     const attn__eng_group *g = &e->enc[group];
-    memset(out, 0, sizeof *out);
-    out->model_group = g->model_group;
-    out->num_layers = g->num_layers;
-    out->layers = g->layers;
-    out->kind = g->kind;
-    out->backend = g->backend->desc->name;
-    out->requested = g->requested;
-    out->selection = g->sel;
-    out->cg_support = g->backend->desc->cg_support;
-    out->kernel_mode = g->mode;
-    out->kernel = g->kernel_name;
-    out->kernel_variant = g->kernel_variant;
-    out->kernel_note = g->kernel_note[0] ? g->kernel_note : NULL;
-    out->layers_run = g->mode == ATTN_KERNEL_NONE ? 0 : g->layers_run;
-    out->params = &g->params;
-    out->max_num_reqs = e->max_seqs;
-    out->max_num_tokens = e->max_tokens;
-    out->max_blocks_per_req = e->max_blocks;
+    attn__group_info(e, g, out);
     return ATTN_OK;
 }
 
