@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "attn/engine.h"
+#include "harness/engine_json.h"
 #include "harness/harness.h"
 #include "scenario/serve.h"
 #include "util/json.h"
@@ -118,81 +119,36 @@ void attn__srv_free(attn__srv *s)
     free(s);
 }
 
-static const char *mode_name(attn_kernel_mode k)
+/* What computes each KV group's attention, in one line. */
+static void math_text(const attn_engine *e, char *math, size_t size)
 {
-    return k == ATTN_KERNEL_NATIVE ? "native" : k == ATTN_KERNEL_EMULATED ? "emulated" : "none";
+    size_t mo = 0;
+    math[0] = '\0';
+    if (attn_engine_num_groups(e) == 0)
+        snprintf(math, size, "no KV-cache groups (no paged attention)");
+    for (int g = 0; g < attn_engine_num_groups(e) && mo < size; g++) {
+        attn_engine_group_info gi;
+        if (attn_engine_group_info_get(e, g, &gi) != ATTN_OK) continue;
+        if (gi.kernel_mode == ATTN_KERNEL_NONE)
+            mo += (size_t)snprintf(math + mo, size - mo, "%sgroup %d: none (%s)", mo ? "; " : "", g,
+                                   gi.kernel_note ? gi.kernel_note : "");
+        else
+            mo += (size_t)snprintf(
+                math + mo, size - mo, "%sgroup %d: %s%s%s%s%s", mo ? "; " : "", g,
+                gi.kernel ? gi.kernel : "?", gi.kernel_variant ? " (" : "",
+                gi.kernel_variant ? gi.kernel_variant : "", gi.kernel_variant ? ")" : "",
+                gi.kernel_mode == ATTN_KERNEL_EMULATED ? ", emulated" : ", native");
+    }
 }
 
 void attn__srv_write_startup(const attn__srv *s, attn__jw *w)
 {
-    const attn_engine *e = s->engine;
+    char math[512];
+    math_text(s->engine, math, sizeof math);
     attn__jw_obj_begin(w);
-    attn__jw_key(w, "block_size");
-    attn__jw_int(w, attn_engine_block_size(e));
-    attn__jw_key(w, "block_size_source");
-    attn__jw_str(w, attn_engine_block_size_source(e));
-    attn__jw_key(w, "num_blocks");
-    attn__jw_int(w, attn_engine_num_groups(e) > 0 ? attn_engine_num_blocks(e) : 0);
-    attn__jw_key(w, "kv_bytes");
-    attn__jw_int(w, (long long)attn_engine_kv_bytes(e));
-    attn__jw_key(w, "max_model_len");
-    attn__jw_int(w, attn_engine_max_model_len(e));
-    attn__jw_key(w, "kv_groups");
-    attn__jw_arr_begin(w);
-    char math[512] = "";
-    size_t mo = 0;
-    for (int g = 0; g < attn_engine_num_groups(e); g++) {
-        attn_engine_group_info gi;
-        if (attn_engine_group_info_get(e, g, &gi) != ATTN_OK) continue;
-        char shape[128] = "";
-        attn_kv_shape_format(&gi.kv_shape, shape, sizeof shape);
-        char lt[128];
-        attn_model_layers_text(gi.layers, gi.num_layers, lt, sizeof lt);
-        attn__jw_obj_begin(w);
-        attn__jw_key(w, "kv_group");
-        attn__jw_int(w, g);
-        attn__jw_key(w, "model_group");
-        attn__jw_int(w, gi.model_group);
-        attn__jw_key(w, "layers");
-        attn__jw_str(w, lt);
-        attn__jw_key(w, "kind");
-        attn__jw_str(w, attn_kv_kind_name(gi.kind));
-        attn__jw_key(w, "backend");
-        attn__jw_str(w, gi.backend);
-        attn__jw_key(w, "builder");
-        attn__jw_str(w, gi.builder_type);
-        attn__jw_key(w, "cg_support");
-        attn__jw_str(w, attn_cg_support_name(gi.cg_support));
-        attn__jw_key(w, "layout");
-        attn__jw_str(w, attn_layout_name(gi.layout));
-        attn__jw_key(w, "kv_shape");
-        attn__jw_str(w, shape);
-        attn__jw_key(w, "kv_elem");
-        attn__jw_str(w, attn_elem_name(gi.kv_elem));
-        attn__jw_key(w, "kernel_mode");
-        attn__jw_str(w, mode_name(gi.kernel_mode));
-        attn__jw_key(w, "kernel");
-        attn__jw_str(w, gi.kernel ? gi.kernel : "");
-        attn__jw_key(w, "kernel_variant");
-        attn__jw_str(w, gi.kernel_variant ? gi.kernel_variant : "");
-        attn__jw_key(w, "kernel_note");
-        attn__jw_str(w, gi.kernel_note ? gi.kernel_note : "");
-        attn__jw_obj_end(w);
-        if (mo < sizeof math) {
-            if (gi.kernel_mode == ATTN_KERNEL_NONE)
-                mo += (size_t)snprintf(math + mo, sizeof math - mo, "%sgroup %d: none (%s)",
-                                       mo ? "; " : "", g, gi.kernel_note ? gi.kernel_note : "");
-            else
-                mo += (size_t)snprintf(
-                    math + mo, sizeof math - mo, "%sgroup %d: %s%s%s%s%s", mo ? "; " : "", g,
-                    gi.kernel ? gi.kernel : "?", gi.kernel_variant ? " (" : "",
-                    gi.kernel_variant ? gi.kernel_variant : "", gi.kernel_variant ? ")" : "",
-                    gi.kernel_mode == ATTN_KERNEL_EMULATED ? ", emulated" : ", native");
-        }
-    }
-    attn__jw_arr_end(w);
+    attn__engine_json_summary(w, s->engine, 1);
     attn__jw_key(w, "math");
-    attn__jw_str(w, attn_engine_num_groups(e) ? math : "no KV-cache groups (no paged attention)");
+    attn__jw_str(w, math);
     attn__jw_obj_end(w);
 }
 
