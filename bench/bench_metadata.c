@@ -23,6 +23,7 @@
 #include "attn/engine.h"
 #include "backends/cpu/cpu_attn.h"
 #include "backends/mla/mla_internal.h"
+#include "harness/harness.h"
 #include "metadata/builders.h"
 
 /* ---- allocation counting ---------------------------------------------------- */
@@ -244,10 +245,14 @@ static void bench_engine(const char *machine, int layers, int heads, int kv_head
     cfg.max_num_batched_tokens = 8192;
     cfg.max_model_len = per_req * BLOCK;
     cfg.run_kernels = kernels;
+    attn__harness_config hc = {.stand_ins = true}; /* inputs and CPU stand-ins */
+    attn__harness *h = NULL;
     attn_engine *e = NULL;
-    if (attn_engine_create(&cfg, &e) != ATTN_OK) {
+    if (attn__harness_create(&hc, &h) != ATTN_OK ||
+        attn__harness_engine_create(h, &cfg, &e) != ATTN_OK) {
         printf("  engine on %s: %s\n", machine, e ? attn_engine_error(e) : attn_last_error());
         attn_engine_free(e);
+        attn__harness_free(h);
         attn_model_free(m);
         attn_platform_free(p);
         return;
@@ -287,6 +292,7 @@ static void bench_engine(const char *machine, int layers, int heads, int kv_head
                context, kern, meta[steps / 2], wall, "n/a");
     free(meta);
     attn_engine_free(e);
+    attn__harness_free(h);
     attn_model_free(m);
     attn_platform_free(p);
 }

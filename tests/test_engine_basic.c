@@ -5,6 +5,7 @@
  * admits nothing; several engines live side by side; block accounting
  * balances after draining. */
 #include "attn/engine.h"
+#include "engine_harness.h"
 #include "test.h"
 
 static attn_model *small_model(void)
@@ -28,11 +29,9 @@ static attn_engine *start(const char *machine, const attn_model *m, const char *
     cfg.num_blocks = num_blocks;
     cfg.max_num_seqs = 16;
     cfg.max_num_batched_tokens = 256;
-    cfg.seed = 7;
-    cfg.verify = true;
     cfg.check_metadata = true;
     attn_engine *e = NULL;
-    attn_engine_create(&cfg, &e);
+    test_engine_create(&cfg, 7, true, &e);
     return e;
 }
 
@@ -83,12 +82,13 @@ static void test_h100(void)
     CHECK_OK(attn_engine_add_request(e, &r, &id));
     CHECK(id == 1);
     attn_engine_step_stats st;
-    CHECK_OK(attn_engine_step(e, &st));
+    attn__harness_stats hst;
+    CHECK_OK(test_engine_step(e, &st, &hst));
     CHECK(st.step == 0 && st.num_reqs == 2 && st.num_tokens == 256 && st.admitted == 2);
     CHECK(st.num_prefill_tokens == 256 && st.num_decode_reqs == 0);
     CHECK(st.builds == 1 && st.block_table_updates == 0 && st.layers_run == 1 && st.emulated);
-    CHECK(st.output_finite);
-    CHECK_MSG(st.max_abs_diff < 2e-2, "CPU_ATTN vs REFERENCE: %g", st.max_abs_diff);
+    CHECK(hst.output_finite);
+    CHECK_MSG(hst.max_abs_diff < 2e-2, "CPU_ATTN vs REFERENCE: %g", hst.max_abs_diff);
     const attn_common_metadata *cm = attn_engine_common_metadata(e, 0);
     CHECK(cm && cm->num_reqs == 2 && cm->num_actual_tokens == 256);
     CHECK(cm->query_start_loc[1] == 40 && cm->seq_lens[1] == 216);
@@ -100,15 +100,15 @@ static void test_h100(void)
     int steps = 0;
     attn_engine_counts c;
     do {
-        CHECK_OK(attn_engine_step(e, &st));
-        CHECK(st.output_finite && st.max_abs_diff < 2e-2);
+        CHECK_OK(test_engine_step(e, &st, &hst));
+        CHECK(hst.output_finite && hst.max_abs_diff < 2e-2);
         CHECK_OK(attn_engine_get_counts(e, &c));
     } while (c.finished < 2 && ++steps < 20);
     CHECK(c.finished == 2 && c.running == 0 && c.waiting == 0);
     /* 40+2 + 300+2 tokens computed (the last sampled token is never computed) */
     CHECK(c.tokens == 42 + 302);
     drain_and_check(e);
-    attn_engine_free(e);
+    test_engine_free(e);
     attn_platform_free(p);
     attn_model_free(m);
 }
@@ -137,7 +137,7 @@ static void test_failed_startup(void)
     CHECK_STATUS(attn_engine_add_request(e, &r, NULL), ATTN_BAD_STATE);
     CHECK_STATUS(attn_engine_step(e, NULL), ATTN_BAD_STATE);
     CHECK(attn_engine_selection(e, 0) != NULL);
-    attn_engine_free(e);
+    test_engine_free(e);
 
     /* argument errors leave no engine */
     e = (attn_engine *)1;
@@ -169,10 +169,11 @@ static void test_side_by_side(void)
     CHECK_OK(attn_engine_add_request(b, &r, NULL));
     for (int i = 0; i < 6; i++) {
         attn_engine_step_stats sa, sb;
-        CHECK_OK(attn_engine_step(a, &sa));
-        CHECK_OK(attn_engine_step(b, &sb));
+        attn__harness_stats hsa, hsb;
+        CHECK_OK(test_engine_step(a, &sa, &hsa));
+        CHECK_OK(test_engine_step(b, &sb, &hsb));
         CHECK(sa.num_tokens == sb.num_tokens);
-        CHECK(sa.output_finite && sb.output_finite);
+        CHECK(hsa.output_finite && hsb.output_finite);
     }
     attn_engine_counts ca, cb;
     attn_engine_get_counts(a, &ca);
@@ -180,8 +181,8 @@ static void test_side_by_side(void)
     CHECK(ca.finished == 1 && cb.finished == 1 && ca.steps == 6 && cb.steps == 6);
     drain_and_check(a);
     drain_and_check(b);
-    attn_engine_free(a);
-    attn_engine_free(b);
+    test_engine_free(a);
+    test_engine_free(b);
     attn_platform_free(pa);
     attn_platform_free(pb);
     attn_model_free(m);

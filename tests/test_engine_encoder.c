@@ -9,6 +9,7 @@
 #include "attn/engine.h"
 #include "attn/registry.h"
 #include "engine/engine_impl.h"
+#include "engine_harness.h"
 #include "test.h"
 #include "util/numeric.h"
 
@@ -20,11 +21,9 @@ static attn_engine *start(const attn_platform *p, const attn_model *m, int budge
     cfg.model = m;
     cfg.max_num_seqs = 8;
     cfg.max_num_batched_tokens = budget;
-    cfg.seed = 7;
-    cfg.verify = verify;
     cfg.check_metadata = true;
     attn_engine *e = NULL;
-    attn_status st = attn_engine_create(&cfg, &e);
+    attn_status st = test_engine_create(&cfg, 7, verify, &e);
     CHECK_MSG(st == ATTN_OK, "%s", e ? attn_engine_error(e) : attn_last_error());
     return e;
 }
@@ -68,7 +67,8 @@ static void test_bert_local(void)
             added++;
         }
         attn_engine_step_stats st;
-        CHECK_OK(attn_engine_step(e, &st));
+        attn__harness_stats hst;
+        CHECK_OK(test_engine_step(e, &st, &hst));
         CHECK(st.num_reqs == 3 && st.admitted == 3 && st.finished == 3);
         CHECK(st.running == 0 && st.waiting == 0);
         CHECK(st.num_tokens == tokens && st.num_prefill_tokens == tokens);
@@ -77,11 +77,12 @@ static void test_bert_local(void)
         CHECK(st.encoder_layers_run == 1 && st.layers_run == 0);
         CHECK(st.builds == 0 && st.metadata_ns == 0 && st.blocks_in_use == 0);
         CHECK(st.attention_ns > 0 && st.encoder_attention_ns == st.attention_ns);
-        CHECK(!st.emulated && st.output_finite && st.output_checksum != 0);
+        CHECK(!st.emulated && hst.output_finite && hst.output_checksum != 0);
         check_no_kv_metadata(e);
     }
     attn_engine_step_stats st;
-    CHECK_OK(attn_engine_step(e, &st)); /* nothing left: an empty step */
+    attn__harness_stats hst;
+    CHECK_OK(test_engine_step(e, &st, &hst)); /* nothing left: an empty step */
     CHECK(st.num_reqs == 0 && st.encoder_tokens == 0 && st.attention_ns == 0);
     attn_engine_counts c;
     CHECK_OK(attn_engine_get_counts(e, &c));
@@ -89,7 +90,7 @@ static void test_bert_local(void)
     CHECK(c.running == 0 && c.waiting == 0 && c.preemptions == 0);
     CHECK(e->num_free_slots == e->max_seqs && e->num_free_reqs == e->max_requests);
     CHECK_OK(attn_engine_abort_all(e));
-    attn_engine_free(e);
+    test_engine_free(e);
     attn_model_free(m);
 }
 
@@ -110,12 +111,13 @@ static void test_budget(void)
     r.prompt_len = 40;
     CHECK_OK(attn_engine_add_request(e, &r, NULL));
     attn_engine_step_stats st;
-    CHECK_OK(attn_engine_step(e, &st));
+    attn__harness_stats hst;
+    CHECK_OK(test_engine_step(e, &st, &hst));
     CHECK(st.num_reqs == 1 && st.num_tokens == 60 && st.finished == 1 && st.waiting == 2);
-    CHECK_OK(attn_engine_step(e, &st));
+    CHECK_OK(test_engine_step(e, &st, &hst));
     CHECK(st.num_reqs == 2 && st.num_tokens == 100 && st.finished == 2 && st.waiting == 0);
     CHECK(st.encoder_tokens == 100);
-    attn_engine_free(e);
+    test_engine_free(e);
     attn_model_free(m);
 }
 
@@ -183,16 +185,17 @@ static void test_reference(const char *machine, const char *dtype, double tol)
             CHECK_OK(attn_engine_add_request(e, &r, NULL));
         }
         attn_engine_step_stats st;
-        CHECK_OK(attn_engine_step(e, &st));
+        attn__harness_stats hst;
+        CHECK_OK(test_engine_step(e, &st, &hst));
         CHECK(st.finished == 3 && st.encoder_layers_run == 1 && st.emulated == emulated);
-        CHECK_MSG(st.max_abs_diff <= tol, "%s %s: engine verify diff %g", machine, dtype,
-                  st.max_abs_diff);
+        CHECK_MSG(hst.max_abs_diff <= tol, "%s %s: engine verify diff %g", machine, dtype,
+                  hst.max_abs_diff);
         double rel = rel_diff_last_layer(e);
         CHECK_MSG(rel <= tol, "%s %s step %d: relative diff %g > %g", machine, dtype, s, rel, tol);
         check_no_kv_metadata(e);
     }
 done:
-    attn_engine_free(e);
+    test_engine_free(e);
     attn_platform_free(p);
     attn_model_free(m);
 }
@@ -211,11 +214,12 @@ static void test_whisper(void)
         CHECK_OK(attn_engine_add_request(e, &r, NULL));
     }
     attn_engine_step_stats st;
-    CHECK_OK(attn_engine_step(e, &st));
+    attn__harness_stats hst;
+    CHECK_OK(test_engine_step(e, &st, &hst));
     /* all three prompts (120 tokens) fit the budget of 128 */
     CHECK(st.encoder_reqs == 3 && st.encoder_tokens == 120 && st.num_prefill_tokens == 120);
     CHECK(st.encoder_layers_run == 1 && st.layers_run > 0);
-    CHECK_OK(attn_engine_step(e, &st)); /* decodes: no new prompt tokens */
+    CHECK_OK(test_engine_step(e, &st, &hst)); /* decodes: no new prompt tokens */
     CHECK(st.num_decode_tokens == 3 && st.encoder_tokens == 0 && st.encoder_layers_run == 0);
     attn_engine_counts c;
     CHECK_OK(attn_engine_get_counts(e, &c));
@@ -227,7 +231,7 @@ static void test_whisper(void)
               b.rejected_releases == 0);
     }
 done:
-    attn_engine_free(e);
+    test_engine_free(e);
     attn_model_free(m);
 }
 

@@ -5,6 +5,7 @@
  * path, preemption and recomputation, and bad requests refused. */
 #include "attn/engine.h"
 #include "metadata/builders.h"
+#include "engine_harness.h"
 #include "test.h"
 
 static attn_engine *start(const char *machine, attn_model *m, const char *kv, int num_blocks,
@@ -19,12 +20,10 @@ static attn_engine *start(const char *machine, attn_model *m, const char *kv, in
     cfg.num_blocks = num_blocks;
     cfg.max_num_seqs = 8;
     cfg.max_num_batched_tokens = 96;
-    cfg.seed = 5;
-    cfg.verify = true;
     cfg.check_metadata = true;
     if (kv) CHECK_OK(attn_kv_dtype_parse(kv, &cfg.kv_cache_dtype));
     attn_engine *e = NULL;
-    attn_status st = attn_engine_create(&cfg, &e);
+    attn_status st = test_engine_create(&cfg, 5, true, &e);
     CHECK_MSG(st == ATTN_OK, "%s: %s", machine, e ? attn_engine_error(e) : attn_last_error());
     return e;
 }
@@ -40,10 +39,11 @@ static void serve(attn_engine *e, int nreq, int prompt, int out, double tol)
     int steps = 0;
     do {
         attn_engine_step_stats st;
-        CHECK_OK(attn_engine_step(e, &st));
-        CHECK(st.output_finite);
-        CHECK_MSG(st.max_abs_diff <= tol, "step %lld: max diff %g > %g", (long long)st.step,
-                  st.max_abs_diff, tol);
+        attn__harness_stats hst;
+        CHECK_OK(test_engine_step(e, &st, &hst));
+        CHECK(hst.output_finite);
+        CHECK_MSG(hst.max_abs_diff <= tol, "step %lld: max diff %g > %g", (long long)st.step,
+                  hst.max_abs_diff, tol);
         attn_engine_get_counts(e, &c);
     } while (c.finished < nreq && ++steps < 100);
     CHECK(c.finished == nreq);
@@ -66,12 +66,13 @@ static void test_encoder_only(void)
     attn_request_desc r = {.prompt_len = 10, .output_len = 2};
     CHECK_OK(attn_engine_add_request(e, &r, NULL));
     attn_engine_step_stats st;
-    CHECK_OK(attn_engine_step(e, &st));
+    attn__harness_stats hst;
+    CHECK_OK(test_engine_step(e, &st, &hst));
     CHECK(st.num_reqs == 1 && st.num_tokens == 10 && st.builds == 0 && st.layers_run == 0);
     CHECK(st.metadata_ns == 0);
     CHECK(attn_engine_common_metadata(e, 0) == NULL);
     CHECK(attn_engine_describe_metadata(e, 0, NULL, 0, NULL) == -1);
-    attn_engine_free(e);
+    test_engine_free(e);
     attn_platform_free(p);
     attn_model_free(m);
 }
@@ -98,7 +99,7 @@ static void test_mla(void)
     CHECK(gi.kv_shape.ndim == 3 && gi.kv_shape.dims[2] == 576);
     CHECK(gi.kind == ATTN_KIND_MLA);
     serve(e, 3, 20, 3, 5e-2); /* checked against REFERENCE_MLA */
-    attn_engine_free(e);
+    test_engine_free(e);
     attn_platform_free(p);
     e = start("h100", m, NULL, 32, &p);
     CHECK_OK(attn_engine_group_info_get(e, 0, &gi));
@@ -107,7 +108,7 @@ static void test_mla(void)
     CHECK_STR(gi.backend, "FLASH_ATTN_MLA"); /* reference §6a on 9.x with FA3 */
     CHECK(attn_engine_block_size(e) == 16);
     serve(e, 2, 70, 2, 5e-2);
-    attn_engine_free(e);
+    test_engine_free(e);
     attn_platform_free(p);
     attn_model_free(m);
 }
@@ -126,7 +127,7 @@ static void test_gemma_and_sinks(void)
                   gi.kernel_note ? gi.kernel_note : "");
     }
     serve(e, 2, 30, 2, 5e-2);
-    attn_engine_free(e);
+    test_engine_free(e);
     attn_platform_free(p);
     attn_model_free(m);
 
@@ -134,7 +135,7 @@ static void test_gemma_and_sinks(void)
     e = start("h100", m, NULL, 16, &p);
     CHECK(attn_engine_num_groups(e) == 2);
     serve(e, 2, 40, 2, 5e-2);
-    attn_engine_free(e);
+    test_engine_free(e);
 
     /* a per-kind override: sliding-window layers on TRITON_ATTN, the others
      * by the platform's list */
@@ -145,7 +146,7 @@ static void test_gemma_and_sinks(void)
     cfg.num_blocks = 16;
     cfg.per_kind[ATTN_KIND_SLIDING_WINDOW] = "TRITON_ATTN";
     cfg.run_kernels = false;
-    CHECK_OK(attn_engine_create(&cfg, &e));
+    CHECK_OK(test_engine_create(&cfg, 0, false, &e));
     for (int g = 0; g < attn_engine_num_groups(e); g++) {
         attn_engine_group_info gi;
         CHECK_OK(attn_engine_group_info_get(e, g, &gi));
@@ -161,9 +162,10 @@ static void test_gemma_and_sinks(void)
     attn_request_desc r = {.prompt_len = 9, .output_len = 2};
     CHECK_OK(attn_engine_add_request(e, &r, NULL));
     attn_engine_step_stats st;
-    CHECK_OK(attn_engine_step(e, &st));
+    attn__harness_stats hst;
+    CHECK_OK(test_engine_step(e, &st, &hst));
     CHECK(st.builds == 2 && st.block_table_updates == 0); /* different builder types */
-    attn_engine_free(e);
+    test_engine_free(e);
     attn_platform_free(p);
     attn_model_free(m);
 }
@@ -179,7 +181,7 @@ static void test_fp8(void)
     CHECK_STR(gi.backend, "FLASH_ATTN");
     CHECK(gi.kv_elem == ATTN_ELEM_FP8_E4M3);
     serve(e, 3, 33, 3, 5e-2);
-    attn_engine_free(e);
+    test_engine_free(e);
     attn_platform_free(p);
     attn_model_free(m);
 }
@@ -194,14 +196,15 @@ static void test_prefix_cascade_preemption(void)
     attn_request_desc a = {.prompt_len = 40, .output_len = 6, .prefix_id = 1, .prefix_len = 32};
     CHECK_OK(attn_engine_add_request(e, &a, NULL));
     attn_engine_step_stats st;
-    CHECK_OK(attn_engine_step(e, &st));
+    attn__harness_stats hst;
+    CHECK_OK(test_engine_step(e, &st, &hst));
     attn_engine_block_accounting b;
     CHECK_OK(attn_engine_block_stats(e, 0, &b));
     CHECK(b.held_by_prefix_cache == 2 && b.num_used == 3 && b.total_refs == 5);
     attn_request_desc bq = {.prompt_len = 35, .output_len = 4, .prefix_id = 1, .prefix_len = 32};
     CHECK_OK(attn_engine_add_request(e, &bq, NULL));
     CHECK_OK(attn_engine_add_request(e, &bq, NULL));
-    CHECK_OK(attn_engine_step(e, &st));
+    CHECK_OK(test_engine_step(e, &st, &hst));
     /* B and C skipped the 32 shared tokens: 3 + 3 new tokens, plus A's decode */
     CHECK(st.num_tokens == 1 + 3 + 3 && st.admitted == 2);
     CHECK(st.common_prefix_len == 32);
@@ -221,8 +224,8 @@ static void test_prefix_cascade_preemption(void)
     attn_engine_counts c;
     int steps = 0;
     do {
-        CHECK_OK(attn_engine_step(e, &st));
-        CHECK(st.output_finite && st.max_abs_diff < 2e-2);
+        CHECK_OK(test_engine_step(e, &st, &hst));
+        CHECK(hst.output_finite && hst.max_abs_diff < 2e-2);
         CHECK_OK(attn_engine_block_stats(e, 0, &b));
         CHECK(b.leaked == 0 && b.consistent && b.rejected_releases == 0);
         attn_engine_get_counts(e, &c);
@@ -245,7 +248,7 @@ static void test_prefix_cascade_preemption(void)
     attn_engine_counts c2;
     attn_engine_get_counts(e, &c2);
     CHECK(c2.added == c.added && c2.waiting == 0);
-    attn_engine_free(e);
+    test_engine_free(e);
     attn_platform_free(p);
     attn_model_free(m);
 }
@@ -265,7 +268,7 @@ static void test_queue_full(void)
     cfg.max_waiting = 3;
     cfg.run_kernels = false;
     attn_engine *e = NULL;
-    CHECK_OK(attn_engine_create(&cfg, &e));
+    CHECK_OK(test_engine_create(&cfg, 0, false, &e));
     attn_engine_group_info gi;
     CHECK_OK(attn_engine_group_info_get(e, 0, &gi));
     CHECK(gi.kernel_mode == ATTN_KERNEL_NONE && gi.kernel_note);
@@ -274,11 +277,12 @@ static void test_queue_full(void)
         CHECK_OK(attn_engine_add_request(e, &r, NULL));
     CHECK_STATUS(attn_engine_add_request(e, &r, NULL), ATTN_OUT_OF_RANGE);
     attn_engine_step_stats st;
-    CHECK_OK(attn_engine_step(e, &st));
+    attn__harness_stats hst;
+    CHECK_OK(test_engine_step(e, &st, &hst));
     CHECK(st.num_reqs == 2 && st.layers_run == 0 && st.builds == 1);
     CHECK(st.finished == 2 && st.waiting == 3);
     CHECK_OK(attn_engine_add_request(e, &r, NULL));
-    attn_engine_free(e);
+    test_engine_free(e);
     attn_platform_free(p);
     attn_model_free(m);
 }

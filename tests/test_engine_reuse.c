@@ -9,6 +9,7 @@
 #include "attn/engine.h"
 #include "backends/catalog/catalog.h"
 #include "metadata/builders.h"
+#include "engine_harness.h"
 #include "test.h"
 
 static int n_build, n_update, n_create;
@@ -91,9 +92,8 @@ int main(void)
     cfg.max_num_seqs = 8;
     cfg.max_num_batched_tokens = 128;
     cfg.check_metadata = true;
-    cfg.verify = true;
     attn_engine *e = NULL;
-    CHECK_OK(attn_engine_create(&cfg, &e));
+    CHECK_OK(test_engine_create(&cfg, 0, true, &e));
     if (!e || attn_engine_get_state(e) != ATTN_ENGINE_READY) {
         fprintf(stderr, "startup: %s\n", e ? attn_engine_error(e) : attn_last_error());
         return attn_test_finish("test_engine_reuse");
@@ -117,11 +117,12 @@ int main(void)
     CHECK_OK(attn_engine_add_request(e, &r, NULL));
     for (int step = 1; step <= 3; step++) {
         attn_engine_step_stats st;
-        CHECK_OK(attn_engine_step(e, &st));
+        attn__harness_stats hst;
+        CHECK_OK(test_engine_step(e, &st, &hst));
         /* per step: full builds, sliding #1 builds, sliding #2 swaps its table in */
         CHECK(st.builds == 2 && st.block_table_updates == 1);
         CHECK(n_build == 2 * step && n_update == step);
-        CHECK(st.output_finite && st.max_abs_diff < 2e-2);
+        CHECK(hst.output_finite && hst.max_abs_diff < 2e-2);
         bool reused = false;
         char text[2048];
         CHECK(attn_engine_describe_metadata(e, 1, text, sizeof text, &reused) > 0 && !reused);
@@ -143,7 +144,7 @@ int main(void)
         CHECK_OK(attn_engine_block_stats(e, g, &b));
         CHECK(b.leaked == 0 && b.consistent && b.num_used > 0);
     }
-    attn_engine_free(e);
+    test_engine_free(e);
 
     /* without update_block_table support every group builds */
     attn_builder_ops no_update = counting_builder;
@@ -156,12 +157,13 @@ int main(void)
     CHECK_OK(attn_register_backend_object("CUSTOM", &b2));
     attn_select_cache_clear();
     n_build = n_update = 0;
-    CHECK_OK(attn_engine_create(&cfg, &e));
+    CHECK_OK(test_engine_create(&cfg, 0, false, &e));
     CHECK_OK(attn_engine_add_request(e, &r, NULL));
     attn_engine_step_stats st;
-    CHECK_OK(attn_engine_step(e, &st));
+    attn__harness_stats hst;
+    CHECK_OK(test_engine_step(e, &st, &hst));
     CHECK(st.builds == 3 && st.block_table_updates == 0 && n_build == 3 && n_update == 0);
-    attn_engine_free(e);
+    test_engine_free(e);
     attn_platform_free(p);
     attn_model_free(m);
     return attn_test_finish("test_engine_reuse");

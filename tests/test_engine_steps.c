@@ -6,6 +6,7 @@
  * Run for FLASHINFER (derived arrays) and FLASH_ATTN (pass-through). */
 #include "attn/engine.h"
 #include "metadata/builders.h"
+#include "engine_harness.h"
 #include "test.h"
 
 #define EQ32(got, ...)                                                                             \
@@ -46,7 +47,7 @@ static attn_engine *start(const char *backend, attn_platform **p, attn_model **m
     cfg.max_num_batched_tokens = 64;
     cfg.check_metadata = true;
     attn_engine *e = NULL;
-    CHECK_OK(attn_engine_create(&cfg, &e));
+    CHECK_OK(test_engine_create(&cfg, 0, false, &e));
     return e;
 }
 
@@ -95,7 +96,8 @@ static void test_flashinfer(void)
 
     /* step 0: A B C prefill */
     attn_engine_step_stats st;
-    CHECK_OK(attn_engine_step(e, &st));
+    attn__harness_stats hst;
+    CHECK_OK(test_engine_step(e, &st, &hst));
     CHECK(st.finished == 1 && st.running == 2);
     const attn_common_metadata *cm = attn_engine_common_metadata(e, 0);
     check_common(cm, 3, (int32_t[]){20, 5, 4}, (int32_t[]){20, 5, 4});
@@ -111,7 +113,7 @@ static void test_flashinfer(void)
 
     /* B is gone; D arrives; A and C append one token each */
     CHECK_OK(attn_engine_add_request(e, &d, NULL));
-    CHECK_OK(attn_engine_step(e, &st));
+    CHECK_OK(test_engine_step(e, &st, &hst));
     CHECK(st.admitted == 1 && st.num_decode_reqs == 2 && st.num_prefill_reqs == 1);
     CHECK(st.builds == 1 && st.block_table_updates == 0);
     cm = attn_engine_common_metadata(e, 0);
@@ -140,7 +142,7 @@ static void test_flashinfer(void)
     CHECK_CONTAINS(text, "\"num_reqs\":3");
 
     /* step 2: all three decode; A and D finish after it */
-    CHECK_OK(attn_engine_step(e, &st));
+    CHECK_OK(test_engine_step(e, &st, &hst));
     cm = attn_engine_common_metadata(e, 0);
     check_common(cm, 3, (int32_t[]){1, 1, 1}, (int32_t[]){22, 6, 7});
     md = attn_engine_group_metadata(e, 0, NULL);
@@ -150,7 +152,7 @@ static void test_flashinfer(void)
     CHECK(st.finished == 2 && st.running == 1);
 
     /* step 3: C alone */
-    CHECK_OK(attn_engine_step(e, &st));
+    CHECK_OK(test_engine_step(e, &st, &hst));
     cm = attn_engine_common_metadata(e, 0);
     check_common(cm, 1, (int32_t[]){1}, (int32_t[]){7});
     EQ32(row(cm, 0), c0);
@@ -159,7 +161,7 @@ static void test_flashinfer(void)
     EQ32(md->paged_kv_indices, c0);
     EQ32(md->paged_kv_last_page_len, 7);
     CHECK(md->num_decodes == 1);
-    attn_engine_free(e);
+    test_engine_free(e);
     attn_model_free(m);
     attn_platform_free(p);
 }
@@ -176,9 +178,10 @@ static void test_flash_attn(void)
     CHECK_OK(attn_engine_add_request(e, &a, NULL));
     CHECK_OK(attn_engine_add_request(e, &b, NULL));
     attn_engine_step_stats st;
-    CHECK_OK(attn_engine_step(e, &st));
+    attn__harness_stats hst;
+    CHECK_OK(test_engine_step(e, &st, &hst));
     CHECK_OK(attn_engine_add_request(e, &d, NULL));
-    CHECK_OK(attn_engine_step(e, &st));
+    CHECK_OK(test_engine_step(e, &st, &hst));
     const attn_common_metadata *cm = attn_engine_common_metadata(e, 0);
     check_common(cm, 2, (int32_t[]){1, 6}, (int32_t[]){21, 6});
     const attn_fa_metadata *md = attn_engine_group_metadata(e, 0, NULL);
@@ -188,7 +191,7 @@ static void test_flash_attn(void)
           md->block_table == cm->block_table && md->slot_mapping == cm->slot_mapping &&
           md->block_table_stride == cm->block_table_stride);
     CHECK(!md->use_cascade && md->suffix_kv_lens == NULL);
-    attn_engine_free(e);
+    test_engine_free(e);
     attn_model_free(m);
     attn_platform_free(p);
 }

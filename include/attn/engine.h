@@ -18,11 +18,13 @@
  * built from the live batch into engine-owned buffers; each KV group's
  * builder runs, with the within-step reuse rule (groups sharing a builder
  * type and spec build once, the others only swap block tables); then K/V
- * are written and attention runs for the chosen layers on deterministic
- * synthetic inputs, with the backend's own kernel, or — on a simulated
- * machine whose backend has no code here — with libattn's CPU kernels
- * ("emulated"). Encoder-only and encoder groups (no paged cache) run too,
- * over each step's new prompt tokens with K/V passed directly (see
+ * are written and attention runs for the chosen layers on the Q/K/V the
+ * caller writes through attn_engine_io, with the backend's own kernel, or —
+ * for a backend with no code here (a simulated machine) — with a stand-in
+ * kernel the caller names ("emulated"). The engine makes up no data and
+ * checks no result: the test harness beside libattn (sim/harness) gives
+ * synthetic inputs, sums outputs and re-runs REFERENCE. Encoder-only and encoder groups (no paged
+ * cache) run too, over each step's new prompt tokens with K/V passed directly (see
  * attn_engine_num_encoder_groups). A step allocates no heap memory. Nothing of one step is
  * used by the next.
  *
@@ -41,6 +43,57 @@ ATTN_EXTERN_C_BEGIN
 typedef struct attn_engine attn_engine;
 
 typedef enum attn_engine_state { ATTN_ENGINE_READY = 1, ATTN_ENGINE_FAILED = 2 } attn_engine_state;
+
+/* ---- the caller's side of the math ----------------------------------------- */
+
+/* A group's constant tensors, asked for once at startup (engine-owned
+ * memory, zero until written): the sink logits [num_heads] (float) when the
+ * layer has sinks, MLA's W_UK [heads][qk_nope_head_dim][kv_lora_rank] and
+ * W_UV [heads][kv_lora_rank][v_head_dim] in `elem`. */
+typedef struct attn_engine_weights {
+    int group;
+    bool encoder; /* an encoder group (attn_engine_encoder_group_info_get) */
+    const attn_layer_spec *spec;
+    attn_elem elem;
+    float *sinks; /* NULL without sinks */
+    void *w_uk, *w_uv;
+    size_t n_uk, n_uv; /* elements */
+} attn_engine_weights;
+
+/* One layer's call in a step. inputs() writes q, k and v (the step's new
+ * tokens, row-major [num_tokens][heads][dim]; MLA: k = the latent
+ * [num_tokens][1][kv_lora_rank], v = the rope part [num_tokens][1][rope]);
+ * the engine then writes K/V into the cache and runs the kernel; outputs()
+ * reads out [num_tokens][q_heads][out_dim]. The rest says what the kernel
+ * ran on, for a caller that runs another kernel on the same data. */
+typedef struct attn_engine_layer_io {
+    int group;
+    bool encoder;
+    int layer;      /* model layer index */
+    int layer_slot; /* 0 .. layers_run - 1 */
+    attn_elem elem; /* of q, k, v and out */
+    int num_tokens;
+    const uint64_t *token_req_ids; /* [num_tokens] request id of each token */
+    const int32_t *positions;      /* [num_tokens] */
+    int q_heads, q_dim, k_heads, k_dim, v_heads, v_dim, out_dim;
+    void *q, *k, *v;
+    const void *out;
+    const attn_layer_params *params;
+    const attn_common_metadata *common;
+    int common_prefix_len;
+    const attn_kv_view *kv; /* after the write; NULL for encoder groups */
+    const void *w_uk, *w_uv;
+} attn_engine_layer_io;
+
+/* Any member may be NULL (inputs then stay as the last call left them,
+ * zero at first). A callback's failure status ends the step with it. Time
+ * spent in callbacks is reported as io_ns, not as attention_ns. */
+typedef struct attn_engine_io {
+    void *user;
+    attn_status (*weights)(void *user, const attn_engine_weights *w);
+    attn_status (*inputs)(void *user, const attn_engine_layer_io *io);
+    attn_status (*outputs)(void *user, const attn_engine_layer_io *io);
+} attn_engine_io;
 
 /* Limits (attn/types.h): block_size <= ATTN_MAX_BLOCK_SIZE, num_blocks <=
  * ATTN_MAX_NUM_BLOCKS, max_num_seqs and max_waiting <= ATTN_MAX_NUM_REQS,
@@ -62,19 +115,26 @@ typedef struct attn_engine_config {
     int max_num_batched_tokens;   /* token budget per step; 0 = 2048 */
     int max_model_len;            /* 0 = 8192, lowered to what the pool can hold */
     int max_waiting;              /* waiting-queue capacity; 0 = 4096 */
-    uint64_t seed;                /* synthetic Q/K/V and weights */
     bool run_kernels;             /* write K/V and run attention each step */
     int layers_to_run;            /* 0 = one per KV group; -1 = every layer; N = first N */
-    bool verify;                  /* also run REFERENCE and report the largest difference */
-    bool check_metadata;          /* run attn_common_metadata_check every step */
+    attn_engine_io io;            /* where Q/K/V come from and outputs go */
+    /* Kernels that stand in for a selected backend without code here:
+     * NULL-terminated backend names, tried in order on stand_in_platform
+     * (borrowed); the first that resolves, has the entry points and is
+     * valid for the layer computes. NULL = no stand-ins: such a group runs
+     * no kernel (kernel_note says why). */
+    const attn_platform *stand_in_platform;
+    const char *const *stand_ins;     /* standard attention (and encoder groups) */
+    const char *const *stand_ins_mla; /* MLA layers */
+    bool check_metadata;              /* run attn_common_metadata_check every step */
     /* Decode context parallelism (attn/dcp.h): NULL or a one-rank
      * communicator = off. Every rank creates the same engine with the same
      * config and traffic; startup compares the ranks' choices (backend, KV
      * layout, block size per KV group) and fails on every rank with one
      * message naming each rank's choice when they differ. Each rank then
      * keeps only its share of every request's KV cache and every step's
-     * attention is merged across ranks, so all ranks see the same outputs.
-     * Not with verify. */
+     * attention is merged across ranks, so all ranks see the same outputs
+     * (io.outputs sees the merged output; io.kv holds only this rank's share). */
     attn_comm *dcp_comm;
     int dcp_interleave; /* cp_kv_cache_interleave_size; 0 = 1 */
 } attn_engine_config;
@@ -143,10 +203,13 @@ typedef struct attn_engine_group_info {
     uint64_t bytes_per_block; /* one block across the group's layers */
     int num_blocks;
     attn_kernel_mode kernel_mode;
-    const char *kernel;         /* backend whose kernel computes ("CPU_ATTN"), or NULL */
-    const char *kernel_variant; /* e.g. "avx2" when the kernel reports one */
-    const char *kernel_note;    /* why no kernel runs, when kernel_mode is NONE */
-    int layers_run;             /* layers executed per step */
+    const char *kernel;              /* backend whose kernel computes ("CPU_ATTN"), or NULL */
+    const char *kernel_variant;      /* e.g. "avx2" when the kernel reports one */
+    const char *kernel_note;         /* why no kernel runs, when kernel_mode is NONE */
+    int layers_run;                  /* layers executed per step */
+    const attn_layer_params *params; /* what the kernels are created with */
+    /* the sizes the group's builder was created with */
+    int max_num_reqs, max_num_tokens, max_blocks_per_req;
 } attn_engine_group_info;
 
 ATTN_API attn_status attn_engine_group_info_get(const attn_engine *e, int group,
@@ -168,6 +231,33 @@ ATTN_API const attn_selection *attn_engine_group_selection(const attn_engine *e,
 ATTN_API int attn_engine_num_encoder_groups(const attn_engine *e);
 ATTN_API attn_status attn_engine_encoder_group_info_get(const attn_engine *e, int group,
                                                         attn_engine_group_info *out);
+
+/* ---- one model group's selection --------------------------------------------- */
+
+/* The launch options that shape a model group's selection. */
+typedef struct attn_group_launch {
+    const char *backend;         /* requested for every kind; NULL = automatic */
+    const char *const *per_kind; /* [ATTN_KIND_COUNT] overrides (NULL entries unset), or NULL */
+    attn_kv_dtype kv_cache_dtype;
+    int block_size;          /* 0 = unset */
+    const attn_dtype *dtype; /* the serving dtype chosen at launch (vLLM's --dtype), or NULL */
+    bool non_causal;
+    bool batch_invariant; /* the selector also ORs in the machine's batch_invariant setting */
+} attn_group_launch;
+
+typedef struct attn_group_choice {
+    attn_selector_config config;     /* the group's selector config */
+    const char *requested;           /* what was asked for the group's kind; NULL = automatic */
+    const attn_selection *selection; /* the selector's cache; NULL when none was made */
+} attn_group_choice;
+
+/* The engine's startup step for one model group — its selector config
+ * from the model and the launch, what was requested for its kind, and the
+ * selection — for tools that show it without starting an engine. Returns
+ * attn_select's status; *out is filled either way. */
+ATTN_API attn_status attn_engine_select_group(const attn_platform *p, const attn_model *m,
+                                              int model_group, const attn_group_launch *launch,
+                                              attn_group_choice *out);
 
 /* ---- requests ------------------------------------------------------------- */
 
@@ -196,12 +286,10 @@ typedef struct attn_engine_step_stats {
     int common_prefix_len;           /* first KV group */
     int builds, block_table_updates; /* builder calls this step, all groups */
     int layers_run;
-    bool emulated;          /* attention math came from a stand-in CPU kernel */
-    double metadata_ns;     /* common metadata + every builder */
-    double attention_ns;    /* K/V writes + attention */
-    double output_checksum; /* sum of the outputs of the layers run */
-    bool output_finite;
-    double max_abs_diff; /* vs REFERENCE when verify is on (else 0) */
+    bool emulated;       /* attention math came from a stand-in kernel */
+    double metadata_ns;  /* common metadata + every builder */
+    double attention_ns; /* K/V writes + attention, without io_ns */
+    double io_ns;        /* in the io callbacks */
     /* encoder groups (their time is also part of attention_ns; layers_run
      * above counts KV groups only) */
     int encoder_reqs, encoder_tokens; /* the encoder batch: new prompt tokens */

@@ -177,7 +177,7 @@ static void stage2(FILE *f, const attn__json *st)
 
 static void engine_block(FILE *f, const attn__json *eng)
 {
-    if (attn__v_len(eng, "kv_groups") == 0) {
+    if (attn__v_len(eng, "groups") == 0) {
         fprintf(f, "<div class=\"group\"><span class=\"badge b-ok\">engine ready</span> no paged "
                    "KV cache (encoder-only attention runs on each pass's own keys and values)"
                    "</div>");
@@ -192,16 +192,16 @@ static void engine_block(FILE *f, const attn__json *eng)
             ")</span>, %lld blocks per KV group<table><tr><th>KV group</th><th>backend</th>"
             "<th>cache</th><th>builder</th></tr>",
             attn__v_int(eng, "num_blocks", 0));
-    for (size_t k = 0; k < attn__v_len(eng, "kv_groups"); k++) {
-        const attn__json *g = attn__v_at(eng, "kv_groups", k);
-        fprintf(f, "<tr><td>%lld (layers ", attn__v_int(g, "kv_group", 0));
-        esc(f, attn__v_str(g, "layers"));
+    for (size_t k = 0; k < attn__v_len(eng, "groups"); k++) {
+        const attn__json *g = attn__v_at(eng, "groups", k);
+        fprintf(f, "<tr><td>%lld (layers ", attn__v_int(g, "index", 0));
+        esc(f, attn__v_str(g, "layers_text"));
         fprintf(f, ")</td><td>");
         esc(f, attn__v_str(g, "backend"));
         fprintf(f, "</td><td><code>");
         esc(f, attn__v_str(g, "layout"));
         fprintf(f, " ");
-        esc(f, attn__v_str(g, "kv_shape"));
+        esc(f, attn__v_str(g, "kv_shape_text"));
         fprintf(f, " ");
         esc(f, attn__v_str(g, "kv_elem"));
         fprintf(f, "</code></td><td>");

@@ -15,12 +15,15 @@
 #include <string.h>
 
 #include "attn/engine.h"
+#include "harness/engine_json.h"
+#include "harness/harness.h"
 #include "scenario/serve.h"
 #include "util/json.h"
 
 #define MAX_ARRIVALS 256
 
 struct attn__srv {
+    attn__harness *harness; /* inputs, stand-ins, checksums, REFERENCE */
     attn_engine *engine;
     attn_traffic *traffic;
     int num_blocks;
@@ -51,25 +54,30 @@ attn_status attn__srv_start(const attn_platform *p, const attn_model *m,
         return attn_wrap_error(ATTN_INVALID_ARGUMENT, "kv_cache_dtype '%s'",
                                launch->kv_cache_dtype);
     cfg.num_blocks = ATTN__SRV_NUM_BLOCKS;
-    cfg.seed = seed;
     cfg.run_kernels = true;
     cfg.layers_to_run = 0; /* one layer per KV group: the math is a check, not a benchmark */
-    cfg.verify = verify;
     cfg.check_metadata = true;
+    attn__harness_config hc = {.seed = seed, .verify = verify, .stand_ins = true};
+    attn__harness *h = NULL;
+    attn_status st = attn__harness_create(&hc, &h);
+    if (st != ATTN_OK) return st;
     attn_engine *e = NULL;
-    attn_status st = attn_engine_create(&cfg, &e);
+    st = attn__harness_engine_create(h, &cfg, &e);
     if (st != ATTN_OK) {
         char msg[2048];
         snprintf(msg, sizeof msg, "%s",
                  e && attn_engine_error(e) ? attn_engine_error(e) : attn_last_error());
         attn_engine_free(e);
+        attn__harness_free(h);
         return attn_set_error(st, "%s", msg);
     }
     attn__srv *s = calloc(1, sizeof *s);
     if (!s) {
         attn_engine_free(e);
+        attn__harness_free(h);
         return attn_set_error(ATTN_OUT_OF_MEMORY, "scenario: out of memory");
     }
+    s->harness = h;
     s->engine = e;
     s->verify = verify;
     attn_traffic_config tc;
@@ -104,87 +112,43 @@ void attn__srv_free(attn__srv *s)
 {
     if (!s) return;
     attn_engine_free(s->engine);
+    attn__harness_free(s->harness);
     attn_traffic_free(s->traffic);
     free(s->last_seq);
     free(s->seen);
     free(s);
 }
 
-static const char *mode_name(attn_kernel_mode k)
+/* What computes each KV group's attention, in one line. */
+static void math_text(const attn_engine *e, char *math, size_t size)
 {
-    return k == ATTN_KERNEL_NATIVE ? "native" : k == ATTN_KERNEL_EMULATED ? "emulated" : "none";
+    size_t mo = 0;
+    math[0] = '\0';
+    if (attn_engine_num_groups(e) == 0)
+        snprintf(math, size, "no KV-cache groups (no paged attention)");
+    for (int g = 0; g < attn_engine_num_groups(e) && mo < size; g++) {
+        attn_engine_group_info gi;
+        if (attn_engine_group_info_get(e, g, &gi) != ATTN_OK) continue;
+        if (gi.kernel_mode == ATTN_KERNEL_NONE)
+            mo += (size_t)snprintf(math + mo, size - mo, "%sgroup %d: none (%s)", mo ? "; " : "", g,
+                                   gi.kernel_note ? gi.kernel_note : "");
+        else
+            mo += (size_t)snprintf(
+                math + mo, size - mo, "%sgroup %d: %s%s%s%s%s", mo ? "; " : "", g,
+                gi.kernel ? gi.kernel : "?", gi.kernel_variant ? " (" : "",
+                gi.kernel_variant ? gi.kernel_variant : "", gi.kernel_variant ? ")" : "",
+                gi.kernel_mode == ATTN_KERNEL_EMULATED ? ", emulated" : ", native");
+    }
 }
 
 void attn__srv_write_startup(const attn__srv *s, attn__jw *w)
 {
-    const attn_engine *e = s->engine;
+    char math[512];
+    math_text(s->engine, math, sizeof math);
     attn__jw_obj_begin(w);
-    attn__jw_key(w, "block_size");
-    attn__jw_int(w, attn_engine_block_size(e));
-    attn__jw_key(w, "block_size_source");
-    attn__jw_str(w, attn_engine_block_size_source(e));
-    attn__jw_key(w, "num_blocks");
-    attn__jw_int(w, attn_engine_num_groups(e) > 0 ? attn_engine_num_blocks(e) : 0);
-    attn__jw_key(w, "kv_bytes");
-    attn__jw_int(w, (long long)attn_engine_kv_bytes(e));
-    attn__jw_key(w, "max_model_len");
-    attn__jw_int(w, attn_engine_max_model_len(e));
-    attn__jw_key(w, "kv_groups");
-    attn__jw_arr_begin(w);
-    char math[512] = "";
-    size_t mo = 0;
-    for (int g = 0; g < attn_engine_num_groups(e); g++) {
-        attn_engine_group_info gi;
-        if (attn_engine_group_info_get(e, g, &gi) != ATTN_OK) continue;
-        char shape[128] = "";
-        attn_kv_shape_format(&gi.kv_shape, shape, sizeof shape);
-        char lt[128];
-        attn_model_layers_text(gi.layers, gi.num_layers, lt, sizeof lt);
-        attn__jw_obj_begin(w);
-        attn__jw_key(w, "kv_group");
-        attn__jw_int(w, g);
-        attn__jw_key(w, "model_group");
-        attn__jw_int(w, gi.model_group);
-        attn__jw_key(w, "layers");
-        attn__jw_str(w, lt);
-        attn__jw_key(w, "kind");
-        attn__jw_str(w, attn_kv_kind_name(gi.kind));
-        attn__jw_key(w, "backend");
-        attn__jw_str(w, gi.backend);
-        attn__jw_key(w, "builder");
-        attn__jw_str(w, gi.builder_type);
-        attn__jw_key(w, "cg_support");
-        attn__jw_str(w, attn_cg_support_name(gi.cg_support));
-        attn__jw_key(w, "layout");
-        attn__jw_str(w, attn_layout_name(gi.layout));
-        attn__jw_key(w, "kv_shape");
-        attn__jw_str(w, shape);
-        attn__jw_key(w, "kv_elem");
-        attn__jw_str(w, attn_elem_name(gi.kv_elem));
-        attn__jw_key(w, "kernel_mode");
-        attn__jw_str(w, mode_name(gi.kernel_mode));
-        attn__jw_key(w, "kernel");
-        attn__jw_str(w, gi.kernel ? gi.kernel : "");
-        attn__jw_key(w, "kernel_variant");
-        attn__jw_str(w, gi.kernel_variant ? gi.kernel_variant : "");
-        attn__jw_key(w, "kernel_note");
-        attn__jw_str(w, gi.kernel_note ? gi.kernel_note : "");
-        attn__jw_obj_end(w);
-        if (mo < sizeof math) {
-            if (gi.kernel_mode == ATTN_KERNEL_NONE)
-                mo += (size_t)snprintf(math + mo, sizeof math - mo, "%sgroup %d: none (%s)",
-                                       mo ? "; " : "", g, gi.kernel_note ? gi.kernel_note : "");
-            else
-                mo += (size_t)snprintf(
-                    math + mo, sizeof math - mo, "%sgroup %d: %s%s%s%s%s", mo ? "; " : "", g,
-                    gi.kernel ? gi.kernel : "?", gi.kernel_variant ? " (" : "",
-                    gi.kernel_variant ? gi.kernel_variant : "", gi.kernel_variant ? ")" : "",
-                    gi.kernel_mode == ATTN_KERNEL_EMULATED ? ", emulated" : ", native");
-        }
-    }
-    attn__jw_arr_end(w);
+    attn__engine_json_summary(w, s->engine, 1);
     attn__jw_key(w, "math");
-    attn__jw_str(w, attn_engine_num_groups(e) ? math : "no KV-cache groups (no paged attention)");
+    attn__jw_str(w, math);
     attn__jw_obj_end(w);
 }
 
@@ -255,8 +219,60 @@ static void freshness(attn__srv *s, const attn_common_metadata *cm, char *text, 
              mismatch ? "MISMATCH: a continuing request's context differs" : "consistent");
 }
 
+/* The attention part of a step's detail: which kernel ran, in place of
+ * what, and what the harness saw of its outputs. */
+static void write_attention(attn__srv *s, attn__jw *d, const attn_engine_step_stats *ss,
+                            const attn__harness_stats *hs, const attn_common_metadata *cm)
+{
+    int ng = attn_engine_num_groups(s->engine);
+    attn__jw_key(d, "attention");
+    attn__jw_obj_begin(d);
+    attn__jw_key(d, "emulated");
+    attn__jw_bool(d, ss->emulated);
+    attn__jw_key(d, "layers_run");
+    attn__jw_int(d, ss->layers_run);
+    attn__jw_key(d, "output_finite");
+    attn__jw_bool(d, hs->output_finite);
+    attn__jw_key(d, "verified");
+    attn__jw_bool(d, s->verify);
+    attn__jw_key(d, "max_abs_diff_vs_reference");
+    if (s->verify)
+        attn__jw_num(d, hs->max_abs_diff);
+    else
+        attn__jw_null(d);
+    char text[512];
+    attn_engine_group_info g0;
+    bool have = ng > 0 && attn_engine_group_info_get(s->engine, 0, &g0) == ATTN_OK;
+    if (!cm && ng == 0)
+        snprintf(text, sizeof text, "no paged attention: the model has no KV-cache group");
+    else if (!cm)
+        snprintf(text, sizeof text, "no attention this step");
+    else if (ss->layers_run == 0)
+        snprintf(text, sizeof text, "no kernel ran (%s)",
+                 have && g0.kernel_note ? g0.kernel_note : "kernels off");
+    else {
+        char check[96];
+        if (s->verify)
+            snprintf(check, sizeof check, "max |diff| vs REFERENCE %.3g", hs->max_abs_diff);
+        else
+            snprintf(check, sizeof check, "not checked against REFERENCE (--verify)");
+        snprintf(text, sizeof text, "%s: %d layer%s run on %s%s%s%s%s%s, outputs %s, %s",
+                 ss->emulated ? "emulated" : "native", ss->layers_run,
+                 ss->layers_run == 1 ? "" : "s", have && g0.kernel ? g0.kernel : "?",
+                 have && g0.kernel_variant ? " (" : "",
+                 have && g0.kernel_variant ? g0.kernel_variant : "",
+                 have && g0.kernel_variant ? ")" : "", ss->emulated ? " in place of " : "",
+                 ss->emulated && have ? g0.backend : "",
+                 hs->output_finite ? "finite" : "NOT FINITE", check);
+    }
+    attn__jw_key(d, "text");
+    attn__jw_str(d, text);
+    attn__jw_obj_end(d);
+}
+
 static void write_detail(attn__srv *s, attn__jw *d, const attn_engine_step_stats *ss,
-                         const attn_common_metadata *cm, const char *fresh)
+                         const attn__harness_stats *hs, const attn_common_metadata *cm,
+                         const char *fresh)
 {
     int ng = attn_engine_num_groups(s->engine);
     attn__jw_obj_begin(d);
@@ -341,49 +357,7 @@ static void write_detail(attn__srv *s, attn__jw *d, const attn_engine_step_stats
         attn__jw_obj_end(d);
     }
     attn__jw_arr_end(d);
-    attn__jw_key(d, "attention");
-    attn__jw_obj_begin(d);
-    attn__jw_key(d, "emulated");
-    attn__jw_bool(d, ss->emulated);
-    attn__jw_key(d, "layers_run");
-    attn__jw_int(d, ss->layers_run);
-    attn__jw_key(d, "output_finite");
-    attn__jw_bool(d, ss->output_finite);
-    attn__jw_key(d, "verified");
-    attn__jw_bool(d, s->verify);
-    attn__jw_key(d, "max_abs_diff_vs_reference");
-    if (s->verify)
-        attn__jw_num(d, ss->max_abs_diff);
-    else
-        attn__jw_null(d);
-    char text[512];
-    attn_engine_group_info g0;
-    bool have = ng > 0 && attn_engine_group_info_get(s->engine, 0, &g0) == ATTN_OK;
-    if (!cm && ng == 0)
-        snprintf(text, sizeof text, "no paged attention: the model has no KV-cache group");
-    else if (!cm)
-        snprintf(text, sizeof text, "no attention this step");
-    else if (ss->layers_run == 0)
-        snprintf(text, sizeof text, "no kernel ran (%s)",
-                 have && g0.kernel_note ? g0.kernel_note : "kernels off");
-    else {
-        char check[96];
-        if (s->verify)
-            snprintf(check, sizeof check, "max |diff| vs REFERENCE %.3g", ss->max_abs_diff);
-        else
-            snprintf(check, sizeof check, "not checked against REFERENCE (--verify)");
-        snprintf(text, sizeof text, "%s: %d layer%s run on %s%s%s%s%s%s, outputs %s, %s",
-                 ss->emulated ? "emulated" : "native", ss->layers_run,
-                 ss->layers_run == 1 ? "" : "s", have && g0.kernel ? g0.kernel : "?",
-                 have && g0.kernel_variant ? " (" : "",
-                 have && g0.kernel_variant ? g0.kernel_variant : "",
-                 have && g0.kernel_variant ? ")" : "", ss->emulated ? " in place of " : "",
-                 ss->emulated && have ? g0.backend : "",
-                 ss->output_finite ? "finite" : "NOT FINITE", check);
-    }
-    attn__jw_key(d, "text");
-    attn__jw_str(d, text);
-    attn__jw_obj_end(d);
+    write_attention(s, d, ss, hs, cm);
     attn__jw_obj_end(d);
 }
 
@@ -399,8 +373,9 @@ attn_status attn__srv_step_run(attn__srv *s, attn__jw *d, attn__srv_step *info)
             return st;
     }
     attn_engine_step_stats ss;
+    attn__harness_stats hs;
     memset(&ss, 0, sizeof ss);
-    attn_status st = attn_engine_step(s->engine, &ss);
+    attn_status st = attn__harness_step(s->harness, s->engine, &ss, &hs);
     if (st != ATTN_OK) return st; /* the step set the detail */
     memset(info, 0, sizeof *info);
     info->num_reqs = ss.num_reqs;
@@ -417,7 +392,7 @@ attn_status attn__srv_step_run(attn__srv *s, attn__jw *d, attn__srv_step *info)
         (ng > 0 && ss.num_reqs > 0) ? attn_engine_common_metadata(s->engine, 0) : NULL;
     char fresh[512] = "";
     freshness(s, cm, fresh, sizeof fresh);
-    if (d) write_detail(s, d, &ss, cm, fresh);
+    if (d) write_detail(s, d, &ss, &hs, cm, fresh);
     s->prev_finished = ss.finished;
     s->steps++;
     return ATTN_OK;

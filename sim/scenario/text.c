@@ -167,7 +167,7 @@ static void stage2(FILE *f, const attn__json *st)
 
 static void print_engine(FILE *f, const attn__json *eng, const char *indent)
 {
-    if (attn__v_len(eng, "kv_groups") == 0) {
+    if (attn__v_len(eng, "groups") == 0) {
         fprintf(f,
                 "%s  engine ready: no paged KV cache (encoder-only attention runs on each "
                 "pass's own keys and values)\n",
@@ -177,11 +177,12 @@ static void print_engine(FILE *f, const attn__json *eng, const char *indent)
     fprintf(f, "%s  engine ready: block size %lld (%s), %lld blocks per KV group\n", indent,
             attn__v_int(eng, "block_size", 0), attn__v_str(eng, "block_size_source"),
             attn__v_int(eng, "num_blocks", 0));
-    for (size_t k = 0; k < attn__v_len(eng, "kv_groups"); k++) {
-        const attn__json *g = attn__v_at(eng, "kv_groups", k);
+    for (size_t k = 0; k < attn__v_len(eng, "groups"); k++) {
+        const attn__json *g = attn__v_at(eng, "groups", k);
         fprintf(f, "%s    KV group %lld (layers %s): %s, %s %s %s, metadata by %s\n", indent,
-                attn__v_int(g, "kv_group", 0), attn__v_str(g, "layers"), attn__v_str(g, "backend"),
-                attn__v_str(g, "layout"), attn__v_str(g, "kv_shape"), attn__v_str(g, "kv_elem"),
+                attn__v_int(g, "index", 0), attn__v_str(g, "layers_text"),
+                attn__v_str(g, "backend"), attn__v_str(g, "layout"),
+                attn__v_str(g, "kv_shape_text"), attn__v_str(g, "kv_elem"),
                 attn__v_str(g, "builder"));
     }
     fprintf(f, "%s    attention math: %s\n", indent, attn__v_str(eng, "math"));

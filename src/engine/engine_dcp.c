@@ -60,10 +60,6 @@ attn_status attn__engine_dcp_setup(attn_engine *e, attn_status startup)
     attn_status st = attn_dcp_agree(e->cfg.dcp_comm, choice, msg, sizeof msg);
     if (startup != ATTN_OK) return startup; /* its own message stays */
     if (st != ATTN_OK) return attn__engine_fail(e, st, "%s", msg);
-    if (e->cfg.verify)
-        return attn__engine_fail(e, ATTN_UNSUPPORTED,
-                                 "DCP: --verify is not supported (REFERENCE would read only this "
-                                 "rank's share of the KV cache)");
     for (int g = 0; g < e->num_groups; g++) {
         st = attn__dcp_group(e, &e->groups[g]);
         if (st != ATTN_OK) return attn__engine_fail(e, st, "KV group %d: %s", g, attn_last_error());

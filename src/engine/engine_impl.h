@@ -1,6 +1,10 @@
-/* Engine internals shared by engine.c (startup, accessors) and scheduler.c
- * (requests and the step loop). Everything a step touches is allocated at
- * startup; the step only writes into these buffers. */
+/* Engine internals shared by its files: engine.c (create, free, the
+ * startup sequence), engine_groups.c (selection, KV and encoder groups,
+ * pools, builders), engine_kernels.c (kernels, stand-ins, step buffers),
+ * engine_info.c (accessors), scheduler.c (requests and the step loop),
+ * step.c (the batch, its metadata and the attention calls), engine_dcp.c.
+ * Everything a step touches is allocated at startup; the step only writes
+ * into these buffers. */
 #ifndef ATTN_ENGINE_IMPL_H
 #define ATTN_ENGINE_IMPL_H
 
@@ -9,9 +13,9 @@
 
 #define ATTN__ENGINE_ERR_MAX 4096
 
-/* A kernel a group runs each step: the selected backend's own (native) or
- * a CPU stand-in (emulated), with its own builder state when its metadata
- * differs from the selected backend's. */
+/* The kernel a group runs each step: the selected backend's own (native)
+ * or a stand-in the caller named (emulated), with its own builder state
+ * when its metadata differs from the selected backend's. */
 typedef struct attn__eng_kernel {
     const attn_backend *backend; /* the resolved object (name, descriptor) */
     attn_kernel_ops ops;         /* const copy */
@@ -43,13 +47,12 @@ typedef struct attn__eng_group {
     const char *kernel_name;
     const char *kernel_variant;
     char kernel_note[512];
-    attn__eng_kernel run;    /* the kernel that computes */
-    attn__eng_kernel verify; /* REFERENCE, when verify is on */
+    attn__eng_kernel run; /* the kernel that computes */
     int layers_run;
     int *run_layers;
     attn_kv_cache *cache; /* memory of the layers run */
-    float *sinks;         /* [num_heads] synthetic sink logits, or NULL */
-    void *w_uk, *w_uv;    /* MLA projections (synthetic), or NULL */
+    float *sinks;         /* [num_heads] sink logits (from io.weights), or NULL */
+    void *w_uk, *w_uv;    /* MLA projections (from io.weights), or NULL */
     /* per step */
     int32_t *block_table;  /* [max_seqs][max_blocks] */
     int64_t *slot_mapping; /* [max_tokens] */
@@ -109,6 +112,7 @@ struct attn_engine {
     int num_model_groups;
     const attn_selection **selections; /* [num_model_groups] */
     char (*requested)[64];             /* [num_model_groups] */
+    attn_selector_config *selcfgs;     /* [num_model_groups] */
     int block_size;                    /* of a physical block: tokens of this rank */
     char block_size_source[96];
     /* DCP world size, and the scheduler's (virtual) block of block_size *
@@ -130,8 +134,7 @@ struct attn_engine {
      * tokens; a prompt is then never chunked */
     int num_enc;
     attn__eng_group *enc;
-    bool encoder_only;           /* encoder groups and no KV group: a request is its prompt */
-    attn_platform *emu_platform; /* owned: the CPU machine stand-in kernels validate on */
+    bool encoder_only; /* encoder groups and no KV group: a request is its prompt */
     /* requests */
     attn__eng_req *reqs; /* [max_requests] */
     int *free_reqs, num_free_reqs;
@@ -163,31 +166,48 @@ struct attn_engine {
     int32_t *enc_positions;     /* [max_tokens] */
     uint64_t *enc_token_req_id; /* [max_tokens] */
     attn_common_metadata enc_cm;
-    /* synthetic inputs and outputs of the layers run */
-    void *q, *k, *v, *out, *out_ref;
-    size_t out_bytes;
+    /* inputs (written by io.inputs) and outputs of the layers run */
+    void *q, *k, *v, *out;
     void *mla_scratch;
     size_t mla_scratch_size;
     /* within-step reuse: (builder type, spec) -> group that built */
     bool have_step;
 };
 
-/* Deterministic synthetic values in [-1, 1) from (seed, stream, index):
- * a request's K/V at a position are the same whenever they are computed, so
- * a preempted request recomputes exactly what it had. */
-static inline float attn__synth(uint64_t seed, uint64_t stream, uint64_t i)
+static inline attn_block_list *attn__list(attn_engine *e, const attn__eng_req *r, int g)
 {
-    uint64_t z = seed ^ (stream * 0x9e3779b97f4a7c15ull) ^ (i * 0xbf58476d1ce4e5b9ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    z ^= z >> 31;
-    return (float)((double)(z >> 40) / 8388608.0 - 1.0);
+    return &e->lists[(size_t)r->slot * (size_t)e->num_groups + (size_t)g];
 }
 
 /* engine.c */
-extern const attn_builder_ops *const attn__engine_builder_families[];
 attn_status attn__engine_fail(attn_engine *e, attn_status st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+void *attn__eng_calloc(size_t n, size_t size, bool *oom); /* sets *oom on failure */
+
+/* engine_groups.c: the startup steps before the kernels */
+extern const attn_builder_ops *const attn__engine_builder_families[];
+attn_status attn__engine_select_all(attn_engine *e);
+attn_status attn__engine_make_groups(attn_engine *e);
+attn_status attn__engine_make_enc_groups(attn_engine *e);
+attn_status attn__engine_size_pools(attn_engine *e);
+attn_status attn__engine_create_builders(attn_engine *e);
+attn_builder_init attn__engine_builder_init(const attn_engine *e, const attn__eng_group *g,
+                                            const attn_backend_desc *d);
+int attn__engine_kv_heads(const attn__eng_group *g);
+
+/* engine_kernels.c */
+attn_status attn__engine_setup_kernels(attn_engine *e, attn__eng_group *g);
+attn_status attn__engine_setup_enc_kernels(attn_engine *e, attn__eng_group *g);
+attn_status attn__engine_alloc_buffers(attn_engine *e);
+void attn__engine_kernel_free(attn__eng_group *g, attn__eng_kernel *k);
+
+/* step.c */
+void attn__engine_build_batch(attn_engine *e, attn_engine_step_stats *st);
+attn_status attn__engine_build_metadata(attn_engine *e, attn_engine_step_stats *st);
+attn_status attn__engine_run_attention(attn_engine *e, attn_engine_step_stats *st);
+void attn__engine_build_enc_batch(attn_engine *e, attn_engine_step_stats *st);
+attn_status attn__engine_run_encoder(attn_engine *e, attn_engine_step_stats *st);
+double attn__engine_now_ns(void);
 
 /* scheduler.c */
 attn_status attn__engine_alloc_requests(attn_engine *e);

@@ -1,4 +1,5 @@
-/* Requests and the step loop.
+/* Requests and the step loop (the batch, metadata and attention calls of
+ * steps (3)-(5b) are in step.c).
  *
  * Contract of a step: (1) the within-step reuse table is emptied; (2) the
  * scheduler picks this step's tokens under the token budget — running
@@ -10,42 +11,24 @@
  * common metadata is built into the engine's buffers, with each group's own
  * block table and slot mapping; (4) each group's builder builds, or — when
  * an earlier group of this step has the same builder type and spec — only
- * swaps the block table into that group's metadata; (5) K/V are written and
- * attention runs for the layers chosen at startup; (5b) encoder groups
+ * swaps the block table into that group's metadata; (5) for the layers
+ * chosen at startup the caller's io writes Q/K/V, K/V go into the cache,
+ * attention runs and io reads the output; (5b) encoder groups
  * (no paged cache) run once, non-causal, over the scheduled requests' new
  * prompt tokens with K/V passed directly — with any such group a prompt is
  * scheduled whole or waits, never chunked; (6) requests advance, finish
  * (an encoder-only model's request once its prompt is processed) and
  * release their blocks. Nothing of a step is consulted by the
  * next one except the requests' own progress. A step allocates nothing. */
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-#include "attn/dcp.h"
-#include "attn/mla.h"
 #include "engine/engine_impl.h"
-#include "metadata/builders.h"
-#include "model/model_impl.h"
 #include "util/error.h"
-#include "util/numeric.h"
-
-static double attn__now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
-}
 
 static inline int attn__total(const attn__eng_req *r)
 {
     return r->prompt_len + r->num_output;
-}
-
-static inline attn_block_list *attn__list(attn_engine *e, const attn__eng_req *r, int g)
-{
-    return &e->lists[(size_t)r->slot * (size_t)e->num_groups + (size_t)g];
 }
 
 /* ---- storage -------------------------------------------------------------- */
@@ -356,358 +339,6 @@ static void attn__schedule(attn_engine *e, attn_engine_step_stats *st)
 
 /* ---- the batch and its common metadata ------------------------------------- */
 
-static void attn__build_batch(attn_engine *e, attn_engine_step_stats *st)
-{
-    const int n = e->num_sched, bs = e->block_size, sbs = e->sched_block_size;
-    for (int i = 0; i < n; i++)
-        e->qlens[i] = e->reqs[e->sched[i]].scheduled;
-    attn__reorder_decodes_first(e->qlens, n, e->reorder_threshold, e->order);
-    int32_t tok = 0, max_q = 0, max_s = 0;
-    e->qsl[0] = 0;
-    for (int b = 0; b < n; b++) {
-        attn__eng_req *r = &e->reqs[e->sched[e->order[b]]];
-        int32_t q = r->scheduled, seq = r->num_computed + q;
-        r->order_pos = b;
-        e->seq_lens[b] = seq;
-        e->is_prefilling[b] = r->num_computed < r->prompt_len;
-        for (int32_t j = 0; j < q; j++) {
-            e->positions[tok + j] = r->num_computed + j;
-            e->token_req_id[tok + j] = r->id;
-        }
-        tok += q;
-        e->qsl[b + 1] = tok;
-        max_q = q > max_q ? q : max_q;
-        max_s = seq > max_s ? seq : max_s;
-        if (q == 1 && r->num_computed >= r->prompt_len) {
-            st->num_decode_reqs++;
-            st->num_decode_tokens++;
-        } else {
-            st->num_prefill_reqs++;
-            st->num_prefill_tokens += q;
-        }
-        for (int g = 0; g < e->num_groups; g++) {
-            attn__eng_group *gr = &e->groups[g];
-            const attn_block_list *l = attn__list(e, r, g);
-            int32_t *row = gr->block_table + (size_t)b * (size_t)e->max_blocks;
-            int nblk = (seq + sbs - 1) / sbs;
-            memcpy(row, l->ids, sizeof(int32_t) * (size_t)nblk);
-            int64_t *sl = gr->slot_mapping + (tok - q);
-            for (int32_t j = 0; j < q; j++) {
-                int32_t pos = r->num_computed + j;
-                /* under DCP the rank's slots come from attn_dcp_slot_mapping */
-                sl[j] = e->dcp_world > 1 ? -1 : (int64_t)row[pos / bs] * bs + pos % bs;
-            }
-        }
-    }
-    st->num_reqs = n;
-    st->num_tokens = tok;
-    for (int g = 0; g < e->num_groups; g++) {
-        attn__eng_group *gr = &e->groups[g];
-        attn_common_metadata cm = {
-            .query_start_loc = e->qsl,
-            .seq_lens = e->seq_lens,
-            .num_reqs = n,
-            .num_actual_tokens = tok,
-            .max_query_len = max_q,
-            .max_seq_len = max_s,
-            .block_table = gr->block_table,
-            .block_table_stride = e->max_blocks,
-            .slot_mapping = gr->slot_mapping,
-            .causal = true,
-            .block_size = bs,
-            .positions = e->positions,
-            .is_prefilling = e->is_prefilling,
-        };
-        gr->cm = cm;
-    }
-}
-
-static attn_status attn__build_metadata(attn_engine *e, attn_engine_step_stats *st)
-{
-    /* Under DCP the block table counts scheduler blocks; each rank's runner
-     * checks it and builds its own local metadata (attn_dcp_forward). */
-    if (e->dcp_world > 1) return ATTN_OK;
-    for (int g = 0; g < e->num_groups; g++) {
-        attn__eng_group *gr = &e->groups[g];
-        attn_status s;
-        if (e->cfg.check_metadata &&
-            (s = attn_common_metadata_check(&gr->cm, e->num_blocks)) != ATTN_OK)
-            return s;
-        gr->common_prefix_len = attn__common_prefix_len(&gr->cm);
-        gr->reused = false;
-        gr->built = false;
-        int from = gr->share_with >= 0 && e->groups[gr->share_with].built ? gr->share_with : -1;
-        if (from >= 0) {
-            s = gr->builder.update_block_table(gr->builder_state, e->groups[from].md,
-                                               gr->block_table, e->max_blocks, gr->slot_mapping,
-                                               &gr->md);
-            if (s == ATTN_OK) {
-                gr->reused = true;
-                gr->common_prefix_len = e->groups[from].common_prefix_len;
-                st->block_table_updates++;
-                continue;
-            }
-            attn_clear_error(); /* e.g. a cascade prefix this table does not share: build */
-        }
-        s = gr->builder.build(gr->builder_state, gr->common_prefix_len, &gr->cm, false, &gr->md);
-        if (s != ATTN_OK) return s;
-        st->builds++;
-        gr->built = true;
-    }
-    return ATTN_OK;
-}
-
-/* ---- attention ---------------------------------------------------------------- */
-
-/* Fills rows of `dim` values per (token, head) for a layer from the
- * tokens' (request, position), in the model's element type. */
-static void attn__fill_rows(const attn_engine *e, const uint64_t *req_ids, const int32_t *positions,
-                            void *buf, attn_elem el, int ntok, int heads, int dim, uint64_t stream)
-{
-    for (int t = 0; t < ntok; t++) {
-        uint64_t base = (req_ids[t] << 24) ^ (uint64_t)positions[t];
-        for (int h = 0; h < heads; h++) {
-            size_t row = ((size_t)t * (size_t)heads + (size_t)h) * (size_t)dim;
-            uint64_t rs = stream ^ ((uint64_t)h << 56);
-            for (int d = 0; d < dim; d++)
-                attn__store_elem(buf, el, row + (size_t)d,
-                                 attn__synth(e->cfg.seed, rs, base * 1024 + (uint64_t)d));
-        }
-    }
-}
-
-static void attn__fill(attn_engine *e, void *buf, attn_elem el, int ntok, int heads, int dim,
-                       uint64_t stream)
-{
-    attn__fill_rows(e, e->token_req_id, e->positions, buf, el, ntok, heads, dim, stream);
-}
-
-static attn_status attn__kernel_md(attn__eng_group *g, attn__eng_kernel *k)
-{
-    if (!k->own_builder) {
-        k->md = g->md;
-        return ATTN_OK;
-    }
-    return k->builder.build(k->builder_state, g->common_prefix_len, &g->cm, false, &k->md);
-}
-
-static attn_status attn__forward(attn_engine *e, attn__eng_group *g, attn__eng_kernel *k, int l,
-                                 const attn_kv_view *view, void *out)
-{
-    if (g->spec.use_mla) {
-        attn_mla_args a = {.layer = &g->params,
-                           .common = &g->cm,
-                           .metadata = k->md,
-                           .kv = view,
-                           .q = e->q,
-                           .out = out,
-                           .w_uk = g->w_uk,
-                           .w_uv = g->w_uv};
-        return attn_mla_forward(&k->self, k->impl[l], &a, e->mla_scratch, e->mla_scratch_size);
-    }
-    attn_forward_args a = {.layer = &g->params,
-                           .common = &g->cm,
-                           .metadata = k->md,
-                           .q = e->q,
-                           .kv = view,
-                           .out = out};
-    return k->ops.forward(k->impl[l], &a);
-}
-
-/* DCP: this rank's write slots and, for the first group, the KV tokens
- * the batch's requests hold here and on all ranks. */
-static attn_status attn__dcp_step(attn_engine *e, attn__eng_group *g, int gi,
-                                  attn_engine_step_stats *st)
-{
-    attn_status s = attn_dcp_slot_mapping(g->dcp, &g->cm, g->dcp_slots);
-    if (s != ATTN_OK || gi != 0) return s;
-    int W = attn_dcp_world_size(g->dcp), rank = attn_dcp_rank(g->dcp);
-    int I = e->cfg.dcp_interleave ? e->cfg.dcp_interleave : 1;
-    for (int r = 0; r < g->cm.num_reqs; r++) {
-        st->kv_tokens_total += g->cm.seq_lens[r];
-        st->kv_tokens_local += attn_dcp_local_len(g->cm.seq_lens[r], W, rank, I);
-    }
-    return ATTN_OK;
-}
-
-static attn_status attn__dcp_forward(attn_engine *e, attn__eng_group *g, int l,
-                                     const attn_kv_view *view, attn_engine_step_stats *st)
-{
-    attn_dcp_args a = {.cm = &g->cm,
-                       .kv = view,
-                       .impl = g->run.impl[l],
-                       .q = e->q,
-                       .out = e->out,
-                       .w_uk = g->w_uk,
-                       .w_uv = g->w_uv};
-    attn_status s = attn_dcp_forward(g->dcp, &a);
-    attn_dcp_timing t;
-    if (s == ATTN_OK && st && attn_dcp_last_timing(g->dcp, &t) == ATTN_OK) {
-        st->dcp_local_ns += t.local_ns;
-        st->dcp_exchange_ns += t.exchange_ns;
-        st->dcp_merge_ns += t.merge_ns;
-    }
-    return s;
-}
-
-static attn_status attn__run_attention(attn_engine *e, attn_engine_step_stats *st)
-{
-    const attn_elem el = attn_dtype_elem(attn_model_dtype(e->model));
-    const int ntok = e->groups[0].cm.num_actual_tokens;
-    double sum = 0, maxdiff = 0;
-    bool finite = true;
-    for (int gi = 0; gi < e->num_groups; gi++) {
-        attn__eng_group *g = &e->groups[gi];
-        if (g->mode == ATTN_KERNEL_NONE) continue;
-        attn_status s = g->dcp ? ATTN_OK : attn__kernel_md(g, &g->run);
-        if (s == ATTN_OK && g->verify.impl) s = attn__kernel_md(g, &g->verify);
-        if (s != ATTN_OK) return s;
-        const attn_layer_spec *sp = &g->spec;
-        const int H = sp->num_heads, KVH = g->layout.view.num_kv_heads;
-        int qd = sp->use_mla ? sp->qk_nope_head_dim + sp->qk_rope_head_dim : sp->head_size;
-        int od = sp->use_mla ? sp->v_head_dim : (sp->head_size_v ? sp->head_size_v : sp->head_size);
-        const int64_t *slots = g->slot_mapping;
-        if (g->dcp) {
-            if ((s = attn__dcp_step(e, g, gi, st)) != ATTN_OK) return s;
-            slots = g->dcp_slots; /* this rank writes only its own tokens */
-        }
-        for (int l = 0; l < g->layers_run; l++) {
-            uint64_t layer = (uint64_t)g->run_layers[l] << 40;
-            attn_kv_view view;
-            attn_kv_cache_view(g->cache, l, &view);
-            if (sp->use_mla) {
-                int rope = sp->head_size - sp->kv_lora_rank;
-                attn__fill(e, e->k, el, ntok, 1, sp->kv_lora_rank, layer | 1);
-                attn__fill(e, e->v, el, ntok, 1, rope, layer | 2);
-                s = attn_mla_write_latent(&view, slots, ntok, e->k, e->v,
-                                          attn_model_dtype(e->model));
-            } else {
-                attn__fill(e, e->k, el, ntok, KVH, sp->head_size, layer | 1);
-                attn__fill(e, e->v, el, ntok, KVH, g->layout.view.head_size_v, layer | 2);
-                s = attn_kv_write(&view, slots, ntok, e->k, e->v, el);
-            }
-            if (s != ATTN_OK) return s;
-            attn__fill(e, e->q, el, ntok, H, qd, layer | 3);
-            s = g->dcp ? attn__dcp_forward(e, g, l, &view, gi == 0 ? st : NULL)
-                       : attn__forward(e, g, &g->run, l, &view, e->out);
-            if (s != ATTN_OK) return s;
-            size_t n = (size_t)ntok * (size_t)H * (size_t)od;
-            for (size_t i = 0; i < n; i++) {
-                float x = attn__load_elem(e->out, el, i);
-                finite = finite && isfinite(x);
-                sum += x;
-            }
-            if (g->verify.impl) {
-                if ((s = attn__forward(e, g, &g->verify, l, &view, e->out_ref)) != ATTN_OK)
-                    return s;
-                for (size_t i = 0; i < n; i++) {
-                    double d = fabs((double)attn__load_elem(e->out, el, i) -
-                                    (double)attn__load_elem(e->out_ref, el, i));
-                    maxdiff = d > maxdiff ? d : maxdiff;
-                }
-            }
-            st->layers_run++;
-        }
-        st->emulated = st->emulated || g->mode == ATTN_KERNEL_EMULATED;
-    }
-    st->output_checksum = sum;
-    st->output_finite = finite;
-    st->max_abs_diff = maxdiff;
-    return ATTN_OK;
-}
-
-/* ---- encoder groups ------------------------------------------------------------ */
-
-/* The encoder batch: each scheduled request's new prompt tokens (its whole
- * prompt, since prompts are never chunked here), each request one
- * non-causal sequence of its own tokens. */
-static void attn__build_enc_batch(attn_engine *e, attn_engine_step_stats *st)
-{
-    int n = 0;
-    int32_t tok = 0, max_q = 0;
-    e->enc_qsl[0] = 0;
-    for (int i = 0; i < e->num_sched; i++) {
-        const attn__eng_req *r = &e->reqs[e->sched[i]];
-        int end = r->num_computed + r->scheduled;
-        end = end < r->prompt_len ? end : r->prompt_len;
-        int32_t q = end - r->num_computed;
-        if (q <= 0) continue;
-        for (int32_t j = 0; j < q; j++) {
-            e->enc_positions[tok + j] = r->num_computed + j;
-            e->enc_token_req_id[tok + j] = r->id;
-        }
-        tok += q;
-        e->enc_seq_lens[n] = q;
-        e->enc_qsl[++n] = tok;
-        max_q = q > max_q ? q : max_q;
-    }
-    attn_common_metadata cm = {
-        .query_start_loc = e->enc_qsl,
-        .seq_lens = e->enc_seq_lens,
-        .num_reqs = n,
-        .num_actual_tokens = tok,
-        .max_query_len = max_q,
-        .max_seq_len = max_q,
-        .causal = false,
-        .positions = e->enc_positions,
-    };
-    e->enc_cm = cm;
-    st->encoder_reqs = n;
-    st->encoder_tokens = tok;
-}
-
-static attn_status attn__run_encoder(attn_engine *e, attn_engine_step_stats *st)
-{
-    const attn_elem el = attn_dtype_elem(attn_model_dtype(e->model));
-    const int ntok = e->enc_cm.num_actual_tokens;
-    const uint64_t *ids = e->enc_token_req_id;
-    const int32_t *pos = e->enc_positions;
-    double sum = 0, maxdiff = 0;
-    bool finite = true;
-    for (int gi = 0; gi < e->num_enc; gi++) {
-        attn__eng_group *g = &e->enc[gi];
-        if (g->mode == ATTN_KERNEL_NONE) continue;
-        const attn_layer_spec *sp = &g->spec;
-        const int H = sp->num_heads, KVH = sp->num_kv_heads, D = sp->head_size;
-        const int Dv = sp->head_size_v ? sp->head_size_v : sp->head_size;
-        for (int l = 0; l < g->layers_run; l++) {
-            uint64_t layer = (uint64_t)g->run_layers[l] << 40;
-            attn__fill_rows(e, ids, pos, e->k, el, ntok, KVH, D, layer | 1);
-            attn__fill_rows(e, ids, pos, e->v, el, ntok, KVH, Dv, layer | 2);
-            attn__fill_rows(e, ids, pos, e->q, el, ntok, H, D, layer | 3);
-            attn_forward_args a = {.layer = &g->params,
-                                   .common = &e->enc_cm,
-                                   .q = e->q,
-                                   .out = e->out,
-                                   .k = e->k,
-                                   .v = e->v};
-            attn_status s = g->run.ops.forward(g->run.impl[l], &a);
-            if (s != ATTN_OK) return s;
-            size_t n = (size_t)ntok * (size_t)H * (size_t)Dv;
-            for (size_t i = 0; i < n; i++) {
-                float x = attn__load_elem(e->out, el, i);
-                finite = finite && isfinite(x);
-                sum += x;
-            }
-            if (g->verify.impl) {
-                a.out = e->out_ref;
-                if ((s = g->verify.ops.forward(g->verify.impl[l], &a)) != ATTN_OK) return s;
-                for (size_t i = 0; i < n; i++) {
-                    double d = fabs((double)attn__load_elem(e->out, el, i) -
-                                    (double)attn__load_elem(e->out_ref, el, i));
-                    maxdiff = d > maxdiff ? d : maxdiff;
-                }
-            }
-            st->encoder_layers_run++;
-        }
-        st->emulated = st->emulated || g->mode == ATTN_KERNEL_EMULATED;
-    }
-    st->output_checksum += sum;
-    st->output_finite = st->output_finite && finite;
-    st->max_abs_diff = maxdiff > st->max_abs_diff ? maxdiff : st->max_abs_diff;
-    return ATTN_OK;
-}
-
 /* ---- requests: public ---------------------------------------------------------- */
 
 attn_status attn_engine_add_request(attn_engine *e, const attn_request_desc *rd, uint64_t *id)
@@ -786,7 +417,6 @@ attn_status attn_engine_step(attn_engine *e, attn_engine_step_stats *out)
     attn_engine_step_stats st;
     memset(&st, 0, sizeof st);
     st.step = e->counts.steps;
-    st.output_finite = true;
 
     attn__schedule(e, &st);
     attn_status s = ATTN_OK;
@@ -804,24 +434,24 @@ attn_status attn_engine_step(attn_engine *e, attn_engine_step_stats *out)
         }
         st.num_reqs = e->num_sched;
     } else if (e->num_sched > 0) {
-        double t0 = attn__now_ns();
-        attn__build_batch(e, &st);
-        s = attn__build_metadata(e, &st);
-        double t1 = attn__now_ns();
+        double t0 = attn__engine_now_ns();
+        attn__engine_build_batch(e, &st);
+        s = attn__engine_build_metadata(e, &st);
+        double t1 = attn__engine_now_ns();
         st.metadata_ns = t1 - t0;
         for (int g = 0; g < e->num_groups; g++)
             e->groups[g].have_step = s == ATTN_OK;
         if (s == ATTN_OK) {
-            s = attn__run_attention(e, &st);
-            st.attention_ns = attn__now_ns() - t1;
+            s = attn__engine_run_attention(e, &st);
+            st.attention_ns = attn__engine_now_ns() - t1 - st.io_ns;
         }
         st.common_prefix_len = e->groups[0].common_prefix_len;
     }
     if (s == ATTN_OK && e->num_enc > 0 && e->num_sched > 0) {
-        double t0 = attn__now_ns();
-        attn__build_enc_batch(e, &st);
-        if (e->enc_cm.num_actual_tokens > 0) s = attn__run_encoder(e, &st);
-        st.encoder_attention_ns = attn__now_ns() - t0;
+        double t0 = attn__engine_now_ns(), io0 = st.io_ns;
+        attn__engine_build_enc_batch(e, &st);
+        if (e->enc_cm.num_actual_tokens > 0) s = attn__engine_run_encoder(e, &st);
+        st.encoder_attention_ns = attn__engine_now_ns() - t0 - (st.io_ns - io0);
         st.attention_ns += st.encoder_attention_ns;
     }
     /* Advance every scheduled request, whatever the kernels said: the

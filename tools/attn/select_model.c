@@ -8,6 +8,7 @@
 #include <strings.h>
 
 #include "attn/attn.h"
+#include "attn/engine.h"
 #include "attn/model.h"
 #include "cli.h"
 #include "util/strbuf.h"
@@ -156,15 +157,21 @@ int attn_cli_select_model(const char *model, int argc, char **argv)
         int n = attn_model_group_layers(m, g, &l);
         char layers[128];
         attn_model_layers_text(l, n, layers, sizeof layers);
-        attn_selector_config cfg;
-        attn_model_selector_config(m, s, o.kv, (int)o.block_size, &cfg);
-        if (o.has_dtype) cfg.dtype = o.dtype; /* serving dtype chosen at launch (vLLM's --dtype) */
-        cfg.use_non_causal = o.non_causal;
-        cfg.use_batch_invariant =
-            o.batch_invariant || attn_platform_setting(p, ATTN_SETTING_BATCH_INVARIANT);
-        const char *req = attn_requested_for(&cfg, o.backend, o.per_kind);
-        const attn_selection *sel = NULL;
-        attn_status st = attn_select(p, req, &cfg, &sel);
+        attn_group_launch gl = {
+            .backend = o.backend,
+            .per_kind = o.per_kind,
+            .kv_cache_dtype = o.kv,
+            .block_size = (int)o.block_size,
+            .dtype = o.has_dtype ? &o.dtype : NULL, /* serving dtype chosen at launch */
+            .non_causal = o.non_causal,
+            .batch_invariant =
+                o.batch_invariant || attn_platform_setting(p, ATTN_SETTING_BATCH_INVARIANT),
+        };
+        attn_group_choice ch;
+        attn_status st = attn_engine_select_group(p, m, g, &gl, &ch);
+        const attn_selector_config cfg = ch.config;
+        const char *req = ch.requested;
+        const attn_selection *sel = ch.selection;
         if (st != ATTN_OK) failed++;
         attn__jw_obj_begin(&w);
         attn__jw_key(&w, "group");

@@ -51,7 +51,8 @@ int attn__serve_dcp_open(long world, double timeout_s, attn_comm **out)
 #endif
 }
 
-void attn__serve_dcp_step(attn__dcp_acc *acc, const attn_engine_step_stats *ss)
+void attn__serve_dcp_step(attn__dcp_acc *acc, const attn_engine_step_stats *ss,
+                          const attn__harness_stats *hs)
 {
     acc->steps++;
     double t = ss->metadata_ns + ss->attention_ns;
@@ -60,7 +61,7 @@ void attn__serve_dcp_step(attn__dcp_acc *acc, const attn_engine_step_stats *ss)
     acc->local_ns += ss->dcp_local_ns;
     acc->exchange_ns += ss->dcp_exchange_ns;
     acc->merge_ns += ss->dcp_merge_ns;
-    acc->checksum += ss->output_checksum;
+    acc->checksum += hs->output_checksum;
     if (ss->kv_tokens_local > acc->kv_tokens_local_peak)
         acc->kv_tokens_local_peak = ss->kv_tokens_local;
     if (ss->kv_tokens_total > acc->kv_tokens_total_peak)

@@ -6,6 +6,8 @@
 
 #include "attn/attn.h"
 #include "attn/comm.h"
+#include "attn/engine.h"
+#include "harness/harness.h"
 #include "util/strbuf.h"
 
 typedef struct attn__dcp_acc {
@@ -19,7 +21,8 @@ typedef struct attn__dcp_acc {
  * Returns -1 on success (*out set; NULL when world is 1), else an exit code
  * after printing why. */
 int attn__serve_dcp_open(long world, double timeout_s, attn_comm **out);
-void attn__serve_dcp_step(attn__dcp_acc *acc, const attn_engine_step_stats *ss);
+void attn__serve_dcp_step(attn__dcp_acc *acc, const attn_engine_step_stats *ss,
+                          const attn__harness_stats *hs);
 /* Gathers every rank's figures; rank 0 prints them (text, or into w). */
 void attn__serve_dcp_report(attn_comm *c, const attn_engine *e, const attn__dcp_acc *acc,
                             long interleave, attn__jw *w);
