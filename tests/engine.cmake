@@ -3,6 +3,6 @@
 foreach(t test_engine_basic test_engine_encoder test_engine_models test_engine_reuse
           test_engine_steps)
   if(TARGET ${t})
-    target_link_libraries(${t} PRIVATE attn_harness)
+    target_link_libraries(${t} PRIVATE attn_harness attn_static)
   endif()
 endforeach()
