@@ -187,6 +187,14 @@ void attn__limits_init(attn__builder_limits *l, const char *type_name,
 /* attn__build_args, attn__capture_check and attn__update_args on l. */
 attn_status attn__limits_build_args(const attn__builder_limits *l, const attn_common_metadata *cm);
 attn_status attn__limits_capture(const attn__builder_limits *l, const attn_common_metadata *cm);
+/* build_for_capture of a builder whose state starts with its limits: NULL
+ * checks (type_name " capture: NULL argument"), the capture checks, then
+ * build without a shared prefix. */
+typedef attn_status (*attn__build_fn)(void *state, int common_prefix_len,
+                                      const attn_common_metadata *cm, bool fast_build,
+                                      const void **md);
+attn_status attn__capture_build(const char *type_name, void *state, const attn_common_metadata *cm,
+                                const void **md, attn__build_fn build);
 attn_status attn__limits_update(const attn__builder_limits *l, int num_reqs, int num_actual_tokens,
                                 const int32_t *block_table, int block_table_stride,
                                 const int64_t *slot_mapping);

@@ -301,3 +301,12 @@ attn_status attn__limits_update(const attn__builder_limits *l, int num_reqs, int
     return attn__update_args(l->type_name, num_reqs, l->max_reqs, num_actual_tokens, block_table,
                              block_table_stride, slot_mapping);
 }
+
+attn_status attn__capture_build(const char *type_name, void *state, const attn_common_metadata *cm,
+                                const void **md, attn__build_fn build)
+{
+    if (!state || !cm || !md)
+        return attn__fail(ATTN_NULL_ARGUMENT, "%s capture: NULL argument", type_name);
+    attn_status st = attn__limits_capture(state, cm);
+    return st == ATTN_OK ? build(state, 0, cm, false, md) : st;
+}

@@ -11,6 +11,7 @@
  * only owned array is suffix_kv_lens, sized at create(). No reordering
  * (reorder_batch_threshold 0); update_block_table swaps the table and slots
  * and re-points the suffix table. */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -24,6 +25,7 @@ typedef struct attn__fa_state {
     int32_t *suffix_kv_lens; /* [max_reqs] */
     attn_fa_metadata md;
 } attn__fa_state;
+_Static_assert(offsetof(attn__fa_state, lim) == 0, "attn__capture_build reads the limits first");
 
 attn_status attn__fa_create(const attn_builder_init *init, const char *type_name,
                             attn_cg_support family_cg, void **state)
@@ -108,11 +110,7 @@ attn_status attn__fa_build(void *state, int common_prefix_len, const attn_common
 
 attn_status attn__fa_build_for_capture(void *state, const attn_common_metadata *cm, const void **md)
 {
-    attn__fa_state *s = state;
-    if (!s || !cm || !md)
-        return attn__fail(ATTN_NULL_ARGUMENT, "FlashAttention capture: NULL argument");
-    attn_status st = attn__limits_capture(&s->lim, cm);
-    return st == ATTN_OK ? attn__fa_build(state, 0, cm, false, md) : st;
+    return attn__capture_build("FlashAttention", state, cm, md, attn__fa_build);
 }
 
 attn_status attn__fa_update_block_table(void *state, const void *md, const int32_t *block_table,

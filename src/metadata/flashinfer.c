@@ -14,6 +14,7 @@
  * create(); build() copies one contiguous row segment per request.
  * update_block_table regathers only paged_kv_indices (and the shared pages)
  * from the other group's table: the indptrs depend on lengths alone. */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -34,6 +35,7 @@ typedef struct attn__fi_state {
     int32_t shared_qo[2], shared_kv_indptr[2];
     attn_flashinfer_metadata md;
 } attn__fi_state;
+_Static_assert(offsetof(attn__fi_state, lim) == 0, "attn__capture_build reads the limits first");
 
 static void attn__fi_destroy(void *state)
 {
@@ -173,11 +175,7 @@ static attn_status attn__fi_build(void *state, int common_prefix_len,
 static attn_status attn__fi_build_for_capture(void *state, const attn_common_metadata *cm,
                                               const void **md)
 {
-    attn__fi_state *s = state;
-    if (!s || !cm || !md)
-        return attn__fail(ATTN_NULL_ARGUMENT, TYPE_NAME " capture: NULL argument");
-    attn_status st = attn__limits_capture(&s->lim, cm);
-    return st == ATTN_OK ? attn__fi_build(state, 0, cm, false, md) : st;
+    return attn__capture_build(TYPE_NAME, state, cm, md, attn__fi_build);
 }
 
 static attn_status attn__fi_update_block_table(void *state, const void *md,

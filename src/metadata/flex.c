@@ -12,6 +12,7 @@
  * by several requests (a common prefix) is never listed twice in a tile.
  * Work per build is O(tokens + tiles); nothing depends on the block ids, so
  * update_block_table only swaps the table and slots. */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -29,6 +30,7 @@ typedef struct attn__flex_state {
     int32_t *tile_req, *tile_start, *tile_len, *kv_start, *kv_num, *full_start, *full_num;
     attn_flex_metadata md;
 } attn__flex_state;
+_Static_assert(offsetof(attn__flex_state, lim) == 0, "attn__capture_build reads the limits first");
 
 static void attn__flex_destroy(void *state)
 {
@@ -156,11 +158,7 @@ static attn_status attn__flex_build(void *state, int common_prefix_len,
 static attn_status attn__flex_build_for_capture(void *state, const attn_common_metadata *cm,
                                                 const void **md)
 {
-    attn__flex_state *s = state;
-    if (!s || !cm || !md)
-        return attn__fail(ATTN_NULL_ARGUMENT, TYPE_NAME " capture: NULL argument");
-    attn_status st = attn__limits_capture(&s->lim, cm);
-    return st == ATTN_OK ? attn__flex_build(state, 0, cm, false, md) : st;
+    return attn__capture_build(TYPE_NAME, state, cm, md, attn__flex_build);
 }
 
 static attn_status attn__flex_update_block_table(void *state, const void *md,

@@ -9,6 +9,7 @@
  * batches of at most seq_threshold_3d = 128 / num_kv_heads requests take the
  * 3D kernel (16 softmax segments per sequence, merged afterwards). No
  * cascade and no reordering; graph tier ALWAYS. */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -25,6 +26,8 @@ typedef struct attn__triton_state {
     int32_t *q_block_start; /* [max_reqs + 1] */
     attn_triton_metadata md;
 } attn__triton_state;
+_Static_assert(offsetof(attn__triton_state, lim) == 0,
+               "attn__capture_build reads the limits first");
 
 static void attn__triton_destroy(void *state)
 {
@@ -109,11 +112,7 @@ static attn_status attn__triton_build(void *state, int common_prefix_len,
 static attn_status attn__triton_build_for_capture(void *state, const attn_common_metadata *cm,
                                                   const void **md)
 {
-    attn__triton_state *s = state;
-    if (!s || !cm || !md)
-        return attn__fail(ATTN_NULL_ARGUMENT, TYPE_NAME " capture: NULL argument");
-    attn_status st = attn__limits_capture(&s->lim, cm);
-    return st == ATTN_OK ? attn__triton_build(state, 0, cm, false, md) : st;
+    return attn__capture_build(TYPE_NAME, state, cm, md, attn__triton_build);
 }
 
 static attn_status attn__triton_update_block_table(void *state, const void *md,
