@@ -178,9 +178,9 @@ static attn_status attn__check_sizes_cpu(const attn__machine_spec *s, const char
 }
 
 /* A simulated CPU: this machine's CPU, or the one the cpu_* fields describe. */
-static void attn__fill_cpu(attn_platform *p, const attn__machine_spec *s, bool x86, bool arm)
+static void attn__fill_cpu(attn_platform *p, const attn__machine_spec *s, const attn_cpu_info *host,
+                           bool x86, bool arm)
 {
-    const attn_cpu_info *host = attn_cpu_info_get();
     attn_cpu_info *ci = &p->cpu;
     if (s->cpu_copy_host || !attn__has_cpu_fields(s)) {
         *ci = *host;
@@ -249,8 +249,11 @@ static attn_status attn__build(const attn__machine_spec *s, const char *origin, 
     p->installed = s->installed_given ? s->installed : attn__default_installed(s->kind);
     for (int k = 0; k < ATTN_SETTING_COUNT; k++)
         if (s->setting_given[k]) p->settings[k] = s->setting[k];
+    /* Read for every machine, so a bad ATTN_CPU_MASK is reported whatever
+     * the machine (the host CPU is the same process-wide answer). */
+    const attn_cpu_info *host = attn_cpu_info_get();
     if (s->kind == ATTN_PLATFORM_CPU)
-        attn__fill_cpu(p, s, x86, arm);
+        attn__fill_cpu(p, s, host, x86, arm);
     else
         attn__fill_gpu(p, s);
     if (s->description)
