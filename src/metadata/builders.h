@@ -174,6 +174,31 @@ attn_status attn__split_decodes_prefills(const attn_common_metadata *cm, int thr
                                          bool require_uniform, int *num_decodes,
                                          int *num_decode_tokens);
 
+/* The limits every standard builder keeps from its init, first in its state:
+ * the checks of build, build_for_capture and update_block_table read them. */
+typedef struct attn__builder_limits {
+    const char *type_name;
+    attn_cg_support cg;
+    int max_reqs, max_tokens, max_blocks;
+} attn__builder_limits;
+/* From init; cg through attn__init_cg(init, family_cg). */
+void attn__limits_init(attn__builder_limits *l, const char *type_name,
+                       const attn_builder_init *init, attn_cg_support family_cg);
+/* attn__build_args, attn__capture_check and attn__update_args on l. */
+attn_status attn__limits_build_args(const attn__builder_limits *l, const attn_common_metadata *cm);
+attn_status attn__limits_capture(const attn__builder_limits *l, const attn_common_metadata *cm);
+/* build_for_capture of a builder whose state starts with its limits: NULL
+ * checks (type_name " capture: NULL argument"), the capture checks, then
+ * build without a shared prefix. */
+typedef attn_status (*attn__build_fn)(void *state, int common_prefix_len,
+                                      const attn_common_metadata *cm, bool fast_build,
+                                      const void **md);
+attn_status attn__capture_build(const char *type_name, void *state, const attn_common_metadata *cm,
+                                const void **md, attn__build_fn build);
+attn_status attn__limits_update(const attn__builder_limits *l, int num_reqs, int num_actual_tokens,
+                                const int32_t *block_table, int block_table_stride,
+                                const int64_t *slot_mapping);
+
 /* build_for_capture's gate: the build's argument checks, then whether a
  * graph of this tier may capture cm. */
 attn_status attn__capture_check(attn_cg_support cg, const char *type_name,

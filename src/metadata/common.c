@@ -273,3 +273,40 @@ attn_status attn__update_args(const char *type_name, int num_reqs, int max_reqs,
                           type_name);
     return ATTN_OK;
 }
+
+void attn__limits_init(attn__builder_limits *l, const char *type_name,
+                       const attn_builder_init *init, attn_cg_support family_cg)
+{
+    l->type_name = type_name;
+    l->cg = attn__init_cg(init, family_cg);
+    l->max_reqs = init->max_num_reqs;
+    l->max_tokens = init->max_num_tokens;
+    l->max_blocks = init->max_blocks_per_req;
+}
+
+attn_status attn__limits_build_args(const attn__builder_limits *l, const attn_common_metadata *cm)
+{
+    return attn__build_args(l->type_name, cm, l->max_reqs, l->max_tokens, l->max_blocks);
+}
+
+attn_status attn__limits_capture(const attn__builder_limits *l, const attn_common_metadata *cm)
+{
+    return attn__capture_check(l->cg, l->type_name, cm, l->max_reqs, l->max_tokens, l->max_blocks);
+}
+
+attn_status attn__limits_update(const attn__builder_limits *l, int num_reqs, int num_actual_tokens,
+                                const int32_t *block_table, int block_table_stride,
+                                const int64_t *slot_mapping)
+{
+    return attn__update_args(l->type_name, num_reqs, l->max_reqs, num_actual_tokens, block_table,
+                             block_table_stride, slot_mapping);
+}
+
+attn_status attn__capture_build(const char *type_name, void *state, const attn_common_metadata *cm,
+                                const void **md, attn__build_fn build)
+{
+    if (!state || !cm || !md)
+        return attn__fail(ATTN_NULL_ARGUMENT, "%s capture: NULL argument", type_name);
+    attn_status st = attn__limits_capture(state, cm);
+    return st == ATTN_OK ? build(state, 0, cm, false, md) : st;
+}

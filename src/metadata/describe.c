@@ -10,7 +10,9 @@
 
 #define ATTN__DESCRIBE_MAX 64
 
-void attn__describe_i32(attn__jw *w, const char *key, const int32_t *a, int n)
+/* An int array (32- or 64-bit elements) as a JSON array of its first
+ * ATTN__DESCRIBE_MAX values, plus "<key>_len" when longer; null for NULL. */
+static void attn__describe_ints(attn__jw *w, const char *key, const void *a, bool wide, int n)
 {
     attn__jw_key(w, key);
     if (!a) {
@@ -19,7 +21,7 @@ void attn__describe_i32(attn__jw *w, const char *key, const int32_t *a, int n)
     }
     attn__jw_arr_begin(w);
     for (int i = 0; i < n && i < ATTN__DESCRIBE_MAX; i++)
-        attn__jw_int(w, a[i]);
+        attn__jw_int(w, wide ? (long long)((const int64_t *)a)[i] : ((const int32_t *)a)[i]);
     attn__jw_arr_end(w);
     if (n > ATTN__DESCRIBE_MAX) {
         char k[96];
@@ -29,23 +31,14 @@ void attn__describe_i32(attn__jw *w, const char *key, const int32_t *a, int n)
     }
 }
 
+void attn__describe_i32(attn__jw *w, const char *key, const int32_t *a, int n)
+{
+    attn__describe_ints(w, key, a, false, n);
+}
+
 void attn__describe_i64(attn__jw *w, const char *key, const int64_t *a, int n)
 {
-    attn__jw_key(w, key);
-    if (!a) {
-        attn__jw_null(w);
-        return;
-    }
-    attn__jw_arr_begin(w);
-    for (int i = 0; i < n && i < ATTN__DESCRIBE_MAX; i++)
-        attn__jw_int(w, (long long)a[i]);
-    attn__jw_arr_end(w);
-    if (n > ATTN__DESCRIBE_MAX) {
-        char k[96];
-        snprintf(k, sizeof k, "%s_len", key);
-        attn__jw_key(w, k);
-        attn__jw_int(w, n);
-    }
+    attn__describe_ints(w, key, a, true, n);
 }
 
 void attn__describe_begin(attn__sb *sb, attn__jw *w, int num_reqs, int num_actual_tokens)

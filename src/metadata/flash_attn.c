@@ -11,6 +11,7 @@
  * only owned array is suffix_kv_lens, sized at create(). No reordering
  * (reorder_batch_threshold 0); update_block_table swaps the table and slots
  * and re-points the suffix table. */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,14 +19,13 @@
 #include "util/error.h"
 
 typedef struct attn__fa_state {
-    const char *type_name;
-    attn_cg_support cg;
-    int max_reqs, max_tokens, max_blocks;
+    attn__builder_limits lim;
     int32_t cu_prefix_query_lens[2];
     int32_t prefix_kv_lens[1];
     int32_t *suffix_kv_lens; /* [max_reqs] */
     attn_fa_metadata md;
 } attn__fa_state;
+_Static_assert(offsetof(attn__fa_state, lim) == 0, "attn__capture_build reads the limits first");
 
 attn_status attn__fa_create(const attn_builder_init *init, const char *type_name,
                             attn_cg_support family_cg, void **state)
@@ -41,11 +41,7 @@ attn_status attn__fa_create(const attn_builder_init *init, const char *type_name
         free(s);
         return attn__fail(ATTN_OUT_OF_MEMORY, "%s builder: out of memory", type_name);
     }
-    s->type_name = type_name;
-    s->cg = attn__init_cg(init, family_cg);
-    s->max_reqs = init->max_num_reqs;
-    s->max_tokens = init->max_num_tokens;
-    s->max_blocks = init->max_blocks_per_req;
+    attn__limits_init(&s->lim, type_name, init, family_cg);
     *state = s;
     return ATTN_OK;
 }
@@ -65,11 +61,11 @@ attn_status attn__fa_build(void *state, int common_prefix_len, const attn_common
     attn__fa_state *s = state;
     if (!s || !md)
         return attn__fail(ATTN_NULL_ARGUMENT, "FlashAttention build: state or md is NULL");
-    attn_status st = attn__build_args(s->type_name, cm, s->max_reqs, s->max_tokens, s->max_blocks);
+    attn_status st = attn__limits_build_args(&s->lim, cm);
     if (st == ATTN_OK && common_prefix_len > 0)
-        st = attn__check_cascade(s->type_name, cm, common_prefix_len);
+        st = attn__check_cascade(s->lim.type_name, cm, common_prefix_len);
     else if (st == ATTN_OK && common_prefix_len < 0)
-        st = attn__fail(ATTN_BAD_METADATA, "%s: common_prefix_len is %d", s->type_name,
+        st = attn__fail(ATTN_BAD_METADATA, "%s: common_prefix_len is %d", s->lim.type_name,
                         common_prefix_len);
     if (st != ATTN_OK) return st;
     attn_fa_metadata *m = &s->md;
@@ -85,7 +81,7 @@ attn_status attn__fa_build(void *state, int common_prefix_len, const attn_common
     m->block_table_stride = cm->block_table_stride;
     m->slot_mapping = cm->slot_mapping;
     m->causal = cm->causal;
-    m->cg_support = s->cg;
+    m->cg_support = s->lim.cg;
     const int32_t *qsl = cm->query_start_loc;
     for (int r = 0; r < cm->num_reqs; r++)
         m->num_decodes += qsl[r + 1] - qsl[r] == 1;
@@ -114,12 +110,7 @@ attn_status attn__fa_build(void *state, int common_prefix_len, const attn_common
 
 attn_status attn__fa_build_for_capture(void *state, const attn_common_metadata *cm, const void **md)
 {
-    attn__fa_state *s = state;
-    if (!s || !cm || !md)
-        return attn__fail(ATTN_NULL_ARGUMENT, "FlashAttention capture: NULL argument");
-    attn_status st =
-        attn__capture_check(s->cg, s->type_name, cm, s->max_reqs, s->max_tokens, s->max_blocks);
-    return st == ATTN_OK ? attn__fa_build(state, 0, cm, false, md) : st;
+    return attn__capture_build("FlashAttention", state, cm, md, attn__fa_build);
 }
 
 attn_status attn__fa_update_block_table(void *state, const void *md, const int32_t *block_table,
@@ -130,17 +121,17 @@ attn_status attn__fa_update_block_table(void *state, const void *md, const int32
     const attn_fa_metadata *src = md;
     if (!s || !src || !new_md)
         return attn__fail(ATTN_NULL_ARGUMENT, "FlashAttention update_block_table: NULL argument");
-    attn_status ust =
-        attn__update_args(s->type_name, src->num_reqs, s->max_reqs, src->num_actual_tokens,
-                          block_table, block_table_stride, slot_mapping);
+    attn_status ust = attn__limits_update(&s->lim, src->num_reqs, src->num_actual_tokens,
+                                          block_table, block_table_stride, slot_mapping);
     if (ust != ATTN_OK) return ust;
     if (src->use_cascade) {
         if (src->prefix_num_blocks > block_table_stride)
             return attn__fail(ATTN_BAD_METADATA,
                               "%s update_block_table: prefix of %d blocks, table stride %d",
-                              s->type_name, src->prefix_num_blocks, block_table_stride);
-        attn_status st = attn__check_shared_prefix(s->type_name, block_table, block_table_stride,
-                                                   src->num_reqs, src->prefix_num_blocks);
+                              s->lim.type_name, src->prefix_num_blocks, block_table_stride);
+        attn_status st =
+            attn__check_shared_prefix(s->lim.type_name, block_table, block_table_stride,
+                                      src->num_reqs, src->prefix_num_blocks);
         if (st != ATTN_OK) return st;
     }
     s->md = *src;

@@ -14,6 +14,7 @@
  * create(); build() copies one contiguous row segment per request.
  * update_block_table regathers only paged_kv_indices (and the shared pages)
  * from the other group's table: the indptrs depend on lengths alone. */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -23,9 +24,8 @@
 #define TYPE_NAME "flashinfer"
 
 typedef struct attn__fi_state {
-    attn_cg_support cg;
+    attn__builder_limits lim;
     int threshold;
-    int max_reqs, max_tokens, max_blocks;
     int32_t *kv_indptr;      /* [max_reqs + 1] */
     int32_t *kv_indices;     /* [max_reqs * max_blocks] */
     int32_t *last_page_len;  /* [max_reqs] */
@@ -35,6 +35,7 @@ typedef struct attn__fi_state {
     int32_t shared_qo[2], shared_kv_indptr[2];
     attn_flashinfer_metadata md;
 } attn__fi_state;
+_Static_assert(offsetof(attn__fi_state, lim) == 0, "attn__capture_build reads the limits first");
 
 static void attn__fi_destroy(void *state)
 {
@@ -70,15 +71,12 @@ static attn_status attn__fi_create(const attn_builder_init *init, void **state)
         return attn__fail(ATTN_OUT_OF_MEMORY, TYPE_NAME " builder: out of memory for %zu x %zu", r,
                           b);
     }
-    s->max_reqs = init->max_num_reqs;
-    s->max_tokens = init->max_num_tokens;
-    s->max_blocks = init->max_blocks_per_req;
     s->threshold = 1 + init->num_speculative_tokens;
-    s->cg = attn__init_cg(init, ATTN_CG_UNIFORM_SINGLE_TOKEN_DECODE);
+    attn__limits_init(&s->lim, TYPE_NAME, init, ATTN_CG_UNIFORM_SINGLE_TOKEN_DECODE);
     /* TRTLLM decode kernels (UNIFORM_BATCH) need whole query groups per KV head. */
-    if (s->cg == ATTN_CG_UNIFORM_BATCH && init->layer && init->layer->num_kv_heads > 0 &&
+    if (s->lim.cg == ATTN_CG_UNIFORM_BATCH && init->layer && init->layer->num_kv_heads > 0 &&
         init->layer->num_heads % init->layer->num_kv_heads != 0)
-        s->cg = ATTN_CG_UNIFORM_SINGLE_TOKEN_DECODE;
+        s->lim.cg = ATTN_CG_UNIFORM_SINGLE_TOKEN_DECODE;
     *state = s;
     return ATTN_OK;
 }
@@ -103,7 +101,7 @@ static attn_status attn__fi_build(void *state, int common_prefix_len,
     (void)fast_build;
     attn__fi_state *s = state;
     if (!s || !md) return attn__fail(ATTN_NULL_ARGUMENT, TYPE_NAME " build: state or md is NULL");
-    attn_status st = attn__build_args(TYPE_NAME, cm, s->max_reqs, s->max_tokens, s->max_blocks);
+    attn_status st = attn__limits_build_args(&s->lim, cm);
     if (st != ATTN_OK) return st;
     if (cm->num_reqs > 0 && !cm->block_table)
         return attn__fail(ATTN_BAD_METADATA,
@@ -129,7 +127,7 @@ static attn_status attn__fi_build(void *state, int common_prefix_len,
     m->page_size = bs;
     m->causal = cm->causal;
     m->slot_mapping = cm->slot_mapping;
-    m->cg_support = s->cg;
+    m->cg_support = s->lim.cg;
     m->reorder_batch_threshold = s->threshold;
     m->num_decodes = nd;
     m->num_decode_tokens = ndt;
@@ -177,12 +175,7 @@ static attn_status attn__fi_build(void *state, int common_prefix_len,
 static attn_status attn__fi_build_for_capture(void *state, const attn_common_metadata *cm,
                                               const void **md)
 {
-    attn__fi_state *s = state;
-    if (!s || !cm || !md)
-        return attn__fail(ATTN_NULL_ARGUMENT, TYPE_NAME " capture: NULL argument");
-    attn_status st =
-        attn__capture_check(s->cg, TYPE_NAME, cm, s->max_reqs, s->max_tokens, s->max_blocks);
-    return st == ATTN_OK ? attn__fi_build(state, 0, cm, false, md) : st;
+    return attn__capture_build(TYPE_NAME, state, cm, md, attn__fi_build);
 }
 
 static attn_status attn__fi_update_block_table(void *state, const void *md,
@@ -193,14 +186,13 @@ static attn_status attn__fi_update_block_table(void *state, const void *md,
     const attn_flashinfer_metadata *src = md;
     if (!s || !src || !new_md)
         return attn__fail(ATTN_NULL_ARGUMENT, TYPE_NAME " update_block_table: NULL argument");
-    attn_status ust =
-        attn__update_args(TYPE_NAME, src->num_reqs, s->max_reqs, src->num_actual_tokens,
-                          block_table, block_table_stride, slot_mapping);
+    attn_status ust = attn__limits_update(&s->lim, src->num_reqs, src->num_actual_tokens,
+                                          block_table, block_table_stride, slot_mapping);
     if (ust != ATTN_OK) return ust;
     int prefix_blocks = src->use_cascade ? src->common_prefix_len / src->page_size : 0;
     for (int r = 0; r < src->num_reqs; r++) {
         int32_t pages = src->paged_kv_indptr[r + 1] - src->paged_kv_indptr[r];
-        if (prefix_blocks + pages > block_table_stride || pages > s->max_blocks)
+        if (prefix_blocks + pages > block_table_stride || pages > s->lim.max_blocks)
             return attn__fail(ATTN_BAD_METADATA,
                               TYPE_NAME " update_block_table: request %d needs %d pages, the "
                                         "table holds %d",

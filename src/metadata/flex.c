@@ -12,6 +12,7 @@
  * by several requests (a common prefix) is never listed twice in a tile.
  * Work per build is O(tokens + tiles); nothing depends on the block ids, so
  * update_block_table only swaps the table and slots. */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,13 +23,14 @@
 #define ATTN__FLEX_Q_BLOCK 16
 
 typedef struct attn__flex_state {
-    attn_cg_support cg;
-    int max_reqs, max_tokens, max_blocks, max_tiles;
+    attn__builder_limits lim;
+    int max_tiles;
     int sliding_window;
     int32_t *doc_ids, *query_pos; /* [max_tokens] */
     int32_t *tile_req, *tile_start, *tile_len, *kv_start, *kv_num, *full_start, *full_num;
     attn_flex_metadata md;
 } attn__flex_state;
+_Static_assert(offsetof(attn__flex_state, lim) == 0, "attn__capture_build reads the limits first");
 
 static void attn__flex_destroy(void *state)
 {
@@ -71,10 +73,7 @@ static attn_status attn__flex_create(const attn_builder_init *init, void **state
         attn__flex_destroy(s);
         return attn__fail(ATTN_OUT_OF_MEMORY, TYPE_NAME " builder: out of memory");
     }
-    s->cg = attn__init_cg(init, ATTN_CG_ALWAYS);
-    s->max_reqs = init->max_num_reqs;
-    s->max_tokens = init->max_num_tokens;
-    s->max_blocks = init->max_blocks_per_req;
+    attn__limits_init(&s->lim, TYPE_NAME, init, ATTN_CG_ALWAYS);
     s->sliding_window = init->layer ? init->layer->sliding_window : 0;
     *state = s;
     return ATTN_OK;
@@ -93,7 +92,7 @@ static attn_status attn__flex_build(void *state, int common_prefix_len,
     (void)fast_build;
     attn__flex_state *s = state;
     if (!s || !md) return attn__fail(ATTN_NULL_ARGUMENT, TYPE_NAME " build: state or md is NULL");
-    attn_status st = attn__build_args(TYPE_NAME, cm, s->max_reqs, s->max_tokens, s->max_blocks);
+    attn_status st = attn__limits_build_args(&s->lim, cm);
     if (st != ATTN_OK) return st;
     attn_flex_metadata *m = &s->md;
     memset(m, 0, sizeof *m);
@@ -112,7 +111,7 @@ static attn_status attn__flex_build(void *state, int common_prefix_len,
     m->slot_mapping = cm->slot_mapping;
     m->causal = causal;
     m->sliding_window = win;
-    m->cg_support = s->cg;
+    m->cg_support = s->lim.cg;
     m->q_block_size = Q;
     int tiles = 0;
     for (int r = 0; r < n; r++) {
@@ -159,12 +158,7 @@ static attn_status attn__flex_build(void *state, int common_prefix_len,
 static attn_status attn__flex_build_for_capture(void *state, const attn_common_metadata *cm,
                                                 const void **md)
 {
-    attn__flex_state *s = state;
-    if (!s || !cm || !md)
-        return attn__fail(ATTN_NULL_ARGUMENT, TYPE_NAME " capture: NULL argument");
-    attn_status st =
-        attn__capture_check(s->cg, TYPE_NAME, cm, s->max_reqs, s->max_tokens, s->max_blocks);
-    return st == ATTN_OK ? attn__flex_build(state, 0, cm, false, md) : st;
+    return attn__capture_build(TYPE_NAME, state, cm, md, attn__flex_build);
 }
 
 static attn_status attn__flex_update_block_table(void *state, const void *md,
@@ -175,9 +169,8 @@ static attn_status attn__flex_update_block_table(void *state, const void *md,
     const attn_flex_metadata *src = md;
     if (!s || !src || !new_md)
         return attn__fail(ATTN_NULL_ARGUMENT, TYPE_NAME " update_block_table: NULL argument");
-    attn_status ust =
-        attn__update_args(TYPE_NAME, src->num_reqs, s->max_reqs, src->num_actual_tokens,
-                          block_table, block_table_stride, slot_mapping);
+    attn_status ust = attn__limits_update(&s->lim, src->num_reqs, src->num_actual_tokens,
+                                          block_table, block_table_stride, slot_mapping);
     if (ust != ATTN_OK) return ust;
     s->md = *src;
     s->md.block_table = block_table;

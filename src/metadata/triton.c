@@ -9,6 +9,7 @@
  * batches of at most seq_threshold_3d = 128 / num_kv_heads requests take the
  * 3D kernel (16 softmax segments per sequence, merged afterwards). No
  * cascade and no reordering; graph tier ALWAYS. */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,12 +21,13 @@
 #define ATTN__TRITON_SEGMENTS    16
 
 typedef struct attn__triton_state {
-    attn_cg_support cg;
-    int max_reqs, max_tokens, max_blocks;
+    attn__builder_limits lim;
     int qpkv, block_m, block_q, threshold_3d;
     int32_t *q_block_start; /* [max_reqs + 1] */
     attn_triton_metadata md;
 } attn__triton_state;
+_Static_assert(offsetof(attn__triton_state, lim) == 0,
+               "attn__capture_build reads the limits first");
 
 static void attn__triton_destroy(void *state)
 {
@@ -48,10 +50,7 @@ static attn_status attn__triton_create(const attn_builder_init *init, void **sta
         free(s);
         return attn__fail(ATTN_OUT_OF_MEMORY, TYPE_NAME " builder: out of memory");
     }
-    s->cg = attn__init_cg(init, ATTN_CG_ALWAYS);
-    s->max_reqs = init->max_num_reqs;
-    s->max_tokens = init->max_num_tokens;
-    s->max_blocks = init->max_blocks_per_req;
+    attn__limits_init(&s->lim, TYPE_NAME, init, ATTN_CG_ALWAYS);
     int heads = init->layer ? init->layer->num_heads : 1;
     int kv_heads = init->layer ? init->layer->num_kv_heads : 1;
     if (heads < 1) heads = 1;
@@ -75,7 +74,7 @@ static attn_status attn__triton_build(void *state, int common_prefix_len,
     (void)fast_build;
     attn__triton_state *s = state;
     if (!s || !md) return attn__fail(ATTN_NULL_ARGUMENT, TYPE_NAME " build: state or md is NULL");
-    attn_status st = attn__build_args(TYPE_NAME, cm, s->max_reqs, s->max_tokens, s->max_blocks);
+    attn_status st = attn__limits_build_args(&s->lim, cm);
     if (st != ATTN_OK) return st;
     attn_triton_metadata *m = &s->md;
     memset(m, 0, sizeof *m);
@@ -91,7 +90,7 @@ static attn_status attn__triton_build(void *state, int common_prefix_len,
     m->block_table_stride = cm->block_table_stride;
     m->slot_mapping = cm->slot_mapping;
     m->causal = cm->causal;
-    m->cg_support = s->cg;
+    m->cg_support = s->lim.cg;
     m->num_queries_per_kv = s->qpkv;
     m->block_m = s->block_m;
     m->block_q = s->block_q;
@@ -113,12 +112,7 @@ static attn_status attn__triton_build(void *state, int common_prefix_len,
 static attn_status attn__triton_build_for_capture(void *state, const attn_common_metadata *cm,
                                                   const void **md)
 {
-    attn__triton_state *s = state;
-    if (!s || !cm || !md)
-        return attn__fail(ATTN_NULL_ARGUMENT, TYPE_NAME " capture: NULL argument");
-    attn_status st =
-        attn__capture_check(s->cg, TYPE_NAME, cm, s->max_reqs, s->max_tokens, s->max_blocks);
-    return st == ATTN_OK ? attn__triton_build(state, 0, cm, false, md) : st;
+    return attn__capture_build(TYPE_NAME, state, cm, md, attn__triton_build);
 }
 
 static attn_status attn__triton_update_block_table(void *state, const void *md,
@@ -130,9 +124,8 @@ static attn_status attn__triton_update_block_table(void *state, const void *md,
     const attn_triton_metadata *src = md;
     if (!s || !src || !new_md)
         return attn__fail(ATTN_NULL_ARGUMENT, TYPE_NAME " update_block_table: NULL argument");
-    attn_status ust =
-        attn__update_args(TYPE_NAME, src->num_reqs, s->max_reqs, src->num_actual_tokens,
-                          block_table, block_table_stride, slot_mapping);
+    attn_status ust = attn__limits_update(&s->lim, src->num_reqs, src->num_actual_tokens,
+                                          block_table, block_table_stride, slot_mapping);
     if (ust != ATTN_OK) return ust;
     s->md = *src;
     s->md.block_table = block_table;

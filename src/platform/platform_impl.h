@@ -50,7 +50,7 @@ struct attn_platform {
 /* AMD's MI300 class: the gfx arches AITER ships kernels for (gfx90a is
  * not one). The one list; prose quotes ATTN__MI300_CLASS_TEXT. */
 #define ATTN__MI300_ARCH_A     "gfx942"
-#define ATTN__MI300_ARCH_B     "gfx950"
+#define ATTN__MI300_ARCH_B     "gfx950" /* also the only arch with AITER non-causal MLA */
 #define ATTN__MI300_CLASS_TEXT ATTN__MI300_ARCH_A "/" ATTN__MI300_ARCH_B
 /* A ROCm platform whose gfx arch is MI300 class (false for NULL). */
 bool attn__platform_mi300_class(const attn_platform *p);

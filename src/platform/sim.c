@@ -178,9 +178,9 @@ static attn_status attn__check_sizes_cpu(const attn__machine_spec *s, const char
 }
 
 /* A simulated CPU: this machine's CPU, or the one the cpu_* fields describe. */
-static void attn__fill_cpu(attn_platform *p, const attn__machine_spec *s, bool x86, bool arm)
+static void attn__fill_cpu(attn_platform *p, const attn__machine_spec *s, const attn_cpu_info *host,
+                           bool x86, bool arm)
 {
-    const attn_cpu_info *host = attn_cpu_info_get();
     attn_cpu_info *ci = &p->cpu;
     if (s->cpu_copy_host || !attn__has_cpu_fields(s)) {
         *ci = *host;
@@ -249,8 +249,11 @@ static attn_status attn__build(const attn__machine_spec *s, const char *origin, 
     p->installed = s->installed_given ? s->installed : attn__default_installed(s->kind);
     for (int k = 0; k < ATTN_SETTING_COUNT; k++)
         if (s->setting_given[k]) p->settings[k] = s->setting[k];
+    /* Read for every machine, so a bad ATTN_CPU_MASK is reported whatever
+     * the machine (the host CPU is the same process-wide answer). */
+    const attn_cpu_info *host = attn_cpu_info_get();
     if (s->kind == ATTN_PLATFORM_CPU)
-        attn__fill_cpu(p, s, x86, arm);
+        attn__fill_cpu(p, s, host, x86, arm);
     else
         attn__fill_gpu(p, s);
     if (s->description)
@@ -337,6 +340,19 @@ static attn_status attn__j_int(const attn__json *obj, const char *key, const cha
     return ATTN_OK;
 }
 
+/* String element i of arr; field receives its name ("what[i]"). */
+static attn_status attn__j_item(const attn__json *arr, size_t i, const char *what,
+                                const char *origin, char *field, size_t field_size,
+                                const char **out)
+{
+    const attn__json *e = attn__json_at(arr, i);
+    snprintf(field, field_size, "%s[%zu]", what, i);
+    if (attn__json_type_of(e) != ATTN_JSON_STRING)
+        return ATTN__BAD(ATTN_PARSE_ERROR, field, "expected a string, got %s", attn__jtype(e));
+    *out = attn__json_string(e);
+    return ATTN_OK;
+}
+
 static attn_status attn__j_keys(const attn__json *obj, const char *const *known, const char *prefix,
                                 const char *origin)
 {
@@ -377,19 +393,17 @@ static attn_status attn__j_cpu(const attn__json *cpu, attn__machine_spec *s, con
             return ATTN__BAD(ATTN_PARSE_ERROR, "cpu.features", "expected an array, got %s",
                              attn__jtype(f));
         for (size_t i = 0; i < attn__json_len(f); i++) {
-            const attn__json *e = attn__json_at(f, i);
             char field[64];
-            snprintf(field, sizeof field, "cpu.features[%zu]", i);
-            if (attn__json_type_of(e) != ATTN_JSON_STRING)
-                return ATTN__BAD(ATTN_PARSE_ERROR, field, "expected a string, got %s",
-                                 attn__jtype(e));
+            const char *tok = NULL;
+            if ((st = attn__j_item(f, i, "cpu.features", origin, field, sizeof field, &tok)) !=
+                ATTN_OK)
+                return st;
             attn_cpu_feature feat;
-            if (attn__cpu_feature_parse(attn__json_string(e), &feat) != ATTN_OK) {
+            if (attn__cpu_feature_parse(tok, &feat) != ATTN_OK) {
                 char all[512];
                 attn__cpu_feature_list(attn__cpu_all_features(), all, sizeof all);
                 return ATTN__BAD(ATTN_INVALID_ARGUMENT, field,
-                                 "unknown CPU feature '%s' (expected one of: %s)",
-                                 attn__json_string(e), all);
+                                 "unknown CPU feature '%s' (expected one of: %s)", tok, all);
             }
             s->cpu_features |= 1ull << feat;
         }
@@ -456,14 +470,13 @@ static attn_status attn__sim_from_tree(const attn__json *root, const char *origi
                              attn__jtype(inst));
         s.installed_given = true;
         for (size_t i = 0; i < attn__json_len(inst); i++) {
-            const attn__json *e = attn__json_at(inst, i);
             char field[64];
-            snprintf(field, sizeof field, "installed[%zu]", i);
-            if (attn__json_type_of(e) != ATTN_JSON_STRING)
-                return ATTN__BAD(ATTN_PARSE_ERROR, field, "expected a string, got %s",
-                                 attn__jtype(e));
+            const char *tok = NULL;
+            if ((st = attn__j_item(inst, i, "installed", origin, field, sizeof field, &tok)) !=
+                ATTN_OK)
+                return st;
             attn_component c;
-            if (attn_component_parse(attn__json_string(e), &c) != ATTN_OK)
+            if (attn_component_parse(tok, &c) != ATTN_OK)
                 return ATTN__BAD(ATTN_INVALID_ARGUMENT, field, "%s", attn_last_error());
             s.installed |= 1u << c;
         }

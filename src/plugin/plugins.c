@@ -135,13 +135,16 @@ static attn_status journal_prepare(reg_entry *e, const char *name)
     return e->name ? ATTN_OK : attn__fail(ATTN_OUT_OF_MEMORY, "plugin registration journal");
 }
 
-static attn_status api_register_backend(const char *name, const char *locator)
+/* One journalled registration: by locator, or (object) by backend object. */
+static attn_status api_register(const char *name, bool object, const char *locator,
+                                const attn_backend *b)
 {
     if (g_current < 0) return api_not_in_init();
     ATTN__CHECK_NULL(name);
     reg_entry e;
     attn_status s = journal_prepare(&e, name);
-    if (s == ATTN_OK) s = attn_register_backend(name, locator);
+    if (s == ATTN_OK)
+        s = object ? attn_register_backend_object(name, b) : attn_register_backend(name, locator);
     if (s != ATTN_OK) {
         free(e.name);
         return s;
@@ -150,19 +153,14 @@ static attn_status api_register_backend(const char *name, const char *locator)
     return ATTN_OK;
 }
 
+static attn_status api_register_backend(const char *name, const char *locator)
+{
+    return api_register(name, false, locator, NULL);
+}
+
 static attn_status api_register_backend_object(const char *name, const attn_backend *b)
 {
-    if (g_current < 0) return api_not_in_init();
-    ATTN__CHECK_NULL(name);
-    reg_entry e;
-    attn_status s = journal_prepare(&e, name);
-    if (s == ATTN_OK) s = attn_register_backend_object(name, b);
-    if (s != ATTN_OK) {
-        free(e.name);
-        return s;
-    }
-    g_regs[g_nregs++] = e;
-    return ATTN_OK;
+    return api_register(name, true, NULL, b);
 }
 
 static void api_log(int level, const char *msg)

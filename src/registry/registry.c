@@ -224,6 +224,33 @@ static attn_status attn__not_registered(const char *name)
                       name, name);
 }
 
+/* Finds or creates the entry of canon (interned name nm, or interned here
+ * when NULL) and sets its override: a locator, or an object and its
+ * "object:NAME" locator. */
+static attn_status attn__reg_set(const char *canon, const char *nm, const char *loc,
+                                 const attn_backend *obj, const char *objloc)
+{
+    attn__reg_ensure();
+    pthread_rwlock_wrlock(&attn__reg_lock);
+    attn__reg_entry *e = attn__reg_find_locked(canon);
+    if (!e) {
+        if (!nm) nm = attn__intern(canon);
+        e = nm ? calloc(1, sizeof *e) : NULL;
+        if (!e || !attn__reg_push(e)) {
+            pthread_rwlock_unlock(&attn__reg_lock);
+            free(e);
+            return attn__fail(ATTN_OUT_OF_MEMORY, "registering %s: out of memory", canon);
+        }
+        e->name = nm;
+    }
+    e->override_locator = loc;
+    e->override_object = obj;
+    e->object_locator = objloc;
+    attn__reg_bump();
+    pthread_rwlock_unlock(&attn__reg_lock);
+    return ATTN_OK;
+}
+
 attn_status attn_register_backend(const char *name, const char *locator)
 {
     ATTN__CHECK_NULL(name);
@@ -234,25 +261,7 @@ attn_status attn_register_backend(const char *name, const char *locator)
     if (st != ATTN_OK) return st;
     const char *loc = attn__intern(locator);
     if (!loc) return attn__fail(ATTN_OUT_OF_MEMORY, "registering %s: out of memory", canon);
-    attn__reg_ensure();
-    pthread_rwlock_wrlock(&attn__reg_lock);
-    attn__reg_entry *e = attn__reg_find_locked(canon);
-    if (!e) {
-        const char *nm = attn__intern(canon);
-        e = nm ? calloc(1, sizeof *e) : NULL;
-        if (!e || !attn__reg_push(e)) {
-            pthread_rwlock_unlock(&attn__reg_lock);
-            free(e);
-            return attn__fail(ATTN_OUT_OF_MEMORY, "registering %s: out of memory", canon);
-        }
-        e->name = nm;
-    }
-    e->override_locator = loc;
-    e->override_object = NULL;
-    e->object_locator = NULL;
-    attn__reg_bump();
-    pthread_rwlock_unlock(&attn__reg_lock);
-    return ATTN_OK;
+    return attn__reg_set(canon, NULL, loc, NULL, NULL);
 }
 
 attn_status attn_register_backend_object(const char *name, const attn_backend *b)
@@ -269,24 +278,7 @@ attn_status attn_register_backend_object(const char *name, const attn_backend *b
     const char *nm = attn__intern(canon);
     if (!objloc || !nm)
         return attn__fail(ATTN_OUT_OF_MEMORY, "registering %s: out of memory", canon);
-    attn__reg_ensure();
-    pthread_rwlock_wrlock(&attn__reg_lock);
-    attn__reg_entry *e = attn__reg_find_locked(canon);
-    if (!e) {
-        e = calloc(1, sizeof *e);
-        if (!e || !attn__reg_push(e)) {
-            pthread_rwlock_unlock(&attn__reg_lock);
-            free(e);
-            return attn__fail(ATTN_OUT_OF_MEMORY, "registering %s: out of memory", canon);
-        }
-        e->name = nm;
-    }
-    e->override_locator = NULL;
-    e->override_object = b;
-    e->object_locator = objloc;
-    attn__reg_bump();
-    pthread_rwlock_unlock(&attn__reg_lock);
-    return ATTN_OK;
+    return attn__reg_set(canon, nm, NULL, b, objloc);
 }
 
 bool attn_registry_is_overridden(const char *name)

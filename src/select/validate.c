@@ -60,7 +60,8 @@ static bool attn__fa_mm_prefix(const attn_check_ctx *c)
  * ASM kernels, which only gfx950 ships. */
 static bool attn__aiter_mla_non_causal(const attn_check_ctx *c)
 {
-    return attn__rocm_aiter_found(c->platform) && !strcmp(c->platform->gfx_arch, "gfx950");
+    return attn__rocm_aiter_found(c->platform) &&
+           !strcmp(c->platform->gfx_arch, ATTN__MI300_ARCH_B);
 }
 
 static const attn__v032_flags attn__v032_table[] = {
