@@ -1,14 +1,15 @@
 /* CPU_ATTN AVX2 + FMA variant (8 fp32 lanes). Jobs of at most 4 rows (a
  * decode's GQA group) convert K and V in registers as QK and PV use them:
  * each K and V vector is widened once per KV head and shared by every query
- * head of the group, with no fp32 copy of the chunk. Larger jobs convert
- * the chunk once to zero-padded fp32 rows in scratch. bf16 widens by a
- * shift, fp16 and fp8 through F16C: e5m2 is the top byte of an fp16, e4m3
- * is re-biased into an fp16 of value * 2^-8, the 2^8 folded into the score
- * scale and (finish) the output. QK runs in blocks of 4 rows x 2 keys
- * (horizontal sums by hadd), then a vectorised online-softmax update, and
- * PV in blocks of 4 rows x 16 output lanes held in registers across the
- * chunk. */
+ * head of the group, with no fp32 copy of the chunk; QK runs in blocks of 4
+ * rows x 2 keys (horizontal sums by hadd), PV in blocks of 4 rows x 16
+ * output lanes. Larger jobs (prefill) gather consecutive chunks into a
+ * panel of up to 64 keys, K widened once into fp32 [d][key] and V into
+ * [key][d], and run QK and PV over it as GEMM-like 6 x 16 register blocks:
+ * the online-softmax rescale of O is paid once per panel, not per block of
+ * 16 keys. bf16 widens by a shift, fp16 and fp8 through F16C: e5m2 is the
+ * top byte of an fp16, e4m3 is re-biased into an fp16 of value * 2^-8, the
+ * 2^8 folded into the score scale and (finish) the output. */
 #include <immintrin.h>
 #include <math.h>
 #include <string.h>
@@ -92,6 +93,8 @@ static void row_to_f32(float *dst, const void *src, int d, attn_elem e)
         dst[k] = 0.0f;
 }
 
+/* Prefill panels (see the top comment): up to PANEL keys, at most 512 wide,
+ * K^T then V in the job's scratch, this state after them */
 #define PANEL ATTN_CPU_CHUNK
 #define MR    6 /* rows per register block */
 
@@ -133,64 +136,6 @@ static inline __m128 hsum4x(__m256 a0, __m256 a1, __m256 a2, __m256 a3)
 {
     __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
     return _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
-}
-
-/* s[r][t] = q_r . k_t for all rows and keys of the chunk */
-static void qk(const attn__cpu_job *j, const float *kf, int n)
-{
-    int Dp = pad8(j->D);
-    const float *qb = j->qbuf;
-    int R = j->R;
-    for (int r0 = 0; r0 < R; r0 += 4) {
-        int nr = R - r0 < 4 ? R - r0 : 4;
-        const float *q0 = qb + (size_t)r0 * Dp;
-        const float *q1 = nr > 1 ? q0 + Dp : q0;
-        const float *q2 = nr > 2 ? q0 + 2 * Dp : q0;
-        const float *q3 = nr > 3 ? q0 + 3 * Dp : q0;
-        int t = 0;
-        for (; t + 2 <= n; t += 2) {
-            const float *k0 = kf + (size_t)t * Dp, *k1 = k0 + Dp;
-            __m256 a00 = _mm256_setzero_ps(), a10 = a00, a20 = a00, a30 = a00;
-            __m256 a01 = a00, a11 = a00, a21 = a00, a31 = a00;
-            for (int d = 0; d < Dp; d += 8) {
-                __m256 kv0 = _mm256_loadu_ps(k0 + d), kv1 = _mm256_loadu_ps(k1 + d);
-                __m256 x = _mm256_loadu_ps(q0 + d);
-                a00 = _mm256_fmadd_ps(x, kv0, a00);
-                a01 = _mm256_fmadd_ps(x, kv1, a01);
-                x = _mm256_loadu_ps(q1 + d);
-                a10 = _mm256_fmadd_ps(x, kv0, a10);
-                a11 = _mm256_fmadd_ps(x, kv1, a11);
-                x = _mm256_loadu_ps(q2 + d);
-                a20 = _mm256_fmadd_ps(x, kv0, a20);
-                a21 = _mm256_fmadd_ps(x, kv1, a21);
-                x = _mm256_loadu_ps(q3 + d);
-                a30 = _mm256_fmadd_ps(x, kv0, a30);
-                a31 = _mm256_fmadd_ps(x, kv1, a31);
-            }
-            float s0[4], s1[4];
-            _mm_storeu_ps(s0, hsum4x(a00, a10, a20, a30));
-            _mm_storeu_ps(s1, hsum4x(a01, a11, a21, a31));
-            for (int i = 0; i < nr; i++) {
-                j->s[(size_t)(r0 + i) * ATTN_CPU_CHUNK + t] = s0[i];
-                j->s[(size_t)(r0 + i) * ATTN_CPU_CHUNK + t + 1] = s1[i];
-            }
-        }
-        for (; t < n; t++) {
-            const float *k0 = kf + (size_t)t * Dp;
-            __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-            for (int d = 0; d < Dp; d += 8) {
-                __m256 kv0 = _mm256_loadu_ps(k0 + d);
-                a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q0 + d), kv0, a0);
-                a1 = _mm256_fmadd_ps(_mm256_loadu_ps(q1 + d), kv0, a1);
-                a2 = _mm256_fmadd_ps(_mm256_loadu_ps(q2 + d), kv0, a2);
-                a3 = _mm256_fmadd_ps(_mm256_loadu_ps(q3 + d), kv0, a3);
-            }
-            float s0[4];
-            _mm_storeu_ps(s0, hsum4x(a0, a1, a2, a3));
-            for (int i = 0; i < nr; i++)
-                j->s[(size_t)(r0 + i) * ATTN_CPU_CHUNK + t] = s0[i];
-        }
-    }
 }
 
 /* Turns row r's scores into probabilities against the updated max; returns
@@ -255,75 +200,6 @@ static float softmax_row(attn__cpu_job *j, int r, int n, int key0, bool masked)
     j->l[r] = j->l[r] * alpha + _mm_cvtss_f32(s4);
     j->m[r] = mnew;
     return alpha;
-}
-
-/* o[r] = o[r] * alpha[r] + sum_t p[r][t] v_t, rows with alpha < 0 skipped */
-static void pv(attn__cpu_job *j, const float *vf, int n, const float *alpha)
-{
-    int Dvp = pad8(j->Dv);
-    int R = j->R;
-    for (int r0 = 0; r0 < R; r0 += 4) {
-        int nr = R - r0 < 4 ? R - r0 : 4;
-        int rows[4];
-        int live = 0;
-        for (int i = 0; i < nr; i++)
-            if (alpha[r0 + i] >= 0.0f) rows[live++] = r0 + i;
-        if (!live) continue;
-        for (int i = live; i < 4; i++)
-            rows[i] = rows[0];
-        const float *p0 = j->s + (size_t)rows[0] * ATTN_CPU_CHUNK;
-        const float *p1 = j->s + (size_t)rows[1] * ATTN_CPU_CHUNK;
-        const float *p2 = j->s + (size_t)rows[2] * ATTN_CPU_CHUNK;
-        const float *p3 = j->s + (size_t)rows[3] * ATTN_CPU_CHUNK;
-        float *o0 = j->o + (size_t)rows[0] * j->o_stride;
-        float *o1 = j->o + (size_t)rows[1] * j->o_stride;
-        float *o2 = j->o + (size_t)rows[2] * j->o_stride;
-        float *o3 = j->o + (size_t)rows[3] * j->o_stride;
-        __m256 al0 = _mm256_set1_ps(alpha[rows[0]]), al1 = _mm256_set1_ps(alpha[rows[1]]);
-        __m256 al2 = _mm256_set1_ps(alpha[rows[2]]), al3 = _mm256_set1_ps(alpha[rows[3]]);
-        for (int d = 0; d < Dvp; d += 16) {
-            bool two = d + 16 <= Dvp;
-            __m256 c00 = _mm256_mul_ps(_mm256_loadu_ps(o0 + d), al0);
-            __m256 c10 = _mm256_mul_ps(_mm256_loadu_ps(o1 + d), al1);
-            __m256 c20 = _mm256_mul_ps(_mm256_loadu_ps(o2 + d), al2);
-            __m256 c30 = _mm256_mul_ps(_mm256_loadu_ps(o3 + d), al3);
-            __m256 c01 = _mm256_setzero_ps(), c11 = c01, c21 = c01, c31 = c01;
-            if (two) {
-                c01 = _mm256_mul_ps(_mm256_loadu_ps(o0 + d + 8), al0);
-                c11 = _mm256_mul_ps(_mm256_loadu_ps(o1 + d + 8), al1);
-                c21 = _mm256_mul_ps(_mm256_loadu_ps(o2 + d + 8), al2);
-                c31 = _mm256_mul_ps(_mm256_loadu_ps(o3 + d + 8), al3);
-            }
-            for (int t = 0; t < n; t++) {
-                const float *vr = vf + (size_t)t * Dvp + d;
-                __m256 v0 = _mm256_loadu_ps(vr);
-                __m256 b0 = _mm256_broadcast_ss(p0 + t), b1 = _mm256_broadcast_ss(p1 + t);
-                __m256 b2 = _mm256_broadcast_ss(p2 + t), b3 = _mm256_broadcast_ss(p3 + t);
-                c00 = _mm256_fmadd_ps(b0, v0, c00);
-                c10 = _mm256_fmadd_ps(b1, v0, c10);
-                c20 = _mm256_fmadd_ps(b2, v0, c20);
-                c30 = _mm256_fmadd_ps(b3, v0, c30);
-                if (two) {
-                    __m256 v1 = _mm256_loadu_ps(vr + 8);
-                    c01 = _mm256_fmadd_ps(b0, v1, c01);
-                    c11 = _mm256_fmadd_ps(b1, v1, c11);
-                    c21 = _mm256_fmadd_ps(b2, v1, c21);
-                    c31 = _mm256_fmadd_ps(b3, v1, c31);
-                }
-            }
-            /* duplicated rows store identical values: harmless */
-            _mm256_storeu_ps(o3 + d, c30);
-            _mm256_storeu_ps(o2 + d, c20);
-            _mm256_storeu_ps(o1 + d, c10);
-            _mm256_storeu_ps(o0 + d, c00);
-            if (two) {
-                _mm256_storeu_ps(o3 + d + 8, c31);
-                _mm256_storeu_ps(o2 + d + 8, c21);
-                _mm256_storeu_ps(o1 + d + 8, c11);
-                _mm256_storeu_ps(o0 + d + 8, c01);
-            }
-        }
-    }
 }
 
 /* Jobs of at most DIRECT_ROWS rows read K and V straight from the cache. */
@@ -467,34 +343,8 @@ static bool direct_ok(const attn__cpu_job *j)
     return j->R <= DIRECT_ROWS && j->D % 8 == 0 && j->Dv % 16 == 0;
 }
 
-/* Old 16-key path, kept for the A/B harness only (removed before merge). */
-static void avx2_chunk_old(attn__cpu_job *j, const void *k, const void *v, int64_t stride, int n,
-                           int key0, bool masked)
-{
-    int Dp = pad8(j->D), Dvp = pad8(j->Dv);
-    float *kf = j->scratch;
-    float *vf = kf + (size_t)ATTN_CPU_CHUNK * ATTN_CPU_MAX_HEAD;
-    size_t es = attn_elem_size(j->kv_elem);
-    for (int t = 0; t < n; t++) {
-        if (t < j->pf_n) prefetch_row(j, t, es);
-        row_to_f32(kf + (size_t)t * Dp, (const char *)k + (size_t)(t * stride) * es, j->D,
-                   j->kv_elem);
-        row_to_f32(vf + (size_t)t * Dvp, (const char *)v + (size_t)(t * stride) * es, j->Dv,
-                   j->kv_elem);
-    }
-    qk(j, kf, n);
-    float alpha[ATTN_CPU_MAX_ROWS];
-    for (int r = 0; r < j->R; r++)
-        alpha[r] = softmax_row(j, r, n, key0, masked);
-    pv(j, vf, n, alpha);
-}
+/* ---- prefill: key panels ------------------------------------------------- */
 
-/* ---- prefill: key panels ----------------------------------------------------
- * Larger jobs gather consecutive chunks into a panel of up to PANEL keys
- * (K as fp32 [d][key], V as fp32 [key][pad16(Dv)]) and run QK and PV on the
- * whole panel as 6 x 16 register-blocked products: the O rescale and the
- * per-chunk overheads are paid once per panel, each widened K/V vector is
- * reused by every row of the job. */
 /* 8 elements (fewer at a row's end: zero-filled) -> fp32 */
 static inline __attribute__((always_inline)) __m256 load8_n(const char *src, int cnt, attn_elem e)
 {
@@ -705,16 +555,6 @@ static void avx2_chunk(attn__cpu_job *j, const void *k, const void *v, int64_t s
     chunk_panel(j, k, v, stride, n, key0, masked);
 }
 
-static void avx2_chunk_ab_old(attn__cpu_job *j, const void *k, const void *v, int64_t stride, int n,
-                              int key0, bool masked)
-{
-    if (direct_ok(j)) {
-        avx2_chunk(j, k, v, stride, n, key0, masked);
-        return;
-    }
-    avx2_chunk_old(j, k, v, stride, n, key0, masked);
-}
-
 /* e4m3 rows were accumulated at 2^-8 of their value */
 static void avx2_finish(attn__cpu_job *j)
 {
@@ -733,14 +573,5 @@ const attn__cpu_isa attn__cpu_isa_avx2 = {
     .usable = avx2_usable,
     .prep_q = avx2_prep_q,
     .chunk = avx2_chunk,
-    .finish = avx2_finish,
-};
-
-/* A/B only: the previous 16-key prefill path */
-const attn__cpu_isa attn__cpu_isa_avx2_old = {
-    .name = "avx2-old",
-    .usable = avx2_usable,
-    .prep_q = avx2_prep_q,
-    .chunk = avx2_chunk_ab_old,
     .finish = avx2_finish,
 };
