@@ -75,16 +75,20 @@ static bool attn__dcp_groups(const attn_engine *e, const attn_model *m, attn__jw
     return all_ok;
 }
 
-int attn__simulate_dcp(const char *machine, const char *model, long world, long interleave,
-                       long context, bool json)
+/* Platform, model and a metadata-only engine whose block size the check
+ * of world x interleave needs: -1, or the exit code to stop with. */
+static int attn__dcp_start(const char *machine, const char *model, long world, long interleave,
+                           const attn_platform **pp, attn_platform **powned, attn_model **pm,
+                           attn_engine **pe)
 {
     const attn_platform *p = NULL;
     attn_platform *owned = NULL;
+    attn_model *m = NULL;
+    attn_engine *e = NULL;
     if (attn_cli_machine(machine, NULL, NULL, 0, &p, &owned) != ATTN_OK) {
         fprintf(stderr, "attn simulate: %s\n", attn_last_error());
         return ATTN_EXIT_USAGE;
     }
-    attn_model *m = NULL;
     if (attn_model_load(model ? model : "llama-3.1-8b", &m) != ATTN_OK) {
         fprintf(stderr, "attn simulate: model: %s\n", attn_last_error());
         attn_platform_free(owned);
@@ -98,7 +102,6 @@ int attn__simulate_dcp(const char *machine, const char *model, long world, long 
     cfg.num_blocks = 64;
     cfg.max_num_seqs = 4;
     cfg.max_num_batched_tokens = 256;
-    attn_engine *e = NULL;
     attn_status st = attn_engine_create(&cfg, &e);
     int rc = ATTN_EXIT_OK;
     if (st != ATTN_OK) {
@@ -116,6 +119,47 @@ int attn__simulate_dcp(const char *machine, const char *model, long world, long 
         attn_platform_free(owned);
         return rc;
     }
+    *pp = p;
+    *powned = owned;
+    *pm = m;
+    *pe = e;
+    return -1;
+}
+
+/* Every rank's share of one request's context. */
+static void attn__dcp_ranks(attn__jw *w, bool json, long world, long interleave, long context,
+                            int bs, double bytes_per_token)
+{
+    attn__jw_key(w, "ranks");
+    attn__jw_arr_begin(w);
+    for (int r = 0; r < world; r++) {
+        int32_t t = attn_dcp_local_len((int32_t)context, (int)world, r, (int)interleave);
+        attn__jw_obj_begin(w);
+        attn__jw_key(w, "rank");
+        attn__jw_int(w, r);
+        attn__jw_key(w, "kv_tokens");
+        attn__jw_int(w, t);
+        attn__jw_key(w, "kv_blocks");
+        attn__jw_int(w, (t + bs - 1) / bs);
+        attn__jw_key(w, "kv_bytes");
+        attn__jw_int(w, (long long)(t * bytes_per_token));
+        attn__jw_obj_end(w);
+        if (!json)
+            printf("rank %d: %d KV tokens in %d blocks, %.1f MiB for this request\n", r, t,
+                   (t + bs - 1) / bs, t * bytes_per_token / 1048576.0);
+    }
+    attn__jw_arr_end(w);
+}
+
+int attn__simulate_dcp(const char *machine, const char *model, long world, long interleave,
+                       long context, bool json)
+{
+    const attn_platform *p = NULL;
+    attn_platform *owned = NULL;
+    attn_model *m = NULL;
+    attn_engine *e = NULL;
+    int rc = attn__dcp_start(machine, model, world, interleave, &p, &owned, &m, &e);
+    if (rc >= 0) return rc;
     int bs = attn_engine_block_size(e);
     attn__sb sb;
     attn__jw w;
@@ -147,25 +191,7 @@ int attn__simulate_dcp(const char *machine, const char *model, long world, long 
     if (!json)
         printf("owner of positions 0..%d (one virtual block of %d x %ld):\n  %s\n",
                bs * (int)world - 1, bs, world, row);
-    attn__jw_key(&w, "ranks");
-    attn__jw_arr_begin(&w);
-    for (int r = 0; r < world; r++) {
-        int32_t t = attn_dcp_local_len((int32_t)context, (int)world, r, (int)interleave);
-        attn__jw_obj_begin(&w);
-        attn__jw_key(&w, "rank");
-        attn__jw_int(&w, r);
-        attn__jw_key(&w, "kv_tokens");
-        attn__jw_int(&w, t);
-        attn__jw_key(&w, "kv_blocks");
-        attn__jw_int(&w, (t + bs - 1) / bs);
-        attn__jw_key(&w, "kv_bytes");
-        attn__jw_int(&w, (long long)(t * bytes_per_token));
-        attn__jw_obj_end(&w);
-        if (!json)
-            printf("rank %d: %d KV tokens in %d blocks, %.1f MiB for this request\n", r, t,
-                   (t + bs - 1) / bs, t * bytes_per_token / 1048576.0);
-    }
-    attn__jw_arr_end(&w);
+    attn__dcp_ranks(&w, json, world, interleave, context, bs, bytes_per_token);
     attn__jw_key(&w, "exchange_bytes_per_decode_token");
     attn__jw_int(&w, (long long)exchange);
     attn__jw_key(&w, "dcp_possible");
