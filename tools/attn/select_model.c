@@ -12,6 +12,7 @@
 #include "attn/model.h"
 #include "cli.h"
 #include "util/strbuf.h"
+#include "harness/json_put.h"
 
 int attn_cli_select_model(const char *model, int argc, char **argv);
 
@@ -136,16 +137,11 @@ static bool select_group(const opts *o, const attn_platform *p, const attn_model
     const char *req = ch.requested;
     const attn_selection *sel = ch.selection;
     attn__jw_obj_begin(w);
-    attn__jw_key(w, "group");
-    attn__jw_int(w, g);
-    attn__jw_key(w, "kind");
-    attn__jw_str(w, attn_kv_kind_name(attn_kv_kind_of(&cfg)));
-    attn__jw_key(w, "layers");
-    attn__jw_str(w, layers);
-    attn__jw_key(w, "num_layers");
-    attn__jw_int(w, n);
-    attn__jw_key(w, "head_size");
-    attn__jw_int(w, s->head_size);
+    attn__put_int(w, "group", g);
+    attn__put_str(w, "kind", attn_kv_kind_name(attn_kv_kind_of(&cfg)));
+    attn__put_str(w, "layers", layers);
+    attn__put_int(w, "num_layers", n);
+    attn__put_int(w, "head_size", s->head_size);
     attn__jw_key(w, "requested");
     if (req)
         attn__jw_str(w, req);
@@ -202,12 +198,9 @@ int attn_cli_select_model(const char *model, int argc, char **argv)
     attn__sb_init(&sb);
     attn__jw_init(&w, &sb, true);
     attn__jw_obj_begin(&w);
-    attn__jw_key(&w, "model");
-    attn__jw_str(&w, attn_model_name(m));
-    attn__jw_key(&w, "platform");
-    attn__jw_str(&w, attn_platform_name(p));
-    attn__jw_key(&w, "device");
-    attn__jw_str(&w, attn_platform_device_name(p));
+    attn__put_str(&w, "model", attn_model_name(m));
+    attn__put_str(&w, "platform", attn_platform_name(p));
+    attn__put_str(&w, "device", attn_platform_device_name(p));
     attn__jw_key(&w, "groups");
     attn__jw_arr_begin(&w);
     if (!o.json) {
@@ -222,8 +215,7 @@ int attn_cli_select_model(const char *model, int argc, char **argv)
     for (int g = 0; g < attn_model_num_groups(m); g++)
         failed += !select_group(&o, p, m, g, &w);
     attn__jw_arr_end(&w);
-    attn__jw_key(&w, "ok");
-    attn__jw_bool(&w, failed == 0);
+    attn__put_bool(&w, "ok", failed == 0);
     attn__jw_obj_end(&w);
     if (o.json) {
         char *text = attn__sb_take(&sb);
