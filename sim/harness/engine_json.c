@@ -8,16 +8,15 @@
 
 #include "attn/kvcache.h"
 #include "attn/model.h"
+#include "harness/json_put.h"
 
 void attn__engine_json_group(attn__jw *w, const attn_engine *e, int g)
 {
     attn_engine_group_info gi;
     attn_engine_group_info_get(e, g, &gi);
     attn__jw_obj_begin(w);
-    attn__jw_key(w, "index");
-    attn__jw_int(w, g);
-    attn__jw_key(w, "model_group");
-    attn__jw_int(w, gi.model_group);
+    attn__put_int(w, "index", g);
+    attn__put_int(w, "model_group", gi.model_group);
     attn__jw_key(w, "layers");
     attn__jw_arr_begin(w);
     for (int i = 0; i < gi.num_layers; i++)
@@ -25,48 +24,33 @@ void attn__engine_json_group(attn__jw *w, const attn_engine *e, int g)
     attn__jw_arr_end(w);
     char text[128];
     attn_model_layers_text(gi.layers, gi.num_layers, text, sizeof text);
-    attn__jw_key(w, "layers_text");
-    attn__jw_str(w, text);
-    attn__jw_key(w, "kind");
-    attn__jw_str(w, attn_kv_kind_name(gi.kind));
-    attn__jw_key(w, "backend");
-    attn__jw_str(w, gi.backend);
-    attn__jw_key(w, "requested");
-    attn__jw_str(w, gi.requested);
-    attn__jw_key(w, "builder");
-    attn__jw_str(w, gi.builder_type);
-    attn__jw_key(w, "cg_support");
-    attn__jw_str(w, attn_cg_support_name(gi.cg_support));
-    attn__jw_key(w, "reorder_batch_threshold");
-    attn__jw_int(w, gi.reorder_batch_threshold);
-    attn__jw_key(w, "layout");
-    attn__jw_str(w, attn_layout_name(gi.layout));
+    attn__put_str(w, "layers_text", text);
+    attn__put_str(w, "kind", attn_kv_kind_name(gi.kind));
+    attn__put_str(w, "backend", gi.backend);
+    attn__put_str(w, "requested", gi.requested);
+    attn__put_str(w, "builder", gi.builder_type);
+    attn__put_str(w, "cg_support", attn_cg_support_name(gi.cg_support));
+    attn__put_int(w, "reorder_batch_threshold", gi.reorder_batch_threshold);
+    attn__put_str(w, "layout", attn_layout_name(gi.layout));
     attn__jw_key(w, "kv_shape");
     attn__jw_arr_begin(w);
     for (int i = 0; i < gi.kv_shape.ndim; i++)
         attn__jw_int(w, (long long)gi.kv_shape.dims[i]);
     attn__jw_arr_end(w);
     attn_kv_shape_format(&gi.kv_shape, text, sizeof text);
-    attn__jw_key(w, "kv_shape_text");
-    attn__jw_str(w, text);
-    attn__jw_key(w, "kv_elem");
-    attn__jw_str(w, attn_elem_name(gi.kv_elem));
-    attn__jw_key(w, "bytes_per_block");
-    attn__jw_int(w, (long long)gi.bytes_per_block);
+    attn__put_str(w, "kv_shape_text", text);
+    attn__put_str(w, "kv_elem", attn_elem_name(gi.kv_elem));
+    attn__put_int(w, "bytes_per_block", (long long)gi.bytes_per_block);
     attn__jw_key(w, "kernel");
     attn__jw_obj_begin(w);
     attn__jw_key(w, "mode");
     attn__jw_str(w, gi.kernel_mode == ATTN_KERNEL_NATIVE     ? "native"
                     : gi.kernel_mode == ATTN_KERNEL_EMULATED ? "emulated"
                                                              : "none");
-    attn__jw_key(w, "name");
-    attn__jw_str(w, gi.kernel);
-    attn__jw_key(w, "variant");
-    attn__jw_str(w, gi.kernel_variant);
-    attn__jw_key(w, "note");
-    attn__jw_str(w, gi.kernel_note);
-    attn__jw_key(w, "layers_run");
-    attn__jw_int(w, gi.layers_run);
+    attn__put_str(w, "name", gi.kernel);
+    attn__put_str(w, "variant", gi.kernel_variant);
+    attn__put_str(w, "note", gi.kernel_note);
+    attn__put_int(w, "layers_run", gi.layers_run);
     attn__jw_obj_end(w);
     attn__jw_key(w, "selection");
     char *sj = NULL;
@@ -105,20 +89,13 @@ void attn__engine_json_step(attn__jw *w, const attn_engine_step_stats *s,
     I("encoder_tokens", s->encoder_tokens);
     I("encoder_layers_run", s->encoder_layers_run);
 #undef I
-    attn__jw_key(w, "emulated");
-    attn__jw_bool(w, s->emulated);
-    attn__jw_key(w, "metadata_us");
-    attn__jw_num(w, s->metadata_ns / 1e3);
-    attn__jw_key(w, "attention_ms");
-    attn__jw_num(w, s->attention_ns / 1e6);
-    attn__jw_key(w, "encoder_attention_ms");
-    attn__jw_num(w, s->encoder_attention_ns / 1e6);
-    attn__jw_key(w, "output_checksum");
-    attn__jw_num(w, hs->output_checksum);
-    attn__jw_key(w, "output_finite");
-    attn__jw_bool(w, hs->output_finite);
-    attn__jw_key(w, "max_abs_diff");
-    attn__jw_num(w, hs->max_abs_diff);
+    attn__put_bool(w, "emulated", s->emulated);
+    attn__put_num(w, "metadata_us", s->metadata_ns / 1e3);
+    attn__put_num(w, "attention_ms", s->attention_ns / 1e6);
+    attn__put_num(w, "encoder_attention_ms", s->encoder_attention_ns / 1e6);
+    attn__put_num(w, "output_checksum", hs->output_checksum);
+    attn__put_bool(w, "output_finite", hs->output_finite);
+    attn__put_num(w, "max_abs_diff", hs->max_abs_diff);
     attn__jw_obj_end(w);
 }
 
@@ -142,8 +119,7 @@ void attn__engine_json_blocks(attn__jw *w, const attn_engine *e)
         I("leaked", b.leaked);
         I("rejected_releases", b.rejected_releases);
 #undef I
-        attn__jw_key(w, "consistent");
-        attn__jw_bool(w, b.consistent);
+        attn__put_bool(w, "consistent", b.consistent);
         attn__jw_obj_end(w);
     }
     attn__jw_arr_end(w);
@@ -156,16 +132,11 @@ void attn__engine_json_summary(attn__jw *w, const attn_engine *e, int world)
     for (int g = 0; g < attn_engine_num_groups(e); g++)
         attn__engine_json_group(w, e, g);
     attn__jw_arr_end(w);
-    attn__jw_key(w, "block_size");
-    attn__jw_int(w, attn_engine_block_size(e));
-    attn__jw_key(w, "block_size_source");
-    attn__jw_str(w, attn_engine_block_size_source(e));
-    attn__jw_key(w, "num_blocks");
-    attn__jw_int(w, attn_engine_num_blocks(e));
-    attn__jw_key(w, "kv_bytes");
-    attn__jw_int(w, (long long)attn_engine_kv_bytes(e));
+    attn__put_int(w, "block_size", attn_engine_block_size(e));
+    attn__put_str(w, "block_size_source", attn_engine_block_size_source(e));
+    attn__put_int(w, "num_blocks", attn_engine_num_blocks(e));
+    attn__put_int(w, "kv_bytes", (long long)attn_engine_kv_bytes(e));
     attn__jw_key(w, "kv_token_capacity"); /* per group, across the DCP ranks */
     attn__jw_int(w, (long long)attn_engine_num_blocks(e) * attn_engine_block_size(e) * world);
-    attn__jw_key(w, "max_model_len");
-    attn__jw_int(w, attn_engine_max_model_len(e));
+    attn__put_int(w, "max_model_len", attn_engine_max_model_len(e));
 }

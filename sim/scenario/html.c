@@ -24,6 +24,13 @@ static void esc(FILE *f, const char *s)
     }
 }
 
+/* pre, then member key of o, escaped. */
+static void field(FILE *f, const char *pre, const attn__json *o, const char *key)
+{
+    fputs(pre, f);
+    esc(f, attn__v_str(o, key));
+}
+
 static void compact(FILE *f, const attn__json *v)
 {
     attn__sb sb;
@@ -77,8 +84,7 @@ static void section_open(FILE *f, const attn__json *st)
     fprintf(f, "<section id=\"stage%lld\"><h2>Stage %lld. ", attn__v_int(st, "stage", 0),
             attn__v_int(st, "stage", 0));
     esc(f, attn__v_str(st, "title"));
-    fprintf(f, "</h2><p>");
-    esc(f, attn__v_str(st, "says"));
+    field(f, "</h2><p>", st, "says");
     fprintf(f, "</p>\n");
 }
 
@@ -110,15 +116,12 @@ static void stage1(FILE *f, const attn__json *st, const attn__json *st2)
     for (size_t i = 0; i < attn__v_len(st, "machines"); i++) {
         const attn__json *m = attn__v_at(st, "machines", i);
         const attn__json *m2 = attn__v_at(st2, "machines", i);
-        fprintf(f, "<div class=\"card\"><h3>");
-        esc(f, attn__v_str(m, "label"));
+        field(f, "<div class=\"card\"><h3>", m, "label");
         fprintf(f, "</h3>");
         chip_svg(f, attn__v_str(m, "machine"),
                  attn__v_str(attn__v_get(m2, "platform"), "platform"));
-        fprintf(f, "<div>machine <b>");
-        esc(f, attn__v_str(m, "machine"));
-        fprintf(f, "</b></div><div>model <b>");
-        esc(f, attn__v_str(m, "model"));
+        field(f, "<div>machine <b>", m, "machine");
+        field(f, "</b></div><div>model <b>", m, "model");
         fprintf(f, "</b></div><div>attention backend: <span class=\"badge b-idle\">undecided"
                    "</span></div></div>\n");
     }
@@ -132,22 +135,18 @@ static void stage2(FILE *f, const attn__json *st)
     for (size_t i = 0; i < attn__v_len(st, "machines"); i++) {
         const attn__json *m = attn__v_at(st, "machines", i);
         const attn__json *p = attn__v_get(m, "platform");
-        fprintf(f, "<div class=\"card\"><h3>");
-        esc(f, attn__v_str(m, "label"));
+        field(f, "<div class=\"card\"><h3>", m, "label");
         fprintf(f, "</h3>");
         if (!p) {
-            fprintf(f, "<div class=\"err\">");
-            esc(f, attn__v_str(m, "error"));
+            field(f, "<div class=\"err\">", m, "error");
             fprintf(f, "</div></div>\n");
             continue;
         }
-        fprintf(f, "<div>platform <b>");
-        esc(f, attn__v_str(p, "platform"));
+        field(f, "<div>platform <b>", p, "platform");
         fprintf(f, "</b>%s</div><div>device <b>",
                 attn__v_bool(p, "simulated") ? " (simulated)" : "");
         esc(f, attn__v_str(p, "device"));
-        fprintf(f, "</b></div><div>capability <b>");
-        esc(f, attn__v_str(p, "capability"));
+        field(f, "</b></div><div>capability <b>", p, "capability");
         fprintf(f, "</b></div><div>installed: ");
         size_t ni = attn__v_len(p, "installed");
         for (size_t k = 0; k < ni; k++) {
@@ -196,36 +195,26 @@ static void engine_block(FILE *f, const attn__json *eng)
         const attn__json *g = attn__v_at(eng, "groups", k);
         fprintf(f, "<tr><td>%lld (layers ", attn__v_int(g, "index", 0));
         esc(f, attn__v_str(g, "layers_text"));
-        fprintf(f, ")</td><td>");
-        esc(f, attn__v_str(g, "backend"));
-        fprintf(f, "</td><td><code>");
-        esc(f, attn__v_str(g, "layout"));
-        fprintf(f, " ");
-        esc(f, attn__v_str(g, "kv_shape_text"));
-        fprintf(f, " ");
-        esc(f, attn__v_str(g, "kv_elem"));
-        fprintf(f, "</code></td><td>");
-        esc(f, attn__v_str(g, "builder"));
+        field(f, ")</td><td>", g, "backend");
+        field(f, "</td><td><code>", g, "layout");
+        field(f, " ", g, "kv_shape_text");
+        field(f, " ", g, "kv_elem");
+        field(f, "</code></td><td>", g, "builder");
         fprintf(f, "</td></tr>");
     }
-    fprintf(f, "</table><div class=\"muted\">attention math: ");
-    esc(f, attn__v_str(eng, "math"));
+    field(f, "</table><div class=\"muted\">attention math: ", eng, "math");
     fprintf(f, "</div></div>");
 }
 
 static void selection_card(FILE *f, const attn__json *m)
 {
     const attn__json *model = attn__v_get(m, "model");
-    fprintf(f, "<div class=\"card\"><h3>");
-    esc(f, attn__v_str(m, "label"));
+    field(f, "<div class=\"card\"><h3>", m, "label");
     fprintf(f, "</h3>");
     if (model) {
-        fprintf(f, "<div>model <b>");
-        esc(f, attn__v_str(model, "name"));
-        fprintf(f, "</b> <span class=\"muted\">(");
-        esc(f, attn__v_str(model, "model_type"));
-        fprintf(f, ", ");
-        esc(f, attn__v_str(model, "dtype"));
+        field(f, "<div>model <b>", model, "name");
+        field(f, "</b> <span class=\"muted\">(", model, "model_type");
+        field(f, ", ", model, "dtype");
         fprintf(f, ", %lld layers)</span></div>", attn__v_int(model, "num_layers", 0));
     }
     for (size_t g = 0; g < attn__v_len(m, "groups"); g++) {
@@ -245,18 +234,14 @@ static void selection_card(FILE *f, const attn__json *m)
         }
         fprintf(f, "</div>");
         if (attn__v_bool(gr, "ok")) {
-            fprintf(f, "<div><span class=\"badge b-ok\">");
-            esc(f, attn__v_str(gr, "selected"));
-            fprintf(f, "</span></div><div class=\"muted\">code: <code>");
-            esc(f, attn__v_str(gr, "locator"));
+            field(f, "<div><span class=\"badge b-ok\">", gr, "selected");
+            field(f, "</span></div><div class=\"muted\">code: <code>", gr, "locator");
             fprintf(f, "</code></div>");
         } else {
-            fprintf(f, "<div class=\"err\">");
-            esc(f, attn__v_str(gr, "message"));
+            field(f, "<div class=\"err\">", gr, "message");
             fprintf(f, "</div>");
         }
-        fprintf(f, "<div class=\"muted\" style=\"margin:4px 0\"><code>");
-        esc(f, attn__v_str(gr, "selector_config"));
+        field(f, "<div class=\"muted\" style=\"margin:4px 0\"><code>", gr, "selector_config");
         fprintf(f, "</code></div>");
         fprintf(f, "<table><tr><th>#</th><th>backend</th><th>verdict</th></tr>");
         for (size_t c = 0; c < attn__v_len(gr, "candidates"); c++) {
@@ -268,8 +253,7 @@ static void selection_card(FILE *f, const attn__json *m)
                 fprintf(f, "%lld", pri);
             else
                 fprintf(f, "req");
-            fprintf(f, "</td><td>");
-            esc(f, attn__v_str(ca, "name"));
+            field(f, "</td><td>", ca, "name");
             fprintf(f, "</td><td>");
             if (chosen) {
                 fprintf(f, "chosen");
@@ -339,8 +323,7 @@ static void stage4(FILE *f, const attn__json *st, long long steps)
     grid_open(f, attn__v_len(st, "machines"));
     for (size_t i = 0; i < attn__v_len(st, "machines"); i++) {
         const attn__json *m = attn__v_at(st, "machines", i);
-        fprintf(f, "<div class=\"card\"><h3>");
-        esc(f, attn__v_str(m, "label"));
+        field(f, "<div class=\"card\"><h3>", m, "label");
         fprintf(f, "</h3>");
         tokens_svg(f, m, steps);
         if (attn__v_len(m, "steps") == 0) fprintf(f, "<div class=\"muted\">no step served</div>");
@@ -364,8 +347,7 @@ static void stage4(FILE *f, const attn__json *st, long long steps)
             esc(f, attn__v_str(sm, "ranges"));
             fprintf(f, "</code></td></tr>");
             if (attn__v_str(b, "fresh")[0]) {
-                fprintf(f, "<tr><th>fresh</th><td>");
-                esc(f, attn__v_str(b, "fresh"));
+                field(f, "<tr><th>fresh</th><td>", b, "fresh");
                 fprintf(f, "</td></tr>");
             }
             fprintf(f, "</table>");
@@ -373,18 +355,15 @@ static void stage4(FILE *f, const attn__json *st, long long steps)
                 const attn__json *gr = attn__v_at(b, "groups", g);
                 fprintf(f, "<div>KV group %lld <b>", attn__v_int(gr, "group", 0));
                 esc(f, attn__v_str(gr, "backend"));
-                fprintf(f, "</b> <span class=\"muted\">");
-                esc(f, attn__v_str(gr, "builder"));
-                fprintf(f, ", ");
-                esc(f, attn__v_str(gr, "how"));
+                field(f, "</b> <span class=\"muted\">", gr, "builder");
+                field(f, ", ", gr, "how");
                 fprintf(f, "</span><pre>");
                 compact(f, attn__v_get(gr, "metadata"));
                 fprintf(f, "</pre></div>");
             }
             const attn__json *at = attn__v_get(b, "attention");
             if (at) {
-                fprintf(f, "<div class=\"muted\">attention: ");
-                esc(f, attn__v_str(at, "text"));
+                field(f, "<div class=\"muted\">attention: ", at, "text");
                 fprintf(f, "</div>");
             }
             fprintf(f, "</div>");
@@ -447,8 +426,7 @@ static void stage5(FILE *f, const attn__json *st, const attn__json *st4, long lo
         fprintf(f, "<h3>step %lld: %s ", attn__v_int(ev, "at_step", 0), attn__v_str(ev, "action"));
         esc(f, attn__v_str(ev, "machine"));
         if (attn__v_str(ev, "changes")[0]) {
-            fprintf(f, " with <code>");
-            esc(f, attn__v_str(ev, "changes"));
+            field(f, " with <code>", ev, "changes");
             fprintf(f, "</code>");
         }
         fprintf(f, "</h3>");
@@ -458,14 +436,12 @@ static void stage5(FILE *f, const attn__json *st, const attn__json *st4, long lo
         if (su) {
             selection_card(f, su);
         } else {
-            fprintf(f, "<div class=\"card\"><h3>");
-            esc(f, attn__v_str(ev, "machine"));
+            field(f, "<div class=\"card\"><h3>", ev, "machine");
             fprintf(f, "</h3>stopped</div>");
         }
         for (size_t k = 0; k < no; k++) {
             const attn__json *o = attn__v_at(ev, "others", k);
-            fprintf(f, "<div class=\"card\"><h3>");
-            esc(f, attn__v_str(o, "label"));
+            field(f, "<div class=\"card\"><h3>", o, "label");
             fprintf(f,
                     "</h3><div><span class=\"badge b-ok\">kept going</span></div>"
                     "<div>step counter %lld &rarr; %lld (+%lld)</div>"
@@ -475,8 +451,7 @@ static void stage5(FILE *f, const attn__json *st, const attn__json *st4, long lo
             esc(f, attn__v_str(o, "state"));
             fprintf(f, "</div></div>");
         }
-        fprintf(f, "</div><p>");
-        esc(f, attn__v_str(ev, "machine"));
+        field(f, "</div><p>", ev, "machine");
         fprintf(f, " after the event: %lld steps served, %lld requests admitted.</p>",
                 attn__v_int(ev, "steps_after", 0), attn__v_int(ev, "admitted_after", 0));
     }
@@ -492,16 +467,11 @@ static void summary(FILE *f, const attn__json *doc)
                "</th><th>requests admitted</th></tr>");
     for (size_t i = 0; i < attn__v_len(doc, "summary"); i++) {
         const attn__json *s = attn__v_at(doc, "summary", i);
-        fprintf(f, "<tr><td>");
-        esc(f, attn__v_str(s, "machine"));
-        fprintf(f, "</td><td>");
-        esc(f, attn__v_str(s, "device"));
-        fprintf(f, "</td><td>");
-        esc(f, attn__v_str(s, "model"));
-        fprintf(f, "</td><td>");
-        esc(f, attn__v_str(s, "head_size"));
-        fprintf(f, "</td><td><b>");
-        esc(f, attn__v_str(s, "backend"));
+        field(f, "<tr><td>", s, "machine");
+        field(f, "</td><td>", s, "device");
+        field(f, "</td><td>", s, "model");
+        field(f, "</td><td>", s, "head_size");
+        field(f, "</td><td><b>", s, "backend");
         fprintf(f, "</b></td><td class=\"%s\">", attn__v_bool(s, "serving") ? "ok" : "bad");
         esc(f, attn__v_str(s, "state"));
         fprintf(f, "</td><td>%lld</td><td>%lld</td></tr>", attn__v_int(s, "steps_served", 0),
@@ -524,8 +494,7 @@ attn_status attn__scenario_write_html(const char *doc_text, FILE *f)
     esc(f, attn__v_str(sc, "name"));
     fprintf(f, "</title><style>%s</style></head><body>\n<header><h1>attn simulate: ", k_css);
     esc(f, attn__v_str(sc, "name"));
-    fprintf(f, "</h1><p>");
-    esc(f, attn__v_str(sc, "description"));
+    field(f, "</h1><p>", sc, "description");
     fprintf(f,
             "</p><p>%lld steps on one clock. Backend selection happens once per machine, at "
             "startup; nothing about a request decides it.</p></header>\n",

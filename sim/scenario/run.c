@@ -26,6 +26,7 @@
 #include "util/strbuf.h"
 
 #include "scenario/run_impl.h"
+#include "harness/json_put.h"
 
 static void capability_text(const attn_platform *p, char *buf, size_t size)
 {
@@ -72,16 +73,11 @@ static void write_platform(attn__jw *w, const attn__scn_machine *mc, const attn_
     char cap[48];
     capability_text(p, cap, sizeof cap);
     attn__jw_obj_begin(w);
-    attn__jw_key(w, "machine");
-    attn__jw_str(w, mc->spec_name);
-    attn__jw_key(w, "platform");
-    attn__jw_str(w, attn_platform_kind_name(attn_platform_get_kind(p)));
-    attn__jw_key(w, "device");
-    attn__jw_str(w, attn_platform_device_name(p));
-    attn__jw_key(w, "capability");
-    attn__jw_str(w, cap);
-    attn__jw_key(w, "simulated");
-    attn__jw_bool(w, attn_platform_is_simulated(p));
+    attn__put_str(w, "machine", mc->spec_name);
+    attn__put_str(w, "platform", attn_platform_kind_name(attn_platform_get_kind(p)));
+    attn__put_str(w, "device", attn_platform_device_name(p));
+    attn__put_str(w, "capability", cap);
+    attn__put_bool(w, "simulated", attn_platform_is_simulated(p));
     attn__jw_key(w, "installed");
     attn__jw_arr_begin(w);
     for (int c = 0; c < ATTN_COMPONENT_COUNT; c++)
@@ -101,8 +97,7 @@ static void write_platform(attn__jw *w, const attn__scn_machine *mc, const attn_
 static void write_launch(attn__jw *w, const attn__scn_launch *l)
 {
     attn__jw_obj_begin(w);
-    attn__jw_key(w, "model");
-    attn__jw_str(w, l->model);
+    attn__put_str(w, "model", l->model);
     attn__jw_key(w, "backend");
     if (l->backend[0])
         attn__jw_str(w, l->backend);
@@ -121,8 +116,7 @@ static void write_launch(attn__jw *w, const attn__scn_launch *l)
         attn__jw_int(w, l->block_size);
     else
         attn__jw_null(w);
-    attn__jw_key(w, "kv_cache_dtype");
-    attn__jw_str(w, l->kv_cache_dtype[0] ? l->kv_cache_dtype : "auto");
+    attn__put_str(w, "kv_cache_dtype", l->kv_cache_dtype[0] ? l->kv_cache_dtype : "auto");
     attn__jw_key(w, "installed");
     if (l->installed_given)
         attn__jw_str(w, l->installed);
@@ -157,8 +151,7 @@ static bool start_machine(run *r, mstate *ms, const attn__scn_launch *l, attn__j
     ms->launch = *l;
     ms->head_sizes[0] = ms->backends[0] = 0;
     attn__jw_obj_begin(w);
-    attn__jw_key(w, "label");
-    attn__jw_str(w, mc->label);
+    attn__put_str(w, "label", mc->label);
     attn__jw_key(w, "launch");
     write_launch(w, l);
     const attn_platform *p = NULL;
@@ -178,14 +171,10 @@ static bool start_machine(run *r, mstate *ms, const attn__scn_launch *l, attn__j
         r->models[r->num_models++] = m;
         attn__jw_key(w, "model");
         attn__jw_obj_begin(w);
-        attn__jw_key(w, "name");
-        attn__jw_str(w, attn_model_name(m));
-        attn__jw_key(w, "model_type");
-        attn__jw_str(w, attn_model_type(m));
-        attn__jw_key(w, "dtype");
-        attn__jw_str(w, attn_dtype_name(attn_model_dtype(m)));
-        attn__jw_key(w, "num_layers");
-        attn__jw_int(w, attn_model_num_layers(m));
+        attn__put_str(w, "name", attn_model_name(m));
+        attn__put_str(w, "model_type", attn_model_type(m));
+        attn__put_str(w, "dtype", attn_dtype_name(attn_model_dtype(m)));
+        attn__put_int(w, "num_layers", attn_model_num_layers(m));
         attn__jw_obj_end(w);
         attn__jw_key(w, "groups");
         attn__jw_arr_begin(w);
@@ -218,8 +207,7 @@ static bool start_machine(run *r, mstate *ms, const attn__scn_launch *l, attn__j
         snprintf(now, sizeof now, "%s", ms->backends);
         snprintf(ms->backends, sizeof ms->backends, "%.120s, then %.120s", before, now);
     }
-    attn__jw_key(w, "ok");
-    attn__jw_bool(w, ms->srv != NULL && all);
+    attn__put_bool(w, "ok", ms->srv != NULL && all);
     attn__jw_key(w, "error");
     if (ms->srv)
         attn__jw_null(w);
@@ -252,10 +240,8 @@ static void step_machine(mstate *ms, int step)
         char *text = attn__sb_take(&one);
         if (text) {
             attn__jw_obj_begin(&ms->detail);
-            attn__jw_key(&ms->detail, "step");
-            attn__jw_int(&ms->detail, step);
-            attn__jw_key(&ms->detail, "engine_step");
-            attn__jw_int(&ms->detail, ms->steps_served);
+            attn__put_int(&ms->detail, "step", step);
+            attn__put_int(&ms->detail, "engine_step", ms->steps_served);
             attn__jw_key(&ms->detail, "built");
             attn__jw_raw(&ms->detail, text);
             attn__jw_obj_end(&ms->detail);
@@ -269,24 +255,15 @@ static void step_machine(mstate *ms, int step)
     ms->finished += info.finished;
     attn__jw *c = &ms->counters;
     attn__jw_obj_begin(c);
-    attn__jw_key(c, "step");
-    attn__jw_int(c, step);
-    attn__jw_key(c, "num_reqs");
-    attn__jw_int(c, info.num_reqs);
-    attn__jw_key(c, "num_tokens");
-    attn__jw_int(c, info.num_tokens);
-    attn__jw_key(c, "admitted");
-    attn__jw_int(c, info.admitted);
-    attn__jw_key(c, "finished");
-    attn__jw_int(c, info.finished);
-    attn__jw_key(c, "running");
-    attn__jw_int(c, info.running);
-    attn__jw_key(c, "waiting");
-    attn__jw_int(c, info.waiting);
-    attn__jw_key(c, "blocks_in_use");
-    attn__jw_int(c, info.blocks_in_use);
-    attn__jw_key(c, "preempted");
-    attn__jw_int(c, info.preempted);
+    attn__put_int(c, "step", step);
+    attn__put_int(c, "num_reqs", info.num_reqs);
+    attn__put_int(c, "num_tokens", info.num_tokens);
+    attn__put_int(c, "admitted", info.admitted);
+    attn__put_int(c, "finished", info.finished);
+    attn__put_int(c, "running", info.running);
+    attn__put_int(c, "waiting", info.waiting);
+    attn__put_int(c, "blocks_in_use", info.blocks_in_use);
+    attn__put_int(c, "preempted", info.preempted);
     attn__jw_obj_end(c);
 }
 
@@ -377,45 +354,31 @@ static char *write_events(run *r)
         const attn__scn_event *e = &r->s->events[k];
         mstate *ms = &r->m[e->machine];
         attn__jw_obj_begin(ev);
-        attn__jw_key(ev, "at_step");
-        attn__jw_int(ev, e->at_step);
-        attn__jw_key(ev, "machine");
-        attn__jw_str(ev, ms->mc->label);
-        attn__jw_key(ev, "action");
-        attn__jw_str(ev, e->action);
-        attn__jw_key(ev, "changes");
-        attn__jw_str(ev, e->changes);
-        attn__jw_key(ev, "ok");
-        attn__jw_bool(ev, r->event_ok[k]);
+        attn__put_int(ev, "at_step", e->at_step);
+        attn__put_str(ev, "machine", ms->mc->label);
+        attn__put_str(ev, "action", e->action);
+        attn__put_str(ev, "changes", e->changes);
+        attn__put_bool(ev, "ok", r->event_ok[k]);
         attn__jw_key(ev, "startup");
         if (r->event_start[k])
             attn__jw_raw(ev, r->event_start[k]);
         else
             attn__jw_null(ev);
         /* from the event to the end of the run */
-        attn__jw_key(ev, "steps_after");
-        attn__jw_int(ev, ms->steps_served - r->snap_steps[k][e->machine]);
-        attn__jw_key(ev, "admitted_after");
-        attn__jw_int(ev, ms->admitted - r->snap_admitted[k][e->machine]);
-        attn__jw_key(ev, "remaining_steps");
-        attn__jw_int(ev, r->s->traffic.steps - e->at_step);
+        attn__put_int(ev, "steps_after", ms->steps_served - r->snap_steps[k][e->machine]);
+        attn__put_int(ev, "admitted_after", ms->admitted - r->snap_admitted[k][e->machine]);
+        attn__put_int(ev, "remaining_steps", r->s->traffic.steps - e->at_step);
         attn__jw_key(ev, "others");
         attn__jw_arr_begin(ev);
         for (int i = 0; i < r->s->num_machines; i++) {
             if (i == e->machine) continue;
             attn__jw_obj_begin(ev);
-            attn__jw_key(ev, "label");
-            attn__jw_str(ev, r->m[i].mc->label);
-            attn__jw_key(ev, "steps_at_event");
-            attn__jw_int(ev, r->snap_steps[k][i]);
-            attn__jw_key(ev, "steps_at_end");
-            attn__jw_int(ev, r->m[i].steps_served);
-            attn__jw_key(ev, "advanced");
-            attn__jw_int(ev, r->m[i].steps_served - r->snap_steps[k][i]);
-            attn__jw_key(ev, "admitted_after");
-            attn__jw_int(ev, r->m[i].admitted - r->snap_admitted[k][i]);
-            attn__jw_key(ev, "state");
-            attn__jw_str(ev, r->m[i].state);
+            attn__put_str(ev, "label", r->m[i].mc->label);
+            attn__put_int(ev, "steps_at_event", r->snap_steps[k][i]);
+            attn__put_int(ev, "steps_at_end", r->m[i].steps_served);
+            attn__put_int(ev, "advanced", r->m[i].steps_served - r->snap_steps[k][i]);
+            attn__put_int(ev, "admitted_after", r->m[i].admitted - r->snap_admitted[k][i]);
+            attn__put_str(ev, "state", r->m[i].state);
             attn__jw_obj_end(ev);
         }
         attn__jw_arr_end(ev);

@@ -4,24 +4,19 @@
 #include <string.h>
 
 #include "scenario/run_impl.h"
+#include "harness/json_put.h"
 
 static void write_scenario_info(attn__jw *w, const attn__scenario *s)
 {
     attn__jw_obj_begin(w);
-    attn__jw_key(w, "name");
-    attn__jw_str(w, s->name);
-    attn__jw_key(w, "description");
-    attn__jw_str(w, s->description);
-    attn__jw_key(w, "source");
-    attn__jw_str(w, s->source);
-    attn__jw_key(w, "steps");
-    attn__jw_int(w, s->traffic.steps);
-    attn__jw_key(w, "verify");
-    attn__jw_bool(w, s->verify);
+    attn__put_str(w, "name", s->name);
+    attn__put_str(w, "description", s->description);
+    attn__put_str(w, "source", s->source);
+    attn__put_int(w, "steps", s->traffic.steps);
+    attn__put_bool(w, "verify", s->verify);
     attn__jw_key(w, "traffic");
     attn__jw_obj_begin(w);
-    attn__jw_key(w, "rate");
-    attn__jw_num(w, s->traffic.rate);
+    attn__put_num(w, "rate", s->traffic.rate);
     attn__jw_key(w, "prompt_len");
     attn__jw_arr_begin(w);
     attn__jw_int(w, s->traffic.prompt_min);
@@ -32,24 +27,18 @@ static void write_scenario_info(attn__jw *w, const attn__scenario *s)
     attn__jw_int(w, s->traffic.output_min);
     attn__jw_int(w, s->traffic.output_max);
     attn__jw_arr_end(w);
-    attn__jw_key(w, "seed");
-    attn__jw_int(w, (long long)s->traffic.seed);
-    attn__jw_key(w, "show_steps");
-    attn__jw_int(w, s->traffic.show_steps);
+    attn__put_int(w, "seed", (long long)s->traffic.seed);
+    attn__put_int(w, "show_steps", s->traffic.show_steps);
     attn__jw_obj_end(w);
     attn__jw_key(w, "events");
     attn__jw_arr_begin(w);
     for (int i = 0; i < s->num_events; i++) {
         const attn__scn_event *e = &s->events[i];
         attn__jw_obj_begin(w);
-        attn__jw_key(w, "at_step");
-        attn__jw_int(w, e->at_step);
-        attn__jw_key(w, "machine");
-        attn__jw_str(w, s->machines[e->machine].label);
-        attn__jw_key(w, "action");
-        attn__jw_str(w, e->action);
-        attn__jw_key(w, "changes");
-        attn__jw_str(w, e->changes);
+        attn__put_int(w, "at_step", e->at_step);
+        attn__put_str(w, "machine", s->machines[e->machine].label);
+        attn__put_str(w, "action", e->action);
+        attn__put_str(w, "changes", e->changes);
         attn__jw_obj_end(w);
     }
     attn__jw_arr_end(w);
@@ -59,12 +48,9 @@ static void write_scenario_info(attn__jw *w, const attn__scenario *s)
 static void stage_begin(attn__jw *w, int n, const char *title, const char *says)
 {
     attn__jw_obj_begin(w);
-    attn__jw_key(w, "stage");
-    attn__jw_int(w, n);
-    attn__jw_key(w, "title");
-    attn__jw_str(w, title);
-    attn__jw_key(w, "says");
-    attn__jw_str(w, says);
+    attn__put_int(w, "stage", n);
+    attn__put_str(w, "title", title);
+    attn__put_str(w, "says", says);
 }
 
 /* Stage 2 is each startup record's platform and priority lists. */
@@ -109,19 +95,15 @@ static void write_stage1_machines(run *r, attn__jw *w)
     for (int i = 0; i < r->s->num_machines; i++) {
         const attn__scn_machine *mc = r->m[i].mc;
         attn__jw_obj_begin(w);
-        attn__jw_key(w, "label");
-        attn__jw_str(w, mc->label);
-        attn__jw_key(w, "machine");
-        attn__jw_str(w, mc->spec_name);
-        attn__jw_key(w, "model");
-        attn__jw_str(w, mc->launch.model);
+        attn__put_str(w, "label", mc->label);
+        attn__put_str(w, "machine", mc->spec_name);
+        attn__put_str(w, "model", mc->launch.model);
         attn__jw_key(w, "requested_backend");
         if (mc->launch.backend[0])
             attn__jw_str(w, mc->launch.backend);
         else
             attn__jw_null(w);
-        attn__jw_key(w, "decided");
-        attn__jw_bool(w, false);
+        attn__put_bool(w, "decided", false);
         attn__jw_obj_end(w);
     }
     attn__jw_arr_end(w);
@@ -139,8 +121,7 @@ static void write_stage4_machines(run *r, attn__jw *w)
         char *d = attn__sb_take(&ms->detail_sb);
         char *c = attn__sb_take(&ms->counters_sb);
         attn__jw_obj_begin(w);
-        attn__jw_key(w, "label");
-        attn__jw_str(w, ms->mc->label);
+        attn__put_str(w, "label", ms->mc->label);
         attn__jw_key(w, "steps");
         attn__jw_raw(w, d ? d : "[]");
         attn__jw_key(w, "counters");
@@ -159,26 +140,17 @@ static void write_summary(run *r, attn__jw *w)
     for (int i = 0; i < r->s->num_machines; i++) {
         const mstate *ms = &r->m[i];
         attn__jw_obj_begin(w);
-        attn__jw_key(w, "machine");
-        attn__jw_str(w, ms->mc->label);
-        attn__jw_key(w, "device");
-        attn__jw_str(w, ms->plat ? attn_platform_device_name(ms->plat) : ms->mc->spec_name);
-        attn__jw_key(w, "model");
-        attn__jw_str(w, ms->launch.model);
-        attn__jw_key(w, "head_size");
-        attn__jw_str(w, ms->head_sizes);
-        attn__jw_key(w, "backend");
-        attn__jw_str(w, ms->backends[0] ? ms->backends : "-");
-        attn__jw_key(w, "state");
-        attn__jw_str(w, ms->state);
-        attn__jw_key(w, "serving");
-        attn__jw_bool(w, ms->srv != NULL);
-        attn__jw_key(w, "steps_served");
-        attn__jw_int(w, ms->steps_served);
-        attn__jw_key(w, "requests_admitted");
-        attn__jw_int(w, ms->admitted);
-        attn__jw_key(w, "requests_finished");
-        attn__jw_int(w, ms->finished);
+        attn__put_str(w, "machine", ms->mc->label);
+        attn__put_str(w, "device",
+                      ms->plat ? attn_platform_device_name(ms->plat) : ms->mc->spec_name);
+        attn__put_str(w, "model", ms->launch.model);
+        attn__put_str(w, "head_size", ms->head_sizes);
+        attn__put_str(w, "backend", ms->backends[0] ? ms->backends : "-");
+        attn__put_str(w, "state", ms->state);
+        attn__put_bool(w, "serving", ms->srv != NULL);
+        attn__put_int(w, "steps_served", ms->steps_served);
+        attn__put_int(w, "requests_admitted", ms->admitted);
+        attn__put_int(w, "requests_finished", ms->finished);
         attn__jw_obj_end(w);
     }
     attn__jw_arr_end(w);
@@ -226,8 +198,7 @@ attn_status attn__scn_write_document(run *r, const char *startup, const char *ev
                 "builder turns it into its backend's own metadata; nothing carries over from the "
                 "previous step. Attention math runs on libattn's CPU kernels, labelled emulated "
                 "where they stand in for a GPU backend.");
-    attn__jw_key(&w, "emulated");
-    attn__jw_bool(&w, true);
+    attn__put_bool(&w, "emulated", true);
     write_stage4_machines(r, &w);
     attn__jw_obj_end(&w);
 

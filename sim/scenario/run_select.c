@@ -8,6 +8,7 @@
 #include "attn/attn.h"
 #include "attn/engine.h"
 #include "scenario/run_impl.h"
+#include "harness/json_put.h"
 
 static attn_kv_dtype launch_kv(const attn__scn_launch *l)
 {
@@ -27,34 +28,20 @@ static void write_group_spec(attn__jw *w, const attn_model *m, int g,
     char ltext[128], repr[512];
     attn_model_layers_text(layers, n, ltext, sizeof ltext);
     attn_selector_config_repr(cfg, repr, sizeof repr);
-    attn__jw_key(w, "group");
-    attn__jw_int(w, g);
-    attn__jw_key(w, "kind");
-    attn__jw_str(w, attn_kv_kind_name(attn_kv_kind_of(cfg)));
-    attn__jw_key(w, "attn_type");
-    attn__jw_str(w, attn_attn_type_name(s->attn_type));
-    attn__jw_key(w, "layers");
-    attn__jw_str(w, ltext);
-    attn__jw_key(w, "num_layers");
-    attn__jw_int(w, n);
-    attn__jw_key(w, "num_heads");
-    attn__jw_int(w, s->num_heads);
-    attn__jw_key(w, "num_kv_heads");
-    attn__jw_int(w, s->num_kv_heads);
-    attn__jw_key(w, "head_size");
-    attn__jw_int(w, s->head_size);
-    attn__jw_key(w, "sliding_window");
-    attn__jw_int(w, s->sliding_window);
-    attn__jw_key(w, "logits_soft_cap");
-    attn__jw_num(w, s->logits_soft_cap);
-    attn__jw_key(w, "has_sink");
-    attn__jw_bool(w, s->has_sink);
-    attn__jw_key(w, "use_mla");
-    attn__jw_bool(w, s->use_mla);
-    attn__jw_key(w, "has_kv_cache");
-    attn__jw_bool(w, attn_layer_spec_has_kv_cache(s));
-    attn__jw_key(w, "selector_config");
-    attn__jw_str(w, repr);
+    attn__put_int(w, "group", g);
+    attn__put_str(w, "kind", attn_kv_kind_name(attn_kv_kind_of(cfg)));
+    attn__put_str(w, "attn_type", attn_attn_type_name(s->attn_type));
+    attn__put_str(w, "layers", ltext);
+    attn__put_int(w, "num_layers", n);
+    attn__put_int(w, "num_heads", s->num_heads);
+    attn__put_int(w, "num_kv_heads", s->num_kv_heads);
+    attn__put_int(w, "head_size", s->head_size);
+    attn__put_int(w, "sliding_window", s->sliding_window);
+    attn__put_num(w, "logits_soft_cap", s->logits_soft_cap);
+    attn__put_bool(w, "has_sink", s->has_sink);
+    attn__put_bool(w, "use_mla", s->use_mla);
+    attn__put_bool(w, "has_kv_cache", attn_layer_spec_has_kv_cache(s));
+    attn__put_str(w, "selector_config", repr);
 }
 
 /* Every candidate the selector considered, valid or with its reasons. */
@@ -66,14 +53,10 @@ static void write_candidates(attn__jw *w, const attn_selection *sel, const char 
         attn_candidate_info ci;
         if (attn_selection_candidate(sel, i, &ci) != ATTN_OK) continue;
         attn__jw_obj_begin(w);
-        attn__jw_key(w, "name");
-        attn__jw_str(w, ci.name);
-        attn__jw_key(w, "priority");
-        attn__jw_int(w, ci.priority);
-        attn__jw_key(w, "valid");
-        attn__jw_bool(w, ci.valid);
-        attn__jw_key(w, "chosen");
-        attn__jw_bool(w, backend && !strcmp(backend, ci.name));
+        attn__put_str(w, "name", ci.name);
+        attn__put_int(w, "priority", ci.priority);
+        attn__put_bool(w, "valid", ci.valid);
+        attn__put_bool(w, "chosen", backend && !strcmp(backend, ci.name));
         attn__jw_key(w, "reasons");
         attn__jw_arr_begin(w);
         for (int j = 0; j < ci.num_reasons; j++)
@@ -123,8 +106,7 @@ bool attn__scn_write_group_selection(attn__jw *w, const attn_platform *p, const 
         attn__jw_null(w);
 
     const char *backend = (st == ATTN_OK && sel) ? attn_selection_backend(sel) : NULL;
-    attn__jw_key(w, "ok");
-    attn__jw_bool(w, backend != NULL);
+    attn__put_bool(w, "ok", backend != NULL);
     attn__jw_key(w, "selected");
     if (backend)
         attn__jw_str(w, backend);

@@ -17,271 +17,10 @@
 #include "attn/model.h"
 #include "attn/platform.h"
 #include "scenario/scenario.h"
+#include "scenario/scenario_read.h"
 #include "util/check.h"
 #include "util/json.h"
 #include "util/strbuf.h"
-
-typedef struct pctx {
-    const char *what;
-    attn__scenario *s;
-} pctx;
-
-static attn_status bad(const pctx *c, attn_status st, const char *path, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static attn_status bad(const pctx *c, attn_status st, const char *path, const char *fmt, ...)
-{
-    char msg[384];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    return attn_set_error(st, "%s: scenario field '%s': %s", c->what, path, msg);
-}
-
-static const char *tname(const attn__json *v)
-{
-    return attn__json_type_name(attn__json_type_of(v));
-}
-
-static void join(char *out, size_t size, const char *path, const char *key)
-{
-    snprintf(out, size, "%s%s%s", path, *path ? "." : "", key);
-}
-
-static attn_status check_keys(const pctx *c, const attn__json *obj, const char *path,
-                              const char *const *known)
-{
-    for (size_t i = 0; i < attn__json_len(obj); i++) {
-        const char *k = attn__json_key_at(obj, i);
-        bool ok = false;
-        for (const char *const *p = known; *p && !ok; p++)
-            ok = !strcmp(*p, k);
-        if (!ok) {
-            char full[200];
-            join(full, sizeof full, path, k);
-            char list[400] = "";
-            size_t o = 0;
-            for (const char *const *p = known; *p && o < sizeof list; p++)
-                o +=
-                    (size_t)snprintf(list + o, sizeof list - o, "%s%s", p == known ? "" : ", ", *p);
-            return bad(c, ATTN_PARSE_ERROR, full, "unknown field (known: %s)", list);
-        }
-    }
-    return ATTN_OK;
-}
-
-static attn_status get_str(const pctx *c, const attn__json *obj, const char *path, const char *key,
-                           char *dst, size_t size, bool required, bool null_ok)
-{
-    char full[200];
-    join(full, sizeof full, path, key);
-    const attn__json *v = attn__json_get(obj, key);
-    if (!v || (null_ok && attn__json_type_of(v) == ATTN_JSON_NULL)) {
-        if (required) return bad(c, ATTN_PARSE_ERROR, full, "is missing");
-        return ATTN_OK;
-    }
-    if (attn__json_type_of(v) != ATTN_JSON_STRING)
-        return bad(c, ATTN_PARSE_ERROR, full, "expected a string, got %s", tname(v));
-    const char *s = attn__json_string(v);
-    if (strlen(s) >= size)
-        return bad(c, ATTN_INVALID_ARGUMENT, full, "is longer than %zu characters", size - 1);
-    snprintf(dst, size, "%s", s);
-    return ATTN_OK;
-}
-
-static attn_status get_int(const pctx *c, const attn__json *obj, const char *path, const char *key,
-                           long long lo, long long hi, long long *out, bool *present)
-{
-    char full[200];
-    join(full, sizeof full, path, key);
-    const attn__json *v = attn__json_get(obj, key);
-    *present = v != NULL && attn__json_type_of(v) != ATTN_JSON_NULL;
-    if (!*present) return ATTN_OK;
-    long long x;
-    if (attn__json_type_of(v) != ATTN_JSON_NUMBER || !attn__json_is_int(v, &x))
-        return bad(c, ATTN_PARSE_ERROR, full, "expected an integer, got %s", tname(v));
-    if (x < lo || x > hi)
-        return bad(c, ATTN_INVALID_ARGUMENT, full, "%lld is out of range [%lld, %lld]", x, lo, hi);
-    *out = x;
-    return ATTN_OK;
-}
-
-/* "installed": ["fa2", ...] -> csv, each token checked. */
-static attn_status get_installed(const pctx *c, const attn__json *obj, const char *path,
-                                 bool *given, char *csv, size_t size)
-{
-    char full[200];
-    join(full, sizeof full, path, "installed");
-    const attn__json *v = attn__json_get(obj, "installed");
-    if (!v) return ATTN_OK;
-    if (attn__json_type_of(v) != ATTN_JSON_ARRAY)
-        return bad(c, ATTN_PARSE_ERROR, full, "expected an array of component names, got %s",
-                   tname(v));
-    size_t o = 0;
-    csv[0] = 0;
-    for (size_t i = 0; i < attn__json_len(v); i++) {
-        const attn__json *e = attn__json_at(v, i);
-        char item[240];
-        snprintf(item, sizeof item, "%s[%zu]", full, i);
-        if (attn__json_type_of(e) != ATTN_JSON_STRING)
-            return bad(c, ATTN_PARSE_ERROR, item, "expected a string, got %s", tname(e));
-        attn_component comp;
-        if (attn_component_parse(attn__json_string(e), &comp) != ATTN_OK)
-            return bad(c, ATTN_INVALID_ARGUMENT, item,
-                       "unknown component '%s' (fa2, fa3, fa4, flashinfer, flashinfer_cubin, "
-                       "flashmla, tokenspeed_mla, aiter)",
-                       attn__json_string(e));
-        o += (size_t)snprintf(csv + o, o < size ? size - o : 0, "%s%s", i ? "," : "",
-                              attn__json_string(e));
-    }
-    if (o >= size) return bad(c, ATTN_INVALID_ARGUMENT, full, "too long");
-    *given = true;
-    return ATTN_OK;
-}
-
-static const char *const k_launch_keys[] = {"backend",        "backend_per_kind", "block_size",
-                                            "kv_cache_dtype", "installed",        "model"};
-
-/* Reads the launch options present in obj into l (absent ones unchanged);
- * appends "key=value" for each one present to changes when given. */
-static attn_status read_launch(const pctx *c, const attn__json *obj, const char *path,
-                               attn__scn_launch *l, char *changes, size_t csize)
-{
-    attn_status st;
-    char full[200];
-    size_t co = changes ? strlen(changes) : 0;
-#define CHANGED(...)                                                                               \
-    do {                                                                                           \
-        if (changes && co < csize)                                                                 \
-            co += (size_t)snprintf(changes + co, csize - co, "%s", co ? ", " : "");                \
-        if (changes && co < csize) co += (size_t)snprintf(changes + co, csize - co, __VA_ARGS__);  \
-    } while (0)
-    if (attn__json_get(obj, "model")) {
-        if ((st = get_str(c, obj, path, "model", l->model, sizeof l->model, true, false)) !=
-            ATTN_OK)
-            return st;
-        CHANGED("model=%s", l->model);
-    }
-    if (attn__json_get(obj, "backend")) {
-        l->backend[0] = 0;
-        if ((st = get_str(c, obj, path, "backend", l->backend, sizeof l->backend, false, true)) !=
-            ATTN_OK)
-            return st;
-        if (!strcasecmp(l->backend, "auto")) l->backend[0] = 0;
-        CHANGED("backend=%s", l->backend[0] ? l->backend : "auto");
-    }
-    const attn__json *pk = attn__json_get(obj, "backend_per_kind");
-    if (pk && attn__json_type_of(pk) != ATTN_JSON_NULL) {
-        join(full, sizeof full, path, "backend_per_kind");
-        if (attn__json_type_of(pk) != ATTN_JSON_OBJECT)
-            return bad(c, ATTN_PARSE_ERROR, full, "expected an object {kind: backend}, got %s",
-                       tname(pk));
-        for (size_t i = 0; i < attn__json_len(pk); i++) {
-            const char *k = attn__json_key_at(pk, i);
-            const attn__json *v = attn__json_at(pk, i);
-            char item[280];
-            snprintf(item, sizeof item, "%s.%s", full, k);
-            attn_kv_kind kind;
-            if (attn_kv_kind_parse(k, &kind) != ATTN_OK)
-                return bad(c, ATTN_INVALID_ARGUMENT, item,
-                           "unknown KV-spec kind (full_attention, sliding_window, mla_attention, "
-                           "sliding_window_mla, encoder_only_attention, cross_attention)");
-            if (attn__json_type_of(v) != ATTN_JSON_STRING)
-                return bad(c, ATTN_PARSE_ERROR, item, "expected a backend name, got %s", tname(v));
-            snprintf(l->per_kind[kind], sizeof l->per_kind[kind], "%s", attn__json_string(v));
-            CHANGED("%s=%s", k, l->per_kind[kind]);
-        }
-    }
-    long long bs;
-    bool present;
-    if ((st = get_int(c, obj, path, "block_size", 1, 1 << 20, &bs, &present)) != ATTN_OK) return st;
-    if (present) {
-        l->block_size = (int)bs;
-        CHANGED("block_size=%d", l->block_size);
-    }
-    if (attn__json_get(obj, "kv_cache_dtype")) {
-        char kv[32] = "";
-        if ((st = get_str(c, obj, path, "kv_cache_dtype", kv, sizeof kv, false, true)) != ATTN_OK)
-            return st;
-        attn_kv_dtype k;
-        join(full, sizeof full, path, "kv_cache_dtype");
-        if (kv[0] && attn_kv_dtype_parse(kv, &k) != ATTN_OK)
-            return bad(c, ATTN_INVALID_ARGUMENT, full, "unknown KV-cache dtype '%s'", kv);
-        snprintf(l->kv_cache_dtype, sizeof l->kv_cache_dtype, "%s", kv);
-        CHANGED("kv_cache_dtype=%s", kv[0] ? kv : "auto");
-    }
-    bool given = false;
-    char inst[256];
-    if ((st = get_installed(c, obj, path, &given, inst, sizeof inst)) != ATTN_OK) return st;
-    if (given) {
-        l->installed_given = true;
-        memcpy(l->installed, inst, sizeof inst);
-        CHANGED("installed=[%s]", inst);
-    }
-#undef CHANGED
-    return ATTN_OK;
-}
-
-static attn_status read_range(const pctx *c, const attn__json *obj, const char *path,
-                              const char *key, int *lo, int *hi)
-{
-    char full[200];
-    join(full, sizeof full, path, key);
-    const attn__json *v = attn__json_get(obj, key);
-    if (!v) return ATTN_OK;
-    long long a = 0, b = 0;
-    bool ok = false;
-    if (attn__json_type_of(v) == ATTN_JSON_NUMBER && attn__json_is_int(v, &a)) {
-        b = a;
-        ok = true;
-    } else if (attn__json_type_of(v) == ATTN_JSON_ARRAY && attn__json_len(v) == 2 &&
-               attn__json_type_of(attn__json_at(v, 0)) == ATTN_JSON_NUMBER &&
-               attn__json_type_of(attn__json_at(v, 1)) == ATTN_JSON_NUMBER) {
-        ok = attn__json_is_int(attn__json_at(v, 0), &a) &&
-             attn__json_is_int(attn__json_at(v, 1), &b);
-    }
-    if (!ok) return bad(c, ATTN_PARSE_ERROR, full, "expected an integer or [min, max]");
-    if (a < 1 || b < a || b > 1000000)
-        return bad(c, ATTN_INVALID_ARGUMENT, full, "needs 1 <= min <= max <= 1000000");
-    *lo = (int)a;
-    *hi = (int)b;
-    return ATTN_OK;
-}
-
-static attn_status read_traffic(const pctx *c, const attn__json *t, const char *path,
-                                attn__scn_traffic *tr)
-{
-    static const char *const keys[] = {"rate",  "prompt_len", "output_len", "seed",
-                                       "steps", "show_steps", NULL};
-    attn_status st;
-    if (attn__json_type_of(t) != ATTN_JSON_OBJECT)
-        return bad(c, ATTN_PARSE_ERROR, path, "expected an object, got %s", tname(t));
-    if ((st = check_keys(c, t, path, keys)) != ATTN_OK) return st;
-    const attn__json *r = attn__json_get(t, "rate");
-    if (r) {
-        char full[200];
-        join(full, sizeof full, path, "rate");
-        if (attn__json_type_of(r) != ATTN_JSON_NUMBER)
-            return bad(c, ATTN_PARSE_ERROR, full, "expected a number, got %s", tname(r));
-        double x = attn__json_number(r);
-        if (!(x >= 0 && x <= 10000))
-            return bad(c, ATTN_INVALID_ARGUMENT, full, "must be in [0, 10000] (got %g)", x);
-        tr->rate = x;
-    }
-    if ((st = read_range(c, t, path, "prompt_len", &tr->prompt_min, &tr->prompt_max)) != ATTN_OK ||
-        (st = read_range(c, t, path, "output_len", &tr->output_min, &tr->output_max)) != ATTN_OK)
-        return st;
-    long long v;
-    bool present;
-    if ((st = get_int(c, t, path, "seed", 0, (1LL << 53), &v, &present)) != ATTN_OK) return st;
-    if (present) tr->seed = (uint64_t)v;
-    if ((st = get_int(c, t, path, "steps", 1, 100000, &v, &present)) != ATTN_OK) return st;
-    if (present) tr->steps = (int)v;
-    if ((st = get_int(c, t, path, "show_steps", 0, 100, &v, &present)) != ATTN_OK) return st;
-    if (present) tr->show_steps = (int)v;
-    return ATTN_OK;
-}
 
 static int find_machine(const attn__scenario *s, const char *label, int limit)
 {
@@ -333,26 +72,29 @@ static attn_status read_machine(pctx *c, const attn__json *m, int idx)
     snprintf(path, sizeof path, "machines[%d]", idx);
     attn_status st;
     if (attn__json_type_of(m) != ATTN_JSON_OBJECT)
-        return bad(c, ATTN_PARSE_ERROR, path, "expected an object, got %s", tname(m));
-    if ((st = check_keys(c, m, path, keys)) != ATTN_OK) return st;
-    if ((st = get_str(c, m, path, "label", mc->label, sizeof mc->label, true, false)) != ATTN_OK)
+        return attn__scn_bad(c, ATTN_PARSE_ERROR, path, "expected an object, got %s",
+                             attn__scn_tname(m));
+    if ((st = attn__scn_check_keys(c, m, path, keys)) != ATTN_OK) return st;
+    if ((st = attn__scn_get_str(c, m, path, "label", mc->label, sizeof mc->label, true, false)) !=
+        ATTN_OK)
         return st;
-    join(full, sizeof full, path, "label");
-    if (!mc->label[0]) return bad(c, ATTN_INVALID_ARGUMENT, full, "must not be empty");
+    attn__scn_join(full, sizeof full, path, "label");
+    if (!mc->label[0]) return attn__scn_bad(c, ATTN_INVALID_ARGUMENT, full, "must not be empty");
     for (const char *p = mc->label; *p; p++)
         if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
               *p == '-' || *p == '_' || *p == '.'))
-            return bad(c, ATTN_INVALID_ARGUMENT, full,
-                       "'%s' may only use letters, digits, '-', '_' and '.'", mc->label);
+            return attn__scn_bad(c, ATTN_INVALID_ARGUMENT, full,
+                                 "'%s' may only use letters, digits, '-', '_' and '.'", mc->label);
     if (find_machine(c->s, mc->label, idx) >= 0)
-        return bad(c, ATTN_INVALID_ARGUMENT, full, "'%s' is used twice", mc->label);
+        return attn__scn_bad(c, ATTN_INVALID_ARGUMENT, full, "'%s' is used twice", mc->label);
     const attn__json *spec = attn__json_get(m, "machine");
-    join(full, sizeof full, path, "machine");
+    attn__scn_join(full, sizeof full, path, "machine");
     if (!spec)
-        return bad(c, ATTN_PARSE_ERROR, full, "is missing (a catalog name or a spec object)");
+        return attn__scn_bad(c, ATTN_PARSE_ERROR, full,
+                             "is missing (a catalog name or a spec object)");
     if (attn__json_type_of(spec) == ATTN_JSON_STRING) {
-        if ((st = get_str(c, m, path, "machine", mc->spec_name, sizeof mc->spec_name, true,
-                          false)) != ATTN_OK)
+        if ((st = attn__scn_get_str(c, m, path, "machine", mc->spec_name, sizeof mc->spec_name,
+                                    true, false)) != ATTN_OK)
             return st;
     } else if (attn__json_type_of(spec) == ATTN_JSON_OBJECT) {
         attn__sb sb;
@@ -367,17 +109,19 @@ static attn_status read_machine(pctx *c, const attn__json *m, int idx)
                  nm && attn__json_type_of(nm) == ATTN_JSON_STRING ? attn__json_string(nm)
                                                                   : "inline");
     } else {
-        return bad(c, ATTN_PARSE_ERROR, full, "expected a catalog name or a spec object, got %s",
-                   tname(spec));
+        return attn__scn_bad(c, ATTN_PARSE_ERROR, full,
+                             "expected a catalog name or a spec object, got %s",
+                             attn__scn_tname(spec));
     }
-    if ((st = get_installed(c, m, path, &mc->installed_given, mc->installed,
-                            sizeof mc->installed)) != ATTN_OK)
+    if ((st = attn__scn_get_installed(c, m, path, &mc->installed_given, mc->installed,
+                                      sizeof mc->installed)) != ATTN_OK)
         return st;
     const attn__json *set = attn__json_get(m, "settings");
     if (set) {
-        join(full, sizeof full, path, "settings");
+        attn__scn_join(full, sizeof full, path, "settings");
         if (attn__json_type_of(set) != ATTN_JSON_OBJECT)
-            return bad(c, ATTN_PARSE_ERROR, full, "expected an object, got %s", tname(set));
+            return attn__scn_bad(c, ATTN_PARSE_ERROR, full, "expected an object, got %s",
+                                 attn__scn_tname(set));
         for (size_t i = 0; i < attn__json_len(set); i++) {
             const char *k = attn__json_key_at(set, i);
             const attn__json *v = attn__json_at(set, i);
@@ -385,11 +129,12 @@ static attn_status read_machine(pctx *c, const attn__json *m, int idx)
             snprintf(item, sizeof item, "%s.%s", full, k);
             attn_setting sv;
             if (attn_setting_parse(k, &sv) != ATTN_OK)
-                return bad(c, ATTN_INVALID_ARGUMENT, item, "unknown machine setting");
+                return attn__scn_bad(c, ATTN_INVALID_ARGUMENT, item, "unknown machine setting");
             if (attn__json_type_of(v) != ATTN_JSON_BOOL)
-                return bad(c, ATTN_PARSE_ERROR, item, "expected true or false, got %s", tname(v));
+                return attn__scn_bad(c, ATTN_PARSE_ERROR, item, "expected true or false, got %s",
+                                     attn__scn_tname(v));
             if (mc->num_settings >= ATTN__SCN_MAX_SETTINGS)
-                return bad(c, ATTN_INVALID_ARGUMENT, full, "too many settings");
+                return attn__scn_bad(c, ATTN_INVALID_ARGUMENT, full, "too many settings");
             snprintf(mc->settings[mc->num_settings++], sizeof mc->settings[0], "%s=%s", k,
                      attn__json_bool(v) ? "true" : "false");
         }
@@ -406,34 +151,40 @@ static attn_status read_deployment(pctx *c, const attn__json *d, int idx, bool *
     snprintf(path, sizeof path, "deployments[%d]", idx);
     attn_status st;
     if (attn__json_type_of(d) != ATTN_JSON_OBJECT)
-        return bad(c, ATTN_PARSE_ERROR, path, "expected an object, got %s", tname(d));
-    if ((st = check_keys(c, d, path, keys)) != ATTN_OK) return st;
-    if ((st = get_str(c, d, path, "machine", label, sizeof label, true, false)) != ATTN_OK)
+        return attn__scn_bad(c, ATTN_PARSE_ERROR, path, "expected an object, got %s",
+                             attn__scn_tname(d));
+    if ((st = attn__scn_check_keys(c, d, path, keys)) != ATTN_OK) return st;
+    if ((st = attn__scn_get_str(c, d, path, "machine", label, sizeof label, true, false)) !=
+        ATTN_OK)
         return st;
-    join(full, sizeof full, path, "machine");
+    attn__scn_join(full, sizeof full, path, "machine");
     int mi = find_machine(c->s, label, c->s->num_machines);
-    if (mi < 0) return bad(c, ATTN_INVALID_ARGUMENT, full, "no machine is labelled '%s'", label);
+    if (mi < 0)
+        return attn__scn_bad(c, ATTN_INVALID_ARGUMENT, full, "no machine is labelled '%s'", label);
     if (seen[mi])
-        return bad(c, ATTN_INVALID_ARGUMENT, full, "machine '%s' already has a deployment", label);
+        return attn__scn_bad(c, ATTN_INVALID_ARGUMENT, full,
+                             "machine '%s' already has a deployment", label);
     seen[mi] = true;
     if (!attn__json_get(d, "model")) {
-        join(full, sizeof full, path, "model");
-        return bad(c, ATTN_PARSE_ERROR, full, "is missing (a preset name or a config.json path)");
+        attn__scn_join(full, sizeof full, path, "model");
+        return attn__scn_bad(c, ATTN_PARSE_ERROR, full,
+                             "is missing (a preset name or a config.json path)");
     }
     attn__scn_machine *mc = &c->s->machines[mi];
-    if ((st = read_launch(c, d, path, &mc->launch, NULL, 0)) != ATTN_OK) return st;
+    if ((st = attn__scn_read_launch(c, d, path, &mc->launch, NULL, 0)) != ATTN_OK) return st;
     const attn__json *t = attn__json_get(d, "traffic");
     if (t) {
         char tp[96];
-        join(tp, sizeof tp, path, "traffic");
+        attn__scn_join(tp, sizeof tp, path, "traffic");
         mc->traffic = c->s->traffic;
-        if ((st = read_traffic(c, t, tp, &mc->traffic)) != ATTN_OK) return st;
+        if ((st = attn__scn_read_traffic(c, t, tp, &mc->traffic)) != ATTN_OK) return st;
         if (attn__json_get(t, "steps")) {
             char sp[128];
-            join(sp, sizeof sp, tp, "steps");
-            return bad(c, ATTN_INVALID_ARGUMENT, sp,
-                       "the number of steps belongs to the scenario's traffic (machines step "
-                       "together)");
+            attn__scn_join(sp, sizeof sp, tp, "steps");
+            return attn__scn_bad(
+                c, ATTN_INVALID_ARGUMENT, sp,
+                "the number of steps belongs to the scenario's traffic (machines step "
+                "together)");
         }
         mc->has_traffic = true;
     }
@@ -450,31 +201,36 @@ static attn_status read_event(pctx *c, const attn__json *e, int idx)
     snprintf(path, sizeof path, "events[%d]", idx);
     attn_status st;
     if (attn__json_type_of(e) != ATTN_JSON_OBJECT)
-        return bad(c, ATTN_PARSE_ERROR, path, "expected an object, got %s", tname(e));
-    if ((st = check_keys(c, e, path, keys)) != ATTN_OK) return st;
+        return attn__scn_bad(c, ATTN_PARSE_ERROR, path, "expected an object, got %s",
+                             attn__scn_tname(e));
+    if ((st = attn__scn_check_keys(c, e, path, keys)) != ATTN_OK) return st;
     long long at;
     bool present;
-    if ((st = get_int(c, e, path, "at_step", 0, 100000, &at, &present)) != ATTN_OK) return st;
-    join(full, sizeof full, path, "at_step");
-    if (!present) return bad(c, ATTN_PARSE_ERROR, full, "is missing");
+    if ((st = attn__scn_get_int(c, e, path, "at_step", 0, 100000, &at, &present)) != ATTN_OK)
+        return st;
+    attn__scn_join(full, sizeof full, path, "at_step");
+    if (!present) return attn__scn_bad(c, ATTN_PARSE_ERROR, full, "is missing");
     ev->at_step = (int)at;
-    if ((st = get_str(c, e, path, "machine", label, sizeof label, true, false)) != ATTN_OK)
+    if ((st = attn__scn_get_str(c, e, path, "machine", label, sizeof label, true, false)) !=
+        ATTN_OK)
         return st;
     ev->machine = find_machine(c->s, label, c->s->num_machines);
-    join(full, sizeof full, path, "machine");
+    attn__scn_join(full, sizeof full, path, "machine");
     if (ev->machine < 0)
-        return bad(c, ATTN_INVALID_ARGUMENT, full, "no machine is labelled '%s'", label);
-    if ((st = get_str(c, e, path, "action", ev->action, sizeof ev->action, true, false)) != ATTN_OK)
+        return attn__scn_bad(c, ATTN_INVALID_ARGUMENT, full, "no machine is labelled '%s'", label);
+    if ((st = attn__scn_get_str(c, e, path, "action", ev->action, sizeof ev->action, true,
+                                false)) != ATTN_OK)
         return st;
-    join(full, sizeof full, path, "action");
+    attn__scn_join(full, sizeof full, path, "action");
     if (strcmp(ev->action, "restart") != 0 && strcmp(ev->action, "stop") != 0)
-        return bad(c, ATTN_INVALID_ARGUMENT, full, "unknown action '%s' (restart, stop)",
-                   ev->action);
+        return attn__scn_bad(c, ATTN_INVALID_ARGUMENT, full, "unknown action '%s' (restart, stop)",
+                             ev->action);
     if (!strcmp(ev->action, "stop")) {
-        for (size_t i = 0; i < sizeof k_launch_keys / sizeof k_launch_keys[0]; i++)
-            if (attn__json_get(e, k_launch_keys[i])) {
-                join(full, sizeof full, path, k_launch_keys[i]);
-                return bad(c, ATTN_INVALID_ARGUMENT, full, "only a restart takes launch options");
+        for (size_t i = 0; i < ATTN__SCN_NUM_LAUNCH_KEYS; i++)
+            if (attn__json_get(e, attn__scn_launch_keys[i])) {
+                attn__scn_join(full, sizeof full, path, attn__scn_launch_keys[i]);
+                return attn__scn_bad(c, ATTN_INVALID_ARGUMENT, full,
+                                     "only a restart takes launch options");
             }
     }
     return ATTN_OK;
@@ -487,10 +243,11 @@ static attn_status check_events(const pctx *c)
         char full[64];
         snprintf(full, sizeof full, "events[%d].at_step", i);
         if (s->events[i].at_step >= s->traffic.steps)
-            return bad(c, ATTN_INVALID_ARGUMENT, full, "step %d is outside the run (steps 0..%d)",
-                       s->events[i].at_step, s->traffic.steps - 1);
+            return attn__scn_bad(c, ATTN_INVALID_ARGUMENT, full,
+                                 "step %d is outside the run (steps 0..%d)", s->events[i].at_step,
+                                 s->traffic.steps - 1);
         if (i && s->events[i].at_step < s->events[i - 1].at_step)
-            return bad(c, ATTN_INVALID_ARGUMENT, full, "events must be in step order");
+            return attn__scn_bad(c, ATTN_INVALID_ARGUMENT, full, "events must be in step order");
     }
     return ATTN_OK;
 }
@@ -503,33 +260,37 @@ static attn_status parse_root(pctx *c, const attn__json *root)
     attn_status st;
     if (attn__json_type_of(root) != ATTN_JSON_OBJECT)
         return attn_set_error(ATTN_PARSE_ERROR, "%s: a scenario must be a JSON object", c->what);
-    if ((st = check_keys(c, root, "", keys)) != ATTN_OK) return st;
-    if ((st = get_str(c, root, "", "name", s->name, sizeof s->name, false, false)) != ATTN_OK ||
-        (st = get_str(c, root, "", "description", s->description, sizeof s->description, false,
-                      false)) != ATTN_OK)
+    if ((st = attn__scn_check_keys(c, root, "", keys)) != ATTN_OK) return st;
+    if ((st = attn__scn_get_str(c, root, "", "name", s->name, sizeof s->name, false, false)) !=
+            ATTN_OK ||
+        (st = attn__scn_get_str(c, root, "", "description", s->description, sizeof s->description,
+                                false, false)) != ATTN_OK)
         return st;
     const attn__json *vf = attn__json_get(root, "verify");
     if (vf) {
         if (attn__json_type_of(vf) != ATTN_JSON_BOOL)
-            return bad(c, ATTN_PARSE_ERROR, "verify", "expected true or false, got %s", tname(vf));
+            return attn__scn_bad(c, ATTN_PARSE_ERROR, "verify", "expected true or false, got %s",
+                                 attn__scn_tname(vf));
         s->verify = attn__json_bool(vf);
     }
     const attn__json *ms = attn__json_get(root, "machines");
-    if (!ms) return bad(c, ATTN_PARSE_ERROR, "machines", "is missing");
+    if (!ms) return attn__scn_bad(c, ATTN_PARSE_ERROR, "machines", "is missing");
     if (attn__json_type_of(ms) != ATTN_JSON_ARRAY)
-        return bad(c, ATTN_PARSE_ERROR, "machines", "expected an array, got %s", tname(ms));
+        return attn__scn_bad(c, ATTN_PARSE_ERROR, "machines", "expected an array, got %s",
+                             attn__scn_tname(ms));
     if (attn__json_len(ms) == 0 || attn__json_len(ms) > ATTN__SCN_MAX_MACHINES)
-        return bad(c, ATTN_INVALID_ARGUMENT, "machines", "needs 1 to %d machines",
-                   ATTN__SCN_MAX_MACHINES);
+        return attn__scn_bad(c, ATTN_INVALID_ARGUMENT, "machines", "needs 1 to %d machines",
+                             ATTN__SCN_MAX_MACHINES);
     s->num_machines = (int)attn__json_len(ms);
     for (int i = 0; i < s->num_machines; i++)
         if ((st = read_machine(c, attn__json_at(ms, (size_t)i), i)) != ATTN_OK) return st;
     const attn__json *t = attn__json_get(root, "traffic");
-    if (t && (st = read_traffic(c, t, "traffic", &s->traffic)) != ATTN_OK) return st;
+    if (t && (st = attn__scn_read_traffic(c, t, "traffic", &s->traffic)) != ATTN_OK) return st;
     const attn__json *ds = attn__json_get(root, "deployments");
-    if (!ds) return bad(c, ATTN_PARSE_ERROR, "deployments", "is missing");
+    if (!ds) return attn__scn_bad(c, ATTN_PARSE_ERROR, "deployments", "is missing");
     if (attn__json_type_of(ds) != ATTN_JSON_ARRAY)
-        return bad(c, ATTN_PARSE_ERROR, "deployments", "expected an array, got %s", tname(ds));
+        return attn__scn_bad(c, ATTN_PARSE_ERROR, "deployments", "expected an array, got %s",
+                             attn__scn_tname(ds));
     bool seen[ATTN__SCN_MAX_MACHINES] = {0};
     for (size_t i = 0; i < attn__json_len(ds); i++)
         if ((st = read_deployment(c, attn__json_at(ds, i), (int)i, seen)) != ATTN_OK) return st;
@@ -537,8 +298,8 @@ static attn_status parse_root(pctx *c, const attn__json *root)
         if (!seen[i]) {
             char full[64];
             snprintf(full, sizeof full, "machines[%d]", i);
-            return bad(c, ATTN_INVALID_ARGUMENT, full, "machine '%s' has no deployment",
-                       s->machines[i].label);
+            return attn__scn_bad(c, ATTN_INVALID_ARGUMENT, full, "machine '%s' has no deployment",
+                                 s->machines[i].label);
         }
     for (int i = 0; i < s->num_machines; i++) {
         if (!s->machines[i].has_traffic) s->machines[i].traffic = s->traffic;
@@ -547,10 +308,11 @@ static attn_status parse_root(pctx *c, const attn__json *root)
     const attn__json *es = attn__json_get(root, "events");
     if (es) {
         if (attn__json_type_of(es) != ATTN_JSON_ARRAY)
-            return bad(c, ATTN_PARSE_ERROR, "events", "expected an array, got %s", tname(es));
+            return attn__scn_bad(c, ATTN_PARSE_ERROR, "events", "expected an array, got %s",
+                                 attn__scn_tname(es));
         if (attn__json_len(es) > ATTN__SCN_MAX_EVENTS)
-            return bad(c, ATTN_INVALID_ARGUMENT, "events", "at most %d events",
-                       ATTN__SCN_MAX_EVENTS);
+            return attn__scn_bad(c, ATTN_INVALID_ARGUMENT, "events", "at most %d events",
+                                 ATTN__SCN_MAX_EVENTS);
         s->num_events = (int)attn__json_len(es);
         for (int i = 0; i < s->num_events; i++)
             if ((st = read_event(c, attn__json_at(es, (size_t)i), i)) != ATTN_OK) return st;
@@ -565,8 +327,8 @@ static attn_status parse_root(pctx *c, const attn__json *root)
             snprintf(path, sizeof path, "events[%d]", i);
             ev->launch = cur[ev->machine];
             if (!strcmp(ev->action, "restart") &&
-                (st = read_launch(c, attn__json_at(es, (size_t)i), path, &ev->launch, ev->changes,
-                                  sizeof ev->changes)) != ATTN_OK)
+                (st = attn__scn_read_launch(c, attn__json_at(es, (size_t)i), path, &ev->launch,
+                                            ev->changes, sizeof ev->changes)) != ATTN_OK)
                 return st;
             cur[ev->machine] = ev->launch;
         }

@@ -19,6 +19,7 @@
 #include "harness/harness.h"
 #include "scenario/serve.h"
 #include "util/json.h"
+#include "harness/json_put.h"
 
 #define MAX_ARRIVALS 256
 
@@ -147,8 +148,7 @@ void attn__srv_write_startup(const attn__srv *s, attn__jw *w)
     math_text(s->engine, math, sizeof math);
     attn__jw_obj_begin(w);
     attn__engine_json_summary(w, s->engine, 1);
-    attn__jw_key(w, "math");
-    attn__jw_str(w, math);
+    attn__put_str(w, "math", math);
     attn__jw_obj_end(w);
 }
 
@@ -227,14 +227,10 @@ static void write_attention(attn__srv *s, attn__jw *d, const attn_engine_step_st
     int ng = attn_engine_num_groups(s->engine);
     attn__jw_key(d, "attention");
     attn__jw_obj_begin(d);
-    attn__jw_key(d, "emulated");
-    attn__jw_bool(d, ss->emulated);
-    attn__jw_key(d, "layers_run");
-    attn__jw_int(d, ss->layers_run);
-    attn__jw_key(d, "output_finite");
-    attn__jw_bool(d, hs->output_finite);
-    attn__jw_key(d, "verified");
-    attn__jw_bool(d, s->verify);
+    attn__put_bool(d, "emulated", ss->emulated);
+    attn__put_int(d, "layers_run", ss->layers_run);
+    attn__put_bool(d, "output_finite", hs->output_finite);
+    attn__put_bool(d, "verified", s->verify);
     attn__jw_key(d, "max_abs_diff_vs_reference");
     if (s->verify)
         attn__jw_num(d, hs->max_abs_diff);
@@ -265,8 +261,7 @@ static void write_attention(attn__srv *s, attn__jw *d, const attn_engine_step_st
                  ss->emulated && have ? g0.backend : "",
                  hs->output_finite ? "finite" : "NOT FINITE", check);
     }
-    attn__jw_key(d, "text");
-    attn__jw_str(d, text);
+    attn__put_str(d, "text", text);
     attn__jw_obj_end(d);
 }
 
@@ -278,18 +273,12 @@ static void write_detail(attn__srv *s, attn__jw *d, const attn_engine_step_stats
     attn__jw_obj_begin(d);
     attn__jw_key(d, "common");
     attn__jw_obj_begin(d);
-    attn__jw_key(d, "num_reqs");
-    attn__jw_int(d, cm ? cm->num_reqs : 0);
-    attn__jw_key(d, "num_actual_tokens");
-    attn__jw_int(d, cm ? cm->num_actual_tokens : 0);
-    attn__jw_key(d, "max_query_len");
-    attn__jw_int(d, cm ? cm->max_query_len : 0);
-    attn__jw_key(d, "max_seq_len");
-    attn__jw_int(d, cm ? cm->max_seq_len : 0);
-    attn__jw_key(d, "causal");
-    attn__jw_bool(d, cm ? cm->causal : true);
-    attn__jw_key(d, "block_size");
-    attn__jw_int(d, cm ? cm->block_size : 0);
+    attn__put_int(d, "num_reqs", cm ? cm->num_reqs : 0);
+    attn__put_int(d, "num_actual_tokens", cm ? cm->num_actual_tokens : 0);
+    attn__put_int(d, "max_query_len", cm ? cm->max_query_len : 0);
+    attn__put_int(d, "max_seq_len", cm ? cm->max_seq_len : 0);
+    attn__put_bool(d, "causal", cm ? cm->causal : true);
+    attn__put_int(d, "block_size", cm ? cm->block_size : 0);
     static const int32_t zero = 0;
     attn__jw_key(d, "query_start_loc");
     int_array(d, cm ? cm->query_start_loc : &zero, cm ? cm->num_reqs + 1 : 1, 1 << 20);
@@ -303,26 +292,19 @@ static void write_detail(attn__srv *s, attn__jw *d, const attn_engine_step_stats
         int_array(d, cm->block_table + (size_t)r * (size_t)cm->block_table_stride, used, 12);
     }
     attn__jw_arr_end(d);
-    attn__jw_key(d, "block_table_rows_shown");
-    attn__jw_int(d, cm ? (cm->num_reqs < 8 ? cm->num_reqs : 8) : 0);
+    attn__put_int(d, "block_table_rows_shown", cm ? (cm->num_reqs < 8 ? cm->num_reqs : 8) : 0);
     char ranges[512] = "";
     if (cm) slot_ranges(cm->slot_mapping, cm->num_actual_tokens, ranges, sizeof ranges);
     attn__jw_key(d, "slot_mapping");
     attn__jw_obj_begin(d);
-    attn__jw_key(d, "count");
-    attn__jw_int(d, cm ? cm->num_actual_tokens : 0);
-    attn__jw_key(d, "ranges");
-    attn__jw_str(d, ranges);
+    attn__put_int(d, "count", cm ? cm->num_actual_tokens : 0);
+    attn__put_str(d, "ranges", ranges);
     attn__jw_obj_end(d);
     attn__jw_obj_end(d); /* common */
-    attn__jw_key(d, "fresh");
-    attn__jw_str(d, cm ? fresh : (ng ? "no batch this step" : "no KV-cache groups"));
-    attn__jw_key(d, "builds");
-    attn__jw_int(d, ss->builds);
-    attn__jw_key(d, "block_table_updates");
-    attn__jw_int(d, ss->block_table_updates);
-    attn__jw_key(d, "common_prefix_len");
-    attn__jw_int(d, ss->common_prefix_len);
+    attn__put_str(d, "fresh", cm ? fresh : (ng ? "no batch this step" : "no KV-cache groups"));
+    attn__put_int(d, "builds", ss->builds);
+    attn__put_int(d, "block_table_updates", ss->block_table_updates);
+    attn__put_int(d, "common_prefix_len", ss->common_prefix_len);
     attn__jw_key(d, "groups");
     attn__jw_arr_begin(d);
     for (int g = 0; cm && g < ng; g++) {
@@ -332,14 +314,10 @@ static void write_detail(attn__srv *s, attn__jw *d, const attn_engine_step_stats
         bool reused = false;
         int len = attn_engine_describe_metadata(s->engine, g, buf, sizeof buf, &reused);
         attn__jw_obj_begin(d);
-        attn__jw_key(d, "group");
-        attn__jw_int(d, g);
-        attn__jw_key(d, "model_group");
-        attn__jw_int(d, gi.model_group);
-        attn__jw_key(d, "backend");
-        attn__jw_str(d, gi.backend);
-        attn__jw_key(d, "builder");
-        attn__jw_str(d, gi.builder_type);
+        attn__put_int(d, "group", g);
+        attn__put_int(d, "model_group", gi.model_group);
+        attn__put_str(d, "backend", gi.backend);
+        attn__put_str(d, "builder", gi.builder_type);
         attn__jw_key(d, "how");
         attn__jw_str(d, reused ? "reused this step's build, block table swapped"
                                : "built for this step");

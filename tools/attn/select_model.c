@@ -12,6 +12,7 @@
 #include "attn/model.h"
 #include "cli.h"
 #include "util/strbuf.h"
+#include "harness/json_put.h"
 
 int attn_cli_select_model(const char *model, int argc, char **argv);
 
@@ -110,6 +111,69 @@ static attn_status open_platform(const opts *o, const attn_platform **p, attn_pl
                                          owned);
 }
 
+/* Group g's selection: one JSON object into w and, without --json, its
+ * text. Returns whether a backend was chosen. */
+static bool select_group(const opts *o, const attn_platform *p, const attn_model *m, int g,
+                         attn__jw *w)
+{
+    const attn_layer_spec *s = attn_model_group_spec(m, g);
+    const int *l;
+    int n = attn_model_group_layers(m, g, &l);
+    char layers[128];
+    attn_model_layers_text(l, n, layers, sizeof layers);
+    attn_group_launch gl = {
+        .backend = o->backend,
+        .per_kind = o->per_kind,
+        .kv_cache_dtype = o->kv,
+        .block_size = (int)o->block_size,
+        .dtype = o->has_dtype ? &o->dtype : NULL, /* serving dtype chosen at launch */
+        .non_causal = o->non_causal,
+        .batch_invariant =
+            o->batch_invariant || attn_platform_setting(p, ATTN_SETTING_BATCH_INVARIANT),
+    };
+    attn_group_choice ch;
+    attn_status st = attn_engine_select_group(p, m, g, &gl, &ch);
+    const attn_selector_config cfg = ch.config;
+    const char *req = ch.requested;
+    const attn_selection *sel = ch.selection;
+    attn__jw_obj_begin(w);
+    attn__put_int(w, "group", g);
+    attn__put_str(w, "kind", attn_kv_kind_name(attn_kv_kind_of(&cfg)));
+    attn__put_str(w, "layers", layers);
+    attn__put_int(w, "num_layers", n);
+    attn__put_int(w, "head_size", s->head_size);
+    attn__jw_key(w, "requested");
+    if (req)
+        attn__jw_str(w, req);
+    else
+        attn__jw_null(w);
+    attn__jw_key(w, "selection");
+    char *sj = NULL;
+    if (sel && attn_selection_to_json(sel, &sj) == ATTN_OK && sj)
+        attn__jw_raw(w, sj);
+    else
+        attn__jw_null(w);
+    free(sj);
+    attn__jw_obj_end(w);
+    if (o->json) return st == ATTN_OK;
+    const char *chosen = sel ? attn_selection_backend(sel) : NULL;
+    printf("\ngroup %d: %s (%s%s), %d layer%s (%s), head %d%s%s\n", g,
+           attn_kv_kind_name(attn_kv_kind_of(&cfg)), attn_attn_type_name(s->attn_type),
+           attn_layer_spec_has_kv_cache(s) ? "" : ", no KV cache", n, n == 1 ? "" : "s", layers,
+           s->head_size, req ? ", requested " : "", req ? req : "");
+    if (o->explain && sel) {
+        char *text = NULL;
+        if (attn_selection_explain(sel, &text) == ATTN_OK && text) printf("%s", text);
+        free(text);
+    } else if (chosen) {
+        printf("  -> %s  (%s)\n", chosen, attn_selection_locator(sel));
+    } else {
+        printf("  error: %s\n", sel && attn_selection_message(sel) ? attn_selection_message(sel)
+                                                                   : attn_last_error());
+    }
+    return st == ATTN_OK;
+}
+
 int attn_cli_select_model(const char *model, int argc, char **argv)
 {
     opts o;
@@ -134,12 +198,9 @@ int attn_cli_select_model(const char *model, int argc, char **argv)
     attn__sb_init(&sb);
     attn__jw_init(&w, &sb, true);
     attn__jw_obj_begin(&w);
-    attn__jw_key(&w, "model");
-    attn__jw_str(&w, attn_model_name(m));
-    attn__jw_key(&w, "platform");
-    attn__jw_str(&w, attn_platform_name(p));
-    attn__jw_key(&w, "device");
-    attn__jw_str(&w, attn_platform_device_name(p));
+    attn__put_str(&w, "model", attn_model_name(m));
+    attn__put_str(&w, "platform", attn_platform_name(p));
+    attn__put_str(&w, "device", attn_platform_device_name(p));
     attn__jw_key(&w, "groups");
     attn__jw_arr_begin(&w);
     if (!o.json) {
@@ -151,72 +212,10 @@ int attn_cli_select_model(const char *model, int argc, char **argv)
                attn_platform_name(p), attn_platform_device_name(p), cap, attn_model_num_groups(m),
                attn_model_num_groups(m) == 1 ? "" : "s");
     }
-    for (int g = 0; g < attn_model_num_groups(m); g++) {
-        const attn_layer_spec *s = attn_model_group_spec(m, g);
-        const int *l;
-        int n = attn_model_group_layers(m, g, &l);
-        char layers[128];
-        attn_model_layers_text(l, n, layers, sizeof layers);
-        attn_group_launch gl = {
-            .backend = o.backend,
-            .per_kind = o.per_kind,
-            .kv_cache_dtype = o.kv,
-            .block_size = (int)o.block_size,
-            .dtype = o.has_dtype ? &o.dtype : NULL, /* serving dtype chosen at launch */
-            .non_causal = o.non_causal,
-            .batch_invariant =
-                o.batch_invariant || attn_platform_setting(p, ATTN_SETTING_BATCH_INVARIANT),
-        };
-        attn_group_choice ch;
-        attn_status st = attn_engine_select_group(p, m, g, &gl, &ch);
-        const attn_selector_config cfg = ch.config;
-        const char *req = ch.requested;
-        const attn_selection *sel = ch.selection;
-        if (st != ATTN_OK) failed++;
-        attn__jw_obj_begin(&w);
-        attn__jw_key(&w, "group");
-        attn__jw_int(&w, g);
-        attn__jw_key(&w, "kind");
-        attn__jw_str(&w, attn_kv_kind_name(attn_kv_kind_of(&cfg)));
-        attn__jw_key(&w, "layers");
-        attn__jw_str(&w, layers);
-        attn__jw_key(&w, "num_layers");
-        attn__jw_int(&w, n);
-        attn__jw_key(&w, "head_size");
-        attn__jw_int(&w, s->head_size);
-        attn__jw_key(&w, "requested");
-        if (req)
-            attn__jw_str(&w, req);
-        else
-            attn__jw_null(&w);
-        attn__jw_key(&w, "selection");
-        char *sj = NULL;
-        if (sel && attn_selection_to_json(sel, &sj) == ATTN_OK && sj)
-            attn__jw_raw(&w, sj);
-        else
-            attn__jw_null(&w);
-        free(sj);
-        attn__jw_obj_end(&w);
-        if (o.json) continue;
-        const char *chosen = sel ? attn_selection_backend(sel) : NULL;
-        printf("\ngroup %d: %s (%s%s), %d layer%s (%s), head %d%s%s\n", g,
-               attn_kv_kind_name(attn_kv_kind_of(&cfg)), attn_attn_type_name(s->attn_type),
-               attn_layer_spec_has_kv_cache(s) ? "" : ", no KV cache", n, n == 1 ? "" : "s", layers,
-               s->head_size, req ? ", requested " : "", req ? req : "");
-        if (o.explain && sel) {
-            char *text = NULL;
-            if (attn_selection_explain(sel, &text) == ATTN_OK && text) printf("%s", text);
-            free(text);
-        } else if (chosen) {
-            printf("  -> %s  (%s)\n", chosen, attn_selection_locator(sel));
-        } else {
-            printf("  error: %s\n", sel && attn_selection_message(sel) ? attn_selection_message(sel)
-                                                                       : attn_last_error());
-        }
-    }
+    for (int g = 0; g < attn_model_num_groups(m); g++)
+        failed += !select_group(&o, p, m, g, &w);
     attn__jw_arr_end(&w);
-    attn__jw_key(&w, "ok");
-    attn__jw_bool(&w, failed == 0);
+    attn__put_bool(&w, "ok", failed == 0);
     attn__jw_obj_end(&w);
     if (o.json) {
         char *text = attn__sb_take(&sb);

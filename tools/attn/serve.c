@@ -23,6 +23,7 @@
 #include "serve.h"
 #include "serve_dcp.h"
 #include "util/strbuf.h"
+#include "harness/json_put.h"
 
 /* One `attn serve` run: what it opened, in the order it is closed. */
 typedef struct attn__serve_run {
@@ -113,28 +114,20 @@ static void attn__serve_json_head(attn__serve_run *r)
     attn__jw_obj_begin(w);
     attn__jw_key(w, "machine");
     attn__jw_obj_begin(w);
-    attn__jw_key(w, "name");
-    attn__jw_str(w, attn_platform_name(r->p));
-    attn__jw_key(w, "device");
-    attn__jw_str(w, attn_platform_device_name(r->p));
-    attn__jw_key(w, "kind");
-    attn__jw_str(w, attn_platform_kind_name(attn_platform_get_kind(r->p)));
-    attn__jw_key(w, "simulated");
-    attn__jw_bool(w, attn_platform_is_simulated(r->p));
+    attn__put_str(w, "name", attn_platform_name(r->p));
+    attn__put_str(w, "device", attn_platform_device_name(r->p));
+    attn__put_str(w, "kind", attn_platform_kind_name(attn_platform_get_kind(r->p)));
+    attn__put_bool(w, "simulated", attn_platform_is_simulated(r->p));
     attn__jw_obj_end(w);
     attn__jw_key(w, "model");
     attn__jw_obj_begin(w);
-    attn__jw_key(w, "name");
-    attn__jw_str(w, attn_model_name(r->m));
-    attn__jw_key(w, "layers");
-    attn__jw_int(w, attn_model_num_layers(r->m));
-    attn__jw_key(w, "dtype");
-    attn__jw_str(w, attn_dtype_name(attn_model_dtype(r->m)));
+    attn__put_str(w, "name", attn_model_name(r->m));
+    attn__put_int(w, "layers", attn_model_num_layers(r->m));
+    attn__put_str(w, "dtype", attn_dtype_name(attn_model_dtype(r->m)));
     attn__jw_obj_end(w);
-    attn__jw_key(w, "state");
-    attn__jw_str(w, r->e && attn_engine_get_state(r->e) == ATTN_ENGINE_READY ? "ready" : "failed");
-    attn__jw_key(w, "error");
-    attn__jw_str(w, r->e ? attn_engine_error(r->e) : attn_last_error());
+    attn__put_str(w, "state",
+                  r->e && attn_engine_get_state(r->e) == ATTN_ENGINE_READY ? "ready" : "failed");
+    attn__put_str(w, "error", r->e ? attn_engine_error(r->e) : attn_last_error());
 }
 
 static void attn__serve_json_print(attn__serve_run *r)
@@ -224,10 +217,8 @@ static void attn__serve_json_final(attn__serve_run *r, const attn_engine_counts 
     I("running", c->running);
     I("waiting", c->waiting);
 #undef I
-    attn__jw_key(w, "emulated");
-    attn__jw_bool(w, r->emulated);
-    attn__jw_key(w, "max_abs_diff");
-    attn__jw_num(w, r->max_diff);
+    attn__put_bool(w, "emulated", r->emulated);
+    attn__put_num(w, "max_abs_diff", r->max_diff);
     attn__jw_key(w, "blocks");
     attn__engine_json_blocks(w, r->e);
     if (r->dcp) attn__serve_dcp_report(r->dcp, r->e, &r->dcp_acc, r->o.dcp_interleave, w);
@@ -264,8 +255,7 @@ static int attn__serve_final(attn__serve_run *r, int exit_code)
     if (r->o.json) {
         attn__jw_key(&r->w, "after_release");
         attn__engine_json_blocks(&r->w, r->e);
-        attn__jw_key(&r->w, "accounting_ok");
-        attn__jw_bool(&r->w, ok_before && ok_after);
+        attn__put_bool(&r->w, "accounting_ok", ok_before && ok_after);
         attn__jw_obj_end(&r->w);
         attn__jw_obj_end(&r->w);
         attn__serve_json_print(r);

@@ -39,87 +39,65 @@ static int usage(FILE *f)
     return f == stdout ? ATTN_EXIT_OK : ATTN_EXIT_USAGE;
 }
 
-int attn_cmd_simulate(int argc, char **argv)
+typedef struct simulate_opts {
+    const char *name, *html, *machine, *model;
+    long steps, dcp, dcp_interleave, context;
+    bool json, verify;
+} simulate_opts;
+
+/* -1 to go on, or the exit code to stop with. */
+static int parse_opts(int argc, char **argv, simulate_opts *o)
 {
-    const char *name = NULL, *html = NULL;
-    long steps = 0;
-    bool json = false, bad = false, verify = false;
-    long dcp = 0, dcp_interleave = 1, context = 65536;
-    const char *machine = NULL, *model = NULL;
+    memset(o, 0, sizeof *o);
+    o->dcp_interleave = 1;
+    o->context = 65536;
+    bool bad = false;
     for (int i = 1; i < argc; i++) {
         const char *v = NULL;
         if (attn_cli_is_help(argv[i])) return usage(stdout);
         if (attn_cli_flag(argv, i, "--json")) {
-            json = true;
+            o->json = true;
         } else if (attn_cli_flag(argv, i, "--verify")) {
-            verify = true;
+            o->verify = true;
         } else if (attn_cli_opt(argc, argv, &i, "--steps", &v, &bad)) {
-            if (bad || !attn_cli_int("simulate", "--steps", v, 1, 100000, &steps))
+            if (bad || !attn_cli_int("simulate", "--steps", v, 1, 100000, &o->steps))
                 return ATTN_EXIT_USAGE;
         } else if (attn_cli_opt(argc, argv, &i, "--dcp", &v, &bad)) {
-            if (bad || !attn_cli_int("simulate", "--dcp", v, 1, 1024, &dcp)) return ATTN_EXIT_USAGE;
+            if (bad || !attn_cli_int("simulate", "--dcp", v, 1, 1024, &o->dcp))
+                return ATTN_EXIT_USAGE;
         } else if (attn_cli_opt(argc, argv, &i, "--dcp-interleave", &v, &bad)) {
             if (bad ||
-                !attn_cli_int("simulate", "--dcp-interleave", v, 1, 1 << 16, &dcp_interleave))
+                !attn_cli_int("simulate", "--dcp-interleave", v, 1, 1 << 16, &o->dcp_interleave))
                 return ATTN_EXIT_USAGE;
         } else if (attn_cli_opt(argc, argv, &i, "--context", &v, &bad)) {
-            if (bad || !attn_cli_int("simulate", "--context", v, 1, 1 << 24, &context))
+            if (bad || !attn_cli_int("simulate", "--context", v, 1, 1 << 24, &o->context))
                 return ATTN_EXIT_USAGE;
         } else if (attn_cli_opt(argc, argv, &i, "--machine", &v, &bad)) {
             if (bad) return ATTN_EXIT_USAGE;
-            machine = v;
+            o->machine = v;
         } else if (attn_cli_opt(argc, argv, &i, "--model", &v, &bad)) {
             if (bad) return ATTN_EXIT_USAGE;
-            model = v;
+            o->model = v;
         } else if (attn_cli_opt(argc, argv, &i, "--html", &v, &bad)) {
             if (bad) return ATTN_EXIT_USAGE;
-            html = v;
+            o->html = v;
         } else if (argv[i][0] == '-' && argv[i][1]) {
             return attn_cli_usage_error("simulate", "unknown option '%s'", argv[i]);
-        } else if (name) {
-            return attn_cli_usage_error("simulate", "one scenario at a time ('%s', '%s')", name,
+        } else if (o->name) {
+            return attn_cli_usage_error("simulate", "one scenario at a time ('%s', '%s')", o->name,
                                         argv[i]);
         } else {
-            name = argv[i];
+            o->name = argv[i];
         }
     }
-    if (dcp > 0) {
-        if (name || html || verify || steps)
-            return attn_cli_usage_error("simulate", "--dcp takes no scenario, --steps, --html or "
-                                                    "--verify");
-        return attn__simulate_dcp(machine, model, dcp, dcp_interleave, context, json);
-    }
-    if (machine || model)
-        return attn_cli_usage_error("simulate", "--machine and --model go with --dcp");
-    /* the report file is opened before the run, so a bad path fails at once */
-    FILE *hf = NULL;
-    if (html && !(hf = fopen(html, "w"))) {
-        fprintf(stderr, "attn simulate: cannot write %s: %s\n", html, strerror(errno));
-        return ATTN_EXIT_ERROR;
-    }
-    attn__scenario *s = NULL;
-    if (attn__scenario_load(name ? name : "default", &s) != ATTN_OK) {
-        fprintf(stderr, "attn simulate: %s\n", attn_last_error());
-        if (hf) fclose(hf), remove(html);
-        return ATTN_EXIT_USAGE;
-    }
-    if (steps && attn__scenario_set_steps(s, (int)steps) != ATTN_OK) {
-        fprintf(stderr, "attn simulate: %s\n", attn_last_error());
-        attn__scenario_free(s);
-        if (hf) fclose(hf), remove(html);
-        return ATTN_EXIT_USAGE;
-    }
-    if (verify) s->verify = true;
-    char *doc = NULL;
-    attn_status st = attn__scenario_run(s, &doc);
-    attn__scenario_free(s);
-    if (st != ATTN_OK) {
-        fprintf(stderr, "attn simulate: %s\n", attn_last_error());
-        if (hf) fclose(hf), remove(html);
-        return ATTN_EXIT_ERROR;
-    }
+    return -1;
+}
+
+/* The document as text or JSON on stdout, and as HTML into hf. */
+static int write_outputs(const simulate_opts *o, const char *doc, FILE *hf)
+{
     int rc = ATTN_EXIT_OK;
-    if (json) {
+    if (o->json) {
         printf("%s\n", doc);
     } else if (attn__scenario_print_text(doc, stdout) != ATTN_OK) {
         fprintf(stderr, "attn simulate: %s\n", attn_last_error());
@@ -131,12 +109,63 @@ int attn_cmd_simulate(int argc, char **argv)
             rc = ATTN_EXIT_ERROR;
         }
         if (fclose(hf) != 0) {
-            fprintf(stderr, "attn simulate: writing %s: %s\n", html, strerror(errno));
+            fprintf(stderr, "attn simulate: writing %s: %s\n", o->html, strerror(errno));
             rc = ATTN_EXIT_ERROR;
-        } else if (!json) {
-            printf("\nHTML report written to %s\n", html);
+        } else if (!o->json) {
+            printf("\nHTML report written to %s\n", o->html);
         }
     }
+    return rc;
+}
+
+/* Loads and runs the scenario: the document, or NULL with *rc set. */
+static char *run_scenario(const simulate_opts *o, int *rc)
+{
+    attn__scenario *s = NULL;
+    if (attn__scenario_load(o->name ? o->name : "default", &s) != ATTN_OK ||
+        (o->steps && attn__scenario_set_steps(s, (int)o->steps) != ATTN_OK)) {
+        fprintf(stderr, "attn simulate: %s\n", attn_last_error());
+        attn__scenario_free(s);
+        *rc = ATTN_EXIT_USAGE;
+        return NULL;
+    }
+    if (o->verify) s->verify = true;
+    char *doc = NULL;
+    attn_status st = attn__scenario_run(s, &doc);
+    attn__scenario_free(s);
+    if (st != ATTN_OK) {
+        fprintf(stderr, "attn simulate: %s\n", attn_last_error());
+        *rc = ATTN_EXIT_ERROR;
+        return NULL;
+    }
+    return doc;
+}
+
+int attn_cmd_simulate(int argc, char **argv)
+{
+    simulate_opts o;
+    int rc = parse_opts(argc, argv, &o);
+    if (rc >= 0) return rc;
+    if (o.dcp > 0) {
+        if (o.name || o.html || o.verify || o.steps)
+            return attn_cli_usage_error("simulate", "--dcp takes no scenario, --steps, --html or "
+                                                    "--verify");
+        return attn__simulate_dcp(o.machine, o.model, o.dcp, o.dcp_interleave, o.context, o.json);
+    }
+    if (o.machine || o.model)
+        return attn_cli_usage_error("simulate", "--machine and --model go with --dcp");
+    /* the report file is opened before the run, so a bad path fails at once */
+    FILE *hf = NULL;
+    if (o.html && !(hf = fopen(o.html, "w"))) {
+        fprintf(stderr, "attn simulate: cannot write %s: %s\n", o.html, strerror(errno));
+        return ATTN_EXIT_ERROR;
+    }
+    char *doc = run_scenario(&o, &rc);
+    if (!doc) {
+        if (hf) fclose(hf), remove(o.html);
+        return rc;
+    }
+    rc = write_outputs(&o, doc, hf);
     free(doc);
     return rc;
 }

@@ -16,6 +16,7 @@
 #include "cli.h"
 #include "serve_dcp.h"
 #include "util/strbuf.h"
+#include "harness/json_put.h"
 
 static void attn__dcp_owner_row(int world, int interleave, int bs, char *buf, size_t size)
 {
@@ -54,14 +55,10 @@ static bool attn__dcp_groups(const attn_engine *e, const attn_model *m, attn__jw
                     : 0;
         *exchange += sp ? (int64_t)sp->num_heads * (dv + 1) * 4 * gi.num_layers : 0;
         attn__jw_obj_begin(w);
-        attn__jw_key(w, "backend");
-        attn__jw_str(w, gi.backend);
-        attn__jw_key(w, "can_return_lse_for_decode");
-        attn__jw_bool(w, d && d->can_return_lse_for_decode);
-        attn__jw_key(w, "lse_base_on_e");
-        attn__jw_bool(w, d && d->lse_base == ATTN_LSE_BASE_E);
-        attn__jw_key(w, "supports_dcp");
-        attn__jw_bool(w, d && d->supports_dcp);
+        attn__put_str(w, "backend", gi.backend);
+        attn__put_bool(w, "can_return_lse_for_decode", d && d->can_return_lse_for_decode);
+        attn__put_bool(w, "lse_base_on_e", d && d->lse_base == ATTN_LSE_BASE_E);
+        attn__put_bool(w, "supports_dcp", d && d->supports_dcp);
         attn__jw_obj_end(w);
         if (!json)
             printf("KV group %d (%d layers): %s: can_return_lse_for_decode %s, LSE base %s, "
@@ -75,16 +72,20 @@ static bool attn__dcp_groups(const attn_engine *e, const attn_model *m, attn__jw
     return all_ok;
 }
 
-int attn__simulate_dcp(const char *machine, const char *model, long world, long interleave,
-                       long context, bool json)
+/* Platform, model and a metadata-only engine whose block size the check
+ * of world x interleave needs: -1, or the exit code to stop with. */
+static int attn__dcp_start(const char *machine, const char *model, long world, long interleave,
+                           const attn_platform **pp, attn_platform **powned, attn_model **pm,
+                           attn_engine **pe)
 {
     const attn_platform *p = NULL;
     attn_platform *owned = NULL;
+    attn_model *m = NULL;
+    attn_engine *e = NULL;
     if (attn_cli_machine(machine, NULL, NULL, 0, &p, &owned) != ATTN_OK) {
         fprintf(stderr, "attn simulate: %s\n", attn_last_error());
         return ATTN_EXIT_USAGE;
     }
-    attn_model *m = NULL;
     if (attn_model_load(model ? model : "llama-3.1-8b", &m) != ATTN_OK) {
         fprintf(stderr, "attn simulate: model: %s\n", attn_last_error());
         attn_platform_free(owned);
@@ -98,7 +99,6 @@ int attn__simulate_dcp(const char *machine, const char *model, long world, long 
     cfg.num_blocks = 64;
     cfg.max_num_seqs = 4;
     cfg.max_num_batched_tokens = 256;
-    attn_engine *e = NULL;
     attn_status st = attn_engine_create(&cfg, &e);
     int rc = ATTN_EXIT_OK;
     if (st != ATTN_OK) {
@@ -116,24 +116,55 @@ int attn__simulate_dcp(const char *machine, const char *model, long world, long 
         attn_platform_free(owned);
         return rc;
     }
+    *pp = p;
+    *powned = owned;
+    *pm = m;
+    *pe = e;
+    return -1;
+}
+
+/* Every rank's share of one request's context. */
+static void attn__dcp_ranks(attn__jw *w, bool json, long world, long interleave, long context,
+                            int bs, double bytes_per_token)
+{
+    attn__jw_key(w, "ranks");
+    attn__jw_arr_begin(w);
+    for (int r = 0; r < world; r++) {
+        int32_t t = attn_dcp_local_len((int32_t)context, (int)world, r, (int)interleave);
+        attn__jw_obj_begin(w);
+        attn__put_int(w, "rank", r);
+        attn__put_int(w, "kv_tokens", t);
+        attn__put_int(w, "kv_blocks", (t + bs - 1) / bs);
+        attn__put_int(w, "kv_bytes", (long long)(t * bytes_per_token));
+        attn__jw_obj_end(w);
+        if (!json)
+            printf("rank %d: %d KV tokens in %d blocks, %.1f MiB for this request\n", r, t,
+                   (t + bs - 1) / bs, t * bytes_per_token / 1048576.0);
+    }
+    attn__jw_arr_end(w);
+}
+
+int attn__simulate_dcp(const char *machine, const char *model, long world, long interleave,
+                       long context, bool json)
+{
+    const attn_platform *p = NULL;
+    attn_platform *owned = NULL;
+    attn_model *m = NULL;
+    attn_engine *e = NULL;
+    int rc = attn__dcp_start(machine, model, world, interleave, &p, &owned, &m, &e);
+    if (rc >= 0) return rc;
     int bs = attn_engine_block_size(e);
     attn__sb sb;
     attn__jw w;
     attn__sb_init(&sb);
     attn__jw_init(&w, &sb, true);
     attn__jw_obj_begin(&w);
-    attn__jw_key(&w, "machine");
-    attn__jw_str(&w, attn_platform_name(p));
-    attn__jw_key(&w, "model");
-    attn__jw_str(&w, attn_model_name(m));
-    attn__jw_key(&w, "world_size");
-    attn__jw_int(&w, world);
-    attn__jw_key(&w, "interleave");
-    attn__jw_int(&w, interleave);
-    attn__jw_key(&w, "block_size");
-    attn__jw_int(&w, bs);
-    attn__jw_key(&w, "context");
-    attn__jw_int(&w, context);
+    attn__put_str(&w, "machine", attn_platform_name(p));
+    attn__put_str(&w, "model", attn_model_name(m));
+    attn__put_int(&w, "world_size", world);
+    attn__put_int(&w, "interleave", interleave);
+    attn__put_int(&w, "block_size", bs);
+    attn__put_int(&w, "context", context);
     if (!json)
         printf("DCP deployment: %ld ranks on %s, %s, block size %d, interleave %ld, context %ld\n",
                world, attn_platform_name(p), attn_model_name(m), bs, interleave, context);
@@ -142,34 +173,13 @@ int attn__simulate_dcp(const char *machine, const char *model, long world, long 
     bool all_ok = attn__dcp_groups(e, m, &w, json, &bytes_per_token, &exchange);
     char row[2048];
     attn__dcp_owner_row((int)world, (int)interleave, bs, row, sizeof row);
-    attn__jw_key(&w, "owner_of_first_positions");
-    attn__jw_str(&w, row);
+    attn__put_str(&w, "owner_of_first_positions", row);
     if (!json)
         printf("owner of positions 0..%d (one virtual block of %d x %ld):\n  %s\n",
                bs * (int)world - 1, bs, world, row);
-    attn__jw_key(&w, "ranks");
-    attn__jw_arr_begin(&w);
-    for (int r = 0; r < world; r++) {
-        int32_t t = attn_dcp_local_len((int32_t)context, (int)world, r, (int)interleave);
-        attn__jw_obj_begin(&w);
-        attn__jw_key(&w, "rank");
-        attn__jw_int(&w, r);
-        attn__jw_key(&w, "kv_tokens");
-        attn__jw_int(&w, t);
-        attn__jw_key(&w, "kv_blocks");
-        attn__jw_int(&w, (t + bs - 1) / bs);
-        attn__jw_key(&w, "kv_bytes");
-        attn__jw_int(&w, (long long)(t * bytes_per_token));
-        attn__jw_obj_end(&w);
-        if (!json)
-            printf("rank %d: %d KV tokens in %d blocks, %.1f MiB for this request\n", r, t,
-                   (t + bs - 1) / bs, t * bytes_per_token / 1048576.0);
-    }
-    attn__jw_arr_end(&w);
-    attn__jw_key(&w, "exchange_bytes_per_decode_token");
-    attn__jw_int(&w, (long long)exchange);
-    attn__jw_key(&w, "dcp_possible");
-    attn__jw_bool(&w, all_ok);
+    attn__dcp_ranks(&w, json, world, interleave, context, bs, bytes_per_token);
+    attn__put_int(&w, "exchange_bytes_per_decode_token", (long long)exchange);
+    attn__put_bool(&w, "dcp_possible", all_ok);
     attn__jw_obj_end(&w);
     if (json) {
         char *text = attn__sb_take(&sb);
