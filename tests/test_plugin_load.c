@@ -167,8 +167,9 @@ static void case_example(void)
         CHECK(k->variant != NULL);
         if (have_ref) {
             char detail[256] = "";
-            CHECK(k->self_test != NULL);
-            if (k->self_test) CHECK_STATUS(k->self_test(detail, sizeof detail), ATTN_OK);
+            /* The core's self-test service runs its standard known answer. */
+            CHECK(k->kind == ATTN_KERNEL_STANDARD);
+            CHECK_STATUS(attn_backend_self_test(custom, detail, sizeof detail), ATTN_OK);
             CHECK_CONTAINS(k->variant(), "via REFERENCE");
         } else {
             const attn_layer_params layer = {.num_heads = 1, .num_kv_heads = 1, .head_size = 32};
@@ -176,6 +177,7 @@ static void case_example(void)
             float q = 0, out = 0;
             const attn_forward_args fa = {.layer = &layer, .common = &cm, .q = &q, .out = &out};
             CHECK(k->self_test == NULL);
+            CHECK(k->kind == ATTN_KERNEL_UNDECLARED);
             CHECK_STATUS(k->forward(NULL, &fa), ATTN_UNSUPPORTED);
             CHECK_CONTAINS(k->variant(), "unavailable");
             CHECK_CONTAINS(g_log, "REFERENCE is not available");

@@ -14,7 +14,6 @@
  *   - no constructors or destructors: all work happens in attn_plugin_init;
  *   - does not link libattn: everything goes through `api`;
  *   - the objects it registers are static (the plugin is never unloaded). */
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -140,8 +139,6 @@ static const char *example_variant(void)
     return g_variant;
 }
 
-static attn_status example_self_test(char *detail, size_t size);
-
 static attn_kernel_ops g_kernel = {
     .struct_size = sizeof(attn_kernel_ops),
     .forward = example_forward,
@@ -154,106 +151,6 @@ static const attn_backend g_backend = {
     .desc = &g_desc,
     .kernel = &g_kernel,
 };
-
-/* Known answer through this plugin's own path (builder + forward): one
- * decode query over two cached keys, fp32, head size 32. */
-static attn_status example_self_test(char *detail, size_t size)
-{
-    enum { D = 32, BS = 16, NB = 1 };
-    float cache[2 * NB * BS * D];
-    float q[D], out[D], expect[D];
-    memset(cache, 0, sizeof cache);
-    float *k = cache, *v = cache + NB * BS * D;
-    for (int t = 0; t < 2; t++)
-        for (int d = 0; d < D; d++) {
-            k[t * D + d] = (float)((d + 3 * t) % 7) * 0.125f - 0.25f;
-            v[t * D + d] = (float)((2 * d + t) % 5) * 0.5f - 1.0f;
-        }
-    for (int d = 0; d < D; d++)
-        q[d] = (float)(d % 3) * 0.25f - 0.125f;
-    float s[2], scale = 1.0f / sqrtf((float)D);
-    for (int t = 0; t < 2; t++) {
-        s[t] = 0;
-        for (int d = 0; d < D; d++)
-            s[t] += q[d] * k[t * D + d];
-        s[t] *= scale;
-    }
-    float m = s[0] > s[1] ? s[0] : s[1];
-    float w0 = expf(s[0] - m), w1 = expf(s[1] - m);
-    for (int d = 0; d < D; d++)
-        expect[d] = (w0 * v[d] + w1 * v[D + d]) / (w0 + w1);
-
-    const attn_layer_params layer = {.num_heads = 1,
-                                     .num_kv_heads = 1,
-                                     .head_size = D,
-                                     .attn_type = ATTN_TYPE_DECODER,
-                                     .dtype = ATTN_DTYPE_FP32,
-                                     .kv_cache_dtype = ATTN_KV_AUTO};
-    const int32_t qsl[2] = {0, 1}, seq_lens[1] = {2}, block_table[1] = {0};
-    const int64_t slots[1] = {1};
-    const attn_common_metadata cm = {.query_start_loc = qsl,
-                                     .seq_lens = seq_lens,
-                                     .num_reqs = 1,
-                                     .num_actual_tokens = 1,
-                                     .max_query_len = 1,
-                                     .max_seq_len = 2,
-                                     .block_table = block_table,
-                                     .block_table_stride = 1,
-                                     .slot_mapping = slots,
-                                     .causal = true,
-                                     .block_size = BS};
-    const attn_kv_view kv = {.data = cache,
-                             .elem = ATTN_ELEM_F32,
-                             .num_blocks = NB,
-                             .block_size = BS,
-                             .num_kv_heads = 1,
-                             .head_size = D,
-                             .head_size_v = D,
-                             .k_offset = 0,
-                             .v_offset = NB * BS * D,
-                             .stride_block = BS * D,
-                             .stride_token = D,
-                             .stride_head = D,
-                             .k_scale = 1.0f,
-                             .v_scale = 1.0f};
-
-    const attn_builder_ops *b = g_desc.builder;
-    const attn_builder_init bi = {.desc = &g_desc,
-                                  .layer = &layer,
-                                  .block_size = BS,
-                                  .num_blocks = NB,
-                                  .max_num_reqs = 1,
-                                  .max_num_tokens = 1,
-                                  .max_blocks_per_req = 1,
-                                  .num_threads = 1};
-    void *bstate = NULL, *impl = NULL;
-    const void *md = NULL;
-    attn_status st = b->create(&bi, &bstate);
-    if (st == ATTN_OK) st = b->build(bstate, 0, &cm, false, &md);
-    if (st == ATTN_OK && g_kernel.create) st = g_kernel.create(&layer, &impl);
-    if (st == ATTN_OK) {
-        const attn_forward_args fa = {
-            .layer = &layer, .common = &cm, .metadata = md, .q = q, .kv = &kv, .out = out};
-        st = g_kernel.forward(impl, &fa);
-    }
-    if (impl && g_kernel.destroy) g_kernel.destroy(impl);
-    if (bstate) b->destroy(bstate);
-    if (st != ATTN_OK) {
-        snprintf(detail, size, "forward failed with status %d on 1x1x%d", (int)st, D);
-        return ATTN_SELFTEST_FAILED;
-    }
-    float err = 0;
-    for (int d = 0; d < D; d++) {
-        float e = fabsf(out[d] - expect[d]);
-        if (!(e <= err)) /* NaN counts as the largest error */
-            err = isnan(e) ? INFINITY : e;
-    }
-    if (err > 1e-5f) {
-        snprintf(detail, size, "max error %g on 1x1x%d", (double)err, D);
-        return ATTN_SELFTEST_FAILED;
-    }
-    return ATTN_OK;
-}
 
 /* ---- entry point ---------------------------------------------------------- */
 
@@ -293,7 +190,9 @@ static void adopt_reference(const attn_plugin_api *api)
         g_kernel.create = example_create;
         g_kernel.destroy = example_destroy;
     }
-    g_kernel.self_test = example_self_test;
+    /* libattn runs its standard known-answer test on this kernel before
+     * CUSTOM may be chosen: no harness here. */
+    g_kernel.kind = ATTN_KERNEL_STANDARD;
     const char *rv = ref->kernel->variant ? ref->kernel->variant() : NULL;
     snprintf(g_variant, sizeof g_variant, "via REFERENCE (%s)", rv ? rv : "default");
 }

@@ -102,6 +102,13 @@ struct attn_backend_desc {
 
 /* ---- kernels -------------------------------------------------------------- */
 
+typedef enum attn_kernel_kind {
+    ATTN_KERNEL_UNDECLARED = 0, /* no core self-test (the self_test hook, if any) */
+    ATTN_KERNEL_STANDARD,       /* forward: paged standard attention */
+    ATTN_KERNEL_MLA,            /* forward_mqa (decode) and forward_mha (prefill) */
+    ATTN_KERNEL_MLA_SPARSE,     /* forward_mqa over top-k indices */
+} attn_kernel_kind;
+
 typedef struct attn_kernel_ops {
     uint32_t struct_size;
     /* (optional) per-layer state; NULL create = stateless (impl is NULL). */
@@ -117,7 +124,19 @@ typedef struct attn_kernel_ops {
     attn_status (*self_test)(char *detail, size_t size);
     /* (optional) the variant in use, e.g. "avx512-bf16", "avx2", "portable" */
     const char *(*variant)(void);
+    /* (optional) the kind of kernel this is. A declared kind makes the core
+     * run its own known-answer test for that kind (attn_backend_self_test)
+     * before the backend may be chosen, through forward / forward_mqa /
+     * forward_mha against REFERENCE / REFERENCE_MLA, so the backend writes
+     * no harness; it then wins over the self_test hook. */
+    attn_kernel_kind kind;
 } attn_kernel_ops;
+
+/* The core's self-test service: the known-answer test of b's kernel kind
+ * (or b's own self_test hook when no kind is declared), run once per
+ * process per backend object and cached. ATTN_OK when it passes or b has
+ * no test; ATTN_SELFTEST_FAILED with "max error <e> on <shape>" in detail. */
+ATTN_API attn_status attn_backend_self_test(const attn_backend *b, char *detail, size_t size);
 
 /* ---- per-step metadata builders ------------------------------------------- */
 

@@ -7,6 +7,7 @@
 #include "backends/catalog/catalog.h"
 #include "registry/registry_impl.h"
 #include "select/selection.h"
+#include "selftest/selftest.h"
 #include "util/error.h"
 #include "util/strbuf.h"
 
@@ -119,7 +120,7 @@ attn_status attn__sel_consider_ex(attn_selection *s, const char *name, int prior
         attn__check_ctx_init(&ctx, s->platform, &s->cfg);
         attn__validate(b->desc, &ctx, attn__cand_reason, &sink);
     }
-    if (c->num_reasons == 0 && b->kernel && b->kernel->self_test) {
+    if (c->num_reasons == 0 && attn__selftest_present(b)) {
         if (attn__selftest_disabled()) {
             attn__sel_note(s, "self-test skipped (ATTN_SELFTEST=0)");
         } else {

@@ -118,10 +118,6 @@ attn_status attn__sel_fail_sb(attn_selection *s, attn_select_error kind, attn_st
                               attn__sb *sb);
 /* "{A: [r1, r2], B: [r3]}" over the invalid candidates, priority order. */
 void attn__put_reasons_dict(attn__sb *sb, const attn_selection *s);
-/* The backend's self-test result, run once per process per backend object
- * (selftest_gate.c); detail gets the reason text on failure. */
-attn_status attn__selftest(const attn_backend *b, char *detail, size_t size);
-bool attn__selftest_disabled(void); /* ATTN_SELFTEST=0 */
 /* Plugins are loaded before the first selection. */
 void attn__ensure_plugins(void);
 /* The config a selection records: batch invariance OR-ed from the machine. */

@@ -540,184 +540,17 @@ attn_status attn__mla_project(int T, int H, int Kin, int Nout, const void *in, s
     return st;
 }
 
-/* ---- self-test ------------------------------------------------------------------------ */
+/* ---- self-test: the core's known-answer service (src/selftest) ------------------------ */
 
-/* A small mixed batch in each model dtype (and an fp8 cache), checked
- * against REFERENCE_MLA: decode through the chosen decode variant, prefill
- * through the prefill variant. */
-typedef struct {
-    attn_dtype dt;
-    attn_elem kv;
-    double tol;
-} attn__st_case;
-
-static uint64_t st_next(uint64_t *s)
-{
-    *s ^= *s << 13;
-    *s ^= *s >> 7;
-    *s ^= *s << 17;
-    return *s;
-}
-
-static float st_uniform(uint64_t *s)
-{
-    return (float)((st_next(s) >> 40) * (1.0 / 16777216.0)) * 2.0f - 1.0f;
-}
-
-static attn_status attn__self_test_impl(bool sparse, char *detail, size_t size)
-{
-    static const attn__st_case cases[] = {
-        {ATTN_DTYPE_BF16, ATTN_ELEM_BF16, 2e-2},
-        {ATTN_DTYPE_FP32, ATTN_ELEM_F32, 1e-4},
-        {ATTN_DTYPE_FP16, ATTN_ELEM_F16, 2e-2},
-        {ATTN_DTYPE_BF16, ATTN_ELEM_FP8_E4M3, 2e-2},
-    };
-    enum { H = 16, R = 64, P = 32, D = R + P, N = 32, V = 32, BS = 16, NB = 16, NR = 3, TOPK = 24 };
-    static const int qlen[NR] = {1, 2, 5}, slen[NR] = {37, 70, 29};
-    int32_t qsl[NR + 1] = {0}, sl[NR], bt[NR * 6];
-    for (int r = 0; r < NR; r++) {
-        qsl[r + 1] = qsl[r] + qlen[r];
-        sl[r] = slen[r];
-    }
-    for (int i = 0; i < NR * 6; i++)
-        bt[i] = (i * 7 + 3) % NB;
-    const int T = 8; /* total tokens */
-    size_t cache_elems = (size_t)NB * BS * D;
-    void *cache = calloc(cache_elems, 4);
-    float *qa = malloc(sizeof(float) * T * H * D), *qm = malloc(sizeof(float) * T * H * (N + P));
-    float *wuk = malloc(sizeof(float) * H * N * R), *wuv = malloc(sizeof(float) * H * R * V);
-    char *in = malloc(sizeof(float) * T * H * D);
-    char *in2 = malloc(sizeof(float) * T * H * (N + P));
-    char *w1 = malloc(sizeof(float) * H * N * R), *w2 = malloc(sizeof(float) * H * R * V);
-    float *o1 = malloc(sizeof(float) * T * H * R), *o2 = malloc(sizeof(float) * T * H * R);
-    float *l1 = malloc(sizeof(float) * T * H), *l2 = malloc(sizeof(float) * T * H);
-    int32_t *topk = malloc(sizeof(int32_t) * T * TOPK);
-    attn_status st = ATTN_OK;
-    if (!cache || !qa || !qm || !wuk || !wuv || !in || !in2 || !w1 || !w2 || !o1 || !o2 || !l1 ||
-        !l2 || !topk) {
-        st = attn__fail(ATTN_OUT_OF_MEMORY, "CPU_MLA self-test: no memory");
-        goto done;
-    }
-    uint64_t seed = 0x9e3779b97f4a7c15ull;
-    for (size_t i = 0; i < (size_t)T * H * D; i++)
-        qa[i] = st_uniform(&seed);
-    for (size_t i = 0; i < (size_t)T * H * (N + P); i++)
-        qm[i] = st_uniform(&seed);
-    for (size_t i = 0; i < (size_t)H * N * R; i++)
-        wuk[i] = st_uniform(&seed) * 0.2f;
-    for (size_t i = 0; i < (size_t)H * R * V; i++)
-        wuv[i] = st_uniform(&seed) * 0.2f;
-    for (int t = 0; t < T; t++)
-        for (int k = 0; k < TOPK; k++)
-            topk[t * TOPK + k] = (int32_t)(st_next(&seed) % 30) - 1;
-    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
-        const attn__st_case *tc = &cases[ci];
-        attn_elem qe = attn_dtype_elem(tc->dt);
-        size_t qesz = qe == ATTN_ELEM_F32 ? 4 : 2;
-        for (size_t i = 0; i < cache_elems; i++)
-            attn__store_elem(cache, tc->kv, i, st_uniform(&seed) * 2.0f);
-        for (size_t i = 0; i < (size_t)T * H * D; i++)
-            attn__store_elem(in, qe, i, qa[i]);
-        for (size_t i = 0; i < (size_t)T * H * (N + P); i++)
-            attn__store_elem(in2, qe, i, qm[i]);
-        for (size_t i = 0; i < (size_t)H * N * R; i++)
-            attn__store_elem(w1, qe, i, wuk[i]);
-        for (size_t i = 0; i < (size_t)H * R * V; i++)
-            attn__store_elem(w2, qe, i, wuv[i]);
-        attn_layer_params lp = {0};
-        lp.num_heads = H;
-        lp.num_kv_heads = 1;
-        lp.head_size = D;
-        lp.dtype = tc->dt;
-        lp.kv_lora_rank = R;
-        lp.qk_rope_head_dim = P;
-        lp.qk_nope_head_dim = N;
-        lp.v_head_dim = V;
-        attn_kv_view kv = {0};
-        kv.data = cache;
-        kv.elem = tc->kv;
-        kv.num_blocks = NB;
-        kv.block_size = BS;
-        kv.num_kv_heads = 1;
-        kv.head_size = D;
-        kv.head_size_v = R;
-        kv.stride_block = (int64_t)BS * D;
-        kv.stride_token = D;
-        kv.stride_head = D;
-        kv.k_scale = kv.v_scale = tc->kv == ATTN_ELEM_FP8_E4M3 ? 0.5f : 1.0f;
-        attn_common_metadata cm = {0};
-        cm.query_start_loc = qsl;
-        cm.seq_lens = sl;
-        cm.num_reqs = NR;
-        cm.num_actual_tokens = T;
-        cm.max_query_len = 5;
-        cm.max_seq_len = 70;
-        cm.block_table = bt;
-        cm.block_table_stride = 6;
-        cm.causal = true;
-        cm.block_size = BS;
-        for (int pass = 0; pass < (sparse ? 1 : 2); pass++) {
-            bool mha = pass == 1;
-            attn_mla_args a = {0};
-            a.layer = &lp;
-            a.common = &cm;
-            a.kv = &kv;
-            a.q = mha ? (const void *)in2 : (const void *)in;
-            a.w_uk = w1;
-            a.w_uv = w2;
-            a.topk_indices = sparse ? topk : NULL;
-            a.topk = sparse ? TOPK : 0;
-            int od = mha ? V : R;
-            a.out = o1;
-            a.lse = l1;
-            st = mha ? attn__ref_mla_mha(&a) : attn__ref_mla_mqa(&a, sparse);
-            if (st != ATTN_OK) goto done;
-            a.out = o2;
-            a.lse = l2;
-            st = mha ? attn__cpu_mla_mha(&a) : attn__cpu_mla_mqa(&a, sparse);
-            if (st != ATTN_OK) goto done;
-            double mag = 0, err = 0, lerr = 0;
-            for (size_t i = 0; i < (size_t)T * H * od; i++) {
-                double x = attn__load_elem(o1, qe, i), y = attn__load_elem(o2, qe, i);
-                mag = fabs(x) > mag ? fabs(x) : mag;
-                err = fabs(x - y) > err ? fabs(x - y) : err;
-            }
-            for (int i = 0; i < T * H; i++) {
-                if (isinf(l1[i]) && isinf(l2[i])) continue;
-                double e = fabs((double)l1[i] - l2[i]);
-                lerr = e > lerr || isnan(e) ? e : lerr;
-            }
-            double rel = err / (mag > 1e-30 ? mag : 1.0);
-            if (!(rel <= tc->tol) || !(lerr <= tc->tol * 10)) {
-                const attn__mla_kern *k =
-                    mha ? attn__mla_prefill_kern() : attn__mla_decode_kern(qe, tc->kv, R, D);
-                if (detail && size)
-                    snprintf(detail, size,
-                             "max error %.3g on %s %s dtype=%s kv=%s heads=%d rank=%d rope=%d "
-                             "(variant %s, lse error %.3g)",
-                             rel, sparse ? "sparse" : "", mha ? "forward_mha" : "forward_mqa",
-                             attn_dtype_name(tc->dt), attn_elem_name(tc->kv), H, R, P, k->name,
-                             lerr);
-                st = attn__fail(ATTN_SELFTEST_FAILED, "%s", detail ? detail : "self-test");
-                goto done;
-            }
-            (void)qesz;
-        }
-    }
-done:
-    free(cache), free(qa), free(qm), free(wuk), free(wuv), free(in), free(in2), free(w1), free(w2),
-        free(o1), free(o2), free(l1), free(l2), free(topk);
-    return st;
-}
-
+/* The old hooks, for callers that run them directly. */
 static attn_status cpu_mla_self_test(char *detail, size_t size)
 {
-    return attn__self_test_impl(false, detail, size);
+    return attn_backend_self_test(&attn__backend_cpu_mla, detail, size);
 }
 
 static attn_status cpu_mla_sparse_self_test(char *detail, size_t size)
 {
-    return attn__self_test_impl(true, detail, size);
+    return attn_backend_self_test(&attn__backend_cpu_mla_sparse, detail, size);
 }
 
 /* ---- entry points and descriptors --------------------------------------------------- */
@@ -759,6 +592,7 @@ static const attn_kernel_ops cpu_mla_ops = {
     .forward_mha = cpu_mla_mha,
     .self_test = cpu_mla_self_test,
     .variant = cpu_mla_variant,
+    .kind = ATTN_KERNEL_MLA,
 };
 
 static const attn_kernel_ops cpu_mla_sparse_ops = {
@@ -766,6 +600,7 @@ static const attn_kernel_ops cpu_mla_sparse_ops = {
     .forward_mqa = cpu_mla_mqa_sparse,
     .self_test = cpu_mla_sparse_self_test,
     .variant = cpu_mla_variant,
+    .kind = ATTN_KERNEL_MLA_SPARSE,
 };
 
 static const int attn__cpu_mla_heads[] = {320, 576};
