@@ -44,7 +44,7 @@ typedef struct attn_cc {
 
 struct attn_backend_desc {
     uint32_t abi_version;     /* ATTN_BACKEND_ABI_VERSION */
-    uint32_t struct_size;     /* sizeof(attn_backend_desc) */
+    uint32_t struct_size;     /* sizeof(attn_backend_desc): attn/abi.h */
     const char *name;         /* registry name, e.g. "FLASH_ATTN" */
     const char *display_name; /* get_name() when it differs (optional) */
     const char *platforms;    /* human text: "CUDA", "ROCm", "CPU" ... */
@@ -110,7 +110,7 @@ typedef enum attn_kernel_kind {
 } attn_kernel_kind;
 
 typedef struct attn_kernel_ops {
-    uint32_t struct_size;
+    uint32_t struct_size; /* sizeof(attn_kernel_ops): attn/abi.h */
     /* (optional) per-layer state; NULL create = stateless (impl is NULL). */
     attn_status (*create)(const attn_layer_params *layer, void **impl);
     void (*destroy)(void *impl);
@@ -153,7 +153,7 @@ typedef struct attn_builder_init {
 } attn_builder_init;
 
 struct attn_builder_ops {
-    uint32_t struct_size;
+    uint32_t struct_size;  /* sizeof(attn_builder_ops): attn/abi.h */
     const char *type_name; /* builders with equal type_name and spec share one build per step */
     attn_cg_support cg_support;
     int reorder_batch_threshold; /* 0 = none; N: queries of length <= N are decodes */
@@ -179,7 +179,7 @@ struct attn_builder_ops {
 
 struct attn_backend {
     uint32_t abi_version; /* ATTN_BACKEND_ABI_VERSION */
-    uint32_t struct_size; /* sizeof(attn_backend) */
+    uint32_t struct_size; /* sizeof(attn_backend): attn/abi.h */
     const attn_backend_desc *desc;
     const attn_kernel_ops *kernel; /* NULL: descriptor only (simulated machines emulate) */
 };

@@ -18,7 +18,7 @@ typedef struct attn_comm attn_comm;
 
 /* What an implementation provides. ctx is its own state. */
 typedef struct attn_comm_ops {
-    uint32_t struct_size; /* sizeof(attn_comm_ops) */
+    uint32_t struct_size; /* sizeof(attn_comm_ops): attn/abi.h */
     const char *name;     /* "self", "mpi" */
     /* recv [size][bytes]: every rank's send block, in rank order. */
     attn_status (*allgather)(void *ctx, const void *send, size_t bytes, void *recv,

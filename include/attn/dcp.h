@@ -45,7 +45,7 @@ ATTN_API int64_t attn_dcp_local_slot(int32_t pos, const int32_t *block_row, int 
 typedef struct attn_dcp attn_dcp;
 
 typedef struct attn_dcp_init {
-    uint32_t struct_size;        /* sizeof(attn_dcp_init) */
+    uint32_t struct_size;        /* sizeof(attn_dcp_init): attn/abi.h */
     const attn_backend *backend; /* with kernel code; desc->can_return_lse_for_decode */
     const attn_layer_params *layer;
     attn_comm *comm; /* borrowed; its size is the DCP world */

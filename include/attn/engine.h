@@ -100,7 +100,7 @@ typedef struct attn_engine_io {
  * max_num_batched_tokens and max_model_len <= ATTN_MAX_SEQ_LEN; beyond them
  * attn_engine_create returns ATTN_INVALID_ARGUMENT. */
 typedef struct attn_engine_config {
-    uint32_t struct_size;          /* sizeof(attn_engine_config) (attn_engine_config_init) */
+    uint32_t struct_size;          /* sizeof: attn_engine_config_init; attn/abi.h */
     const attn_platform *platform; /* NULL = attn_platform_current(); borrowed */
     const attn_model *model;       /* required; borrowed for the engine's lifetime */
     const char *backend;           /* requested backend; NULL/"auto" = automatic */

@@ -48,7 +48,7 @@ ATTN_EXTERN_C_BEGIN
 
 typedef struct attn_plugin_api {
     uint32_t abi_version; /* ATTN_PLUGIN_ABI_VERSION */
-    uint32_t struct_size;
+    uint32_t struct_size; /* sizeof(attn_plugin_api) of the host: attn/abi.h */
     const char *plugin_name;
     /* Valid only while attn_plugin_init runs (ATTN_BAD_STATE afterwards). */
     attn_status (*register_backend)(const char *name, const char *locator);

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/abi.h"
 #include "util/error.h"
 
 struct attn_comm {
@@ -23,7 +24,8 @@ attn_status attn_comm_create(const attn_comm_ops *ops, void *ctx, int rank, int 
     attn_status st = ATTN_OK;
     if (!ops || !out)
         st = attn__fail(ATTN_NULL_ARGUMENT, "attn_comm_create: ops and out are required");
-    else if (ops->struct_size < sizeof(attn_comm_ops) || !ops->allgather || !ops->name)
+    else if (!attn__struct_size_ok(ops->struct_size, ATTN__V1_COMM_OPS, sizeof(attn_comm_ops)) ||
+             !ops->allgather || !ops->name)
         st = attn__fail(ATTN_INVALID_ARGUMENT,
                         "attn_comm_create: ops need struct_size, name and allgather");
     else if (size < 1 || rank < 0 || rank >= size)
@@ -31,10 +33,11 @@ attn_status attn_comm_create(const attn_comm_ops *ops, void *ctx, int rank, int 
     attn_comm *c = st == ATTN_OK ? calloc(1, sizeof *c) : NULL;
     if (st == ATTN_OK && !c) st = attn__fail(ATTN_OUT_OF_MEMORY, "attn_comm_create: out of memory");
     if (st != ATTN_OK) {
-        if (ops && ops->struct_size >= sizeof(attn_comm_ops) && ops->destroy) ops->destroy(ctx);
+        if (ops && ATTN_STRUCT_HAS(attn_comm_ops, ops, destroy) && ops->destroy) ops->destroy(ctx);
         return st;
     }
-    c->ops = *ops;
+    attn__struct_read(&c->ops, sizeof c->ops, ops, ops->struct_size,
+                      offsetof(attn_comm_ops, struct_size)); /* calloc: missing ops NULL */
     c->ctx = ctx;
     c->rank = rank;
     c->size = size;

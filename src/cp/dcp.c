@@ -21,6 +21,7 @@
 
 #include "attn/merge.h"
 #include "attn/mla.h"
+#include "util/abi.h"
 #include "util/error.h"
 #include "util/numeric.h"
 
@@ -95,7 +96,8 @@ static double attn__dcp_now(void)
 
 static attn_status attn__dcp_check_init(const attn_dcp_init *in)
 {
-    if (in->struct_size < sizeof(attn_dcp_init) || !in->backend || !in->layer || !in->comm)
+    if (!attn__struct_size_ok(in->struct_size, ATTN__V1_DCP_INIT, sizeof(attn_dcp_init)) ||
+        !in->backend || !in->layer || !in->comm)
         return attn__fail(ATTN_INVALID_ARGUMENT,
                           "attn_dcp_create: struct_size, backend, layer and comm are required");
     const attn_backend_desc *d = in->backend->desc;
@@ -139,6 +141,12 @@ attn_status attn_dcp_create(const attn_dcp_init *init, attn_dcp **out)
     ATTN__CHECK_NULL(init);
     ATTN__CHECK_NULL(out);
     *out = NULL;
+    attn_dcp_init full = {0}; /* an older init: the fields it lacks are 0 */
+    if (attn__struct_size_ok(init->struct_size, ATTN__V1_DCP_INIT, sizeof full)) {
+        attn__struct_read(&full, sizeof full, init, init->struct_size,
+                          offsetof(attn_dcp_init, struct_size));
+        init = &full;
+    }
     attn_status st = attn__dcp_check_init(init);
     if (st != ATTN_OK) return st;
     attn_dcp *d = calloc(1, sizeof *d);

@@ -18,6 +18,7 @@
 #include "attn/log.h"
 #include "attn/plugin.h"
 #include "engine/engine_impl.h"
+#include "util/abi.h"
 #include "util/error.h"
 
 void attn_engine_config_init(attn_engine_config *cfg)
@@ -81,11 +82,16 @@ attn_status attn_engine_create(const attn_engine_config *cfg, attn_engine **out)
     ATTN__CHECK_NULL(out);
     *out = NULL;
     ATTN__CHECK_NULL(cfg);
-    if (cfg->struct_size != sizeof *cfg)
+    if (!attn__struct_size_ok(cfg->struct_size, ATTN__V1_ENGINE_CONFIG, sizeof *cfg))
         return attn__fail(ATTN_ABI_MISMATCH,
-                          "attn_engine_config.struct_size is %u, expected %zu (call "
+                          "attn_engine_config.struct_size is %u, expected %zu to %zu (call "
                           "attn_engine_config_init)",
-                          cfg->struct_size, sizeof *cfg);
+                          cfg->struct_size, ATTN__V1_ENGINE_CONFIG, sizeof *cfg);
+    attn_engine_config full; /* an older config: its missing fields take the defaults */
+    attn_engine_config_init(&full);
+    attn__struct_read(&full, sizeof full, cfg, cfg->struct_size,
+                      offsetof(attn_engine_config, struct_size));
+    cfg = &full;
     if (!cfg->model) return attn__fail(ATTN_INVALID_ARGUMENT, "attn_engine_create: no model");
     if (cfg->block_size < 0 || cfg->num_blocks < 0 || cfg->max_num_seqs < 0 ||
         cfg->max_num_batched_tokens < 0 || cfg->max_model_len < 0 || cfg->max_waiting < 0 ||

@@ -24,6 +24,7 @@
 
 #include "backends/catalog/catalog.h"
 #include "registry/registry_impl.h"
+#include "util/abi.h"
 #include "util/error.h"
 
 attn_status attn__locator_check(const char *locator)
@@ -47,11 +48,10 @@ attn_status attn__backend_check_abi(const attn_backend *b, const char *where)
         return attn__fail(ATTN_ABI_MISMATCH,
                           "ABI version mismatch: %s has backend abi_version %u, libattn expects %u",
                           where, b->abi_version, ATTN_BACKEND_ABI_VERSION);
-    if (b->struct_size < sizeof(attn_backend))
-        return attn__fail(
-            ATTN_ABI_MISMATCH,
-            "ABI mismatch: %s has backend struct_size %u, libattn expects at least %zu", where,
-            b->struct_size, sizeof(attn_backend));
+    if (!attn__struct_size_ok(b->struct_size, ATTN__V1_BACKEND, sizeof(attn_backend)))
+        return attn__fail(ATTN_ABI_MISMATCH,
+                          "ABI mismatch: %s has backend struct_size %u, libattn accepts %zu to %zu",
+                          where, b->struct_size, ATTN__V1_BACKEND, sizeof(attn_backend));
     const attn_backend_desc *d = b->desc;
     if (!d) return attn__fail(ATTN_ABI_MISMATCH, "ABI mismatch: %s has no descriptor", where);
     if (d->abi_version != ATTN_BACKEND_ABI_VERSION)
@@ -59,19 +59,28 @@ attn_status attn__backend_check_abi(const attn_backend *b, const char *where)
                           "ABI version mismatch: %s has descriptor abi_version %u, libattn "
                           "expects %u",
                           where, d->abi_version, ATTN_BACKEND_ABI_VERSION);
-    if (d->struct_size < sizeof(attn_backend_desc))
+    if (!attn__struct_size_ok(d->struct_size, ATTN__V1_BACKEND_DESC, sizeof(attn_backend_desc)))
         return attn__fail(ATTN_ABI_MISMATCH,
-                          "ABI mismatch: %s has descriptor struct_size %u, libattn expects at "
-                          "least %zu",
-                          where, d->struct_size, sizeof(attn_backend_desc));
+                          "ABI mismatch: %s has descriptor struct_size %u, libattn accepts %zu "
+                          "to %zu",
+                          where, d->struct_size, ATTN__V1_BACKEND_DESC, sizeof(attn_backend_desc));
     if (!d->name || !*d->name)
         return attn__fail(ATTN_ABI_MISMATCH, "ABI mismatch: %s has a descriptor without a name",
                           where);
-    if (b->kernel && b->kernel->struct_size < sizeof(attn_kernel_ops))
+    if (d->builder && !attn__struct_size_ok(d->builder->struct_size, ATTN__V1_BUILDER_OPS,
+                                            sizeof(attn_builder_ops)))
         return attn__fail(ATTN_ABI_MISMATCH,
-                          "ABI mismatch: %s has kernel ops struct_size %u, libattn expects at "
-                          "least %zu",
-                          where, b->kernel->struct_size, sizeof(attn_kernel_ops));
+                          "ABI mismatch: %s has builder ops struct_size %u, libattn accepts %zu "
+                          "to %zu",
+                          where, d->builder->struct_size, ATTN__V1_BUILDER_OPS,
+                          sizeof(attn_builder_ops));
+    if (b->kernel &&
+        !attn__struct_size_ok(b->kernel->struct_size, ATTN__V1_KERNEL_OPS, sizeof(attn_kernel_ops)))
+        return attn__fail(ATTN_ABI_MISMATCH,
+                          "ABI mismatch: %s has kernel ops struct_size %u, libattn accepts %zu "
+                          "to %zu",
+                          where, b->kernel->struct_size, ATTN__V1_KERNEL_OPS,
+                          sizeof(attn_kernel_ops));
     return ATTN_OK;
 }
 

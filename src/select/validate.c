@@ -17,6 +17,7 @@
 #include "platform/platform_impl.h"
 #include "select/selection.h"
 #include "select/validate.h"
+#include "util/abi.h"
 #include "util/error.h"
 
 #define ATTN__DEFAULT_DTYPES (ATTN_DTYPE_BIT(ATTN_DTYPE_FP16) | ATTN_DTYPE_BIT(ATTN_DTYPE_BF16))
@@ -243,9 +244,10 @@ attn_status attn__desc_check(const attn_backend_desc *d)
     if (d->abi_version != ATTN_BACKEND_ABI_VERSION)
         return attn__fail(ATTN_ABI_MISMATCH, "descriptor abi_version %u, libattn expects %u",
                           d->abi_version, ATTN_BACKEND_ABI_VERSION);
-    if (d->struct_size < sizeof(attn_backend_desc))
-        return attn__fail(ATTN_ABI_MISMATCH, "descriptor struct_size %u, libattn expects %zu",
-                          d->struct_size, sizeof(attn_backend_desc));
+    if (!attn__struct_size_ok(d->struct_size, ATTN__V1_BACKEND_DESC, sizeof(attn_backend_desc)))
+        return attn__fail(ATTN_ABI_MISMATCH,
+                          "descriptor struct_size %u, libattn accepts %zu to %zu", d->struct_size,
+                          ATTN__V1_BACKEND_DESC, sizeof(attn_backend_desc));
     return ATTN_OK;
 }
 

@@ -1,0 +1,132 @@
+/* The struct_size rule (attn/abi.h): an older, shorter struct is accepted
+ * and the fields it lacks take their defaults; a struct_size below the
+ * first release or above this libattn's sizeof is ATTN_ABI_MISMATCH with
+ * the sizes named, and nothing changes. The real structs have had no field
+ * appended yet (first release = sizeof), so the defaulting copy is also
+ * shown on a struct pair that has. */
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attn/attn.h"
+#include "attn/backend.h"
+#include "attn/comm.h"
+#include "test.h"
+#include "util/abi.h"
+
+typedef struct {
+    uint32_t struct_size;
+    int a;
+} rel1_t; /* as first released */
+typedef struct {
+    uint32_t struct_size;
+    int a;
+    int appended; /* default 42 */
+} rel2_t;
+
+static void test_mechanism(void)
+{
+    rel1_t old = {sizeof old, 7};
+    rel2_t cur = {0, 0, 42};
+    size_t v1 = ATTN_STRUCT_END(rel2_t, a);
+    CHECK(v1 == sizeof(rel1_t));
+    CHECK(attn__struct_size_ok(old.struct_size, v1, sizeof cur));
+    CHECK(!attn__struct_size_ok((uint32_t)v1 - 1, v1, sizeof cur));
+    CHECK(!attn__struct_size_ok(sizeof cur + 1, v1, sizeof cur));
+    attn__struct_read(&cur, sizeof cur, &old, old.struct_size, offsetof(rel2_t, struct_size));
+    CHECK(cur.a == 7);
+    CHECK(cur.appended == 42); /* defaulted */
+    CHECK(cur.struct_size == sizeof cur);
+    rel2_t shorter = {sizeof(rel1_t), 1, 0};
+    CHECK(!ATTN_STRUCT_HAS(rel2_t, &shorter, appended));
+    CHECK(ATTN_STRUCT_HAS(rel2_t, &shorter, a));
+    CHECK(ATTN_STRUCT_HAS(rel2_t, &cur, appended));
+}
+
+static void test_engine_config(void)
+{
+    attn_engine_config cfg;
+    attn_engine_config_init(&cfg);
+    attn_engine *e = (attn_engine *)1;
+    cfg.struct_size = (uint32_t)ATTN__V1_ENGINE_CONFIG - 1; /* older than the first release */
+    CHECK_STATUS(attn_engine_create(&cfg, &e), ATTN_ABI_MISMATCH);
+    CHECK_CONTAINS(attn_last_error(), "struct_size is");
+    CHECK(e == NULL);
+    cfg.struct_size = (uint32_t)sizeof cfg + 8; /* built against a newer libattn */
+    CHECK_STATUS(attn_engine_create(&cfg, &e), ATTN_ABI_MISMATCH);
+    CHECK_CONTAINS(attn_last_error(), "expected");
+    /* the first release's size is accepted: the next check (no model) runs */
+    cfg.struct_size = (uint32_t)ATTN__V1_ENGINE_CONFIG;
+    CHECK_STATUS(attn_engine_create(&cfg, &e), ATTN_INVALID_ARGUMENT);
+    CHECK_CONTAINS(attn_last_error(), "no model");
+}
+
+static void test_backend_object(void)
+{
+    attn_platform *p = NULL;
+    const attn_backend *ref = NULL;
+    CHECK_OK(attn_platform_open("cpu", &p));
+    CHECK_OK(attn_backend_resolve(p, "REFERENCE", &ref));
+    if (!ref) {
+        attn_platform_free(p);
+        return;
+    }
+    int before = attn_registry_count();
+    attn_backend b = *ref;
+    b.struct_size = (uint32_t)sizeof b + 8;
+    CHECK_STATUS(attn_register_backend_object("ABI_NEWER", &b), ATTN_ABI_MISMATCH);
+    CHECK_CONTAINS(attn_last_error(), "libattn accepts");
+    b.struct_size = (uint32_t)ATTN__V1_BACKEND - 1;
+    CHECK_STATUS(attn_register_backend_object("ABI_OLDER", &b), ATTN_ABI_MISMATCH);
+    attn_kernel_ops k = *ref->kernel;
+    k.struct_size = (uint32_t)ATTN__V1_KERNEL_OPS - 1;
+    b = *ref;
+    b.kernel = &k;
+    CHECK_STATUS(attn_register_backend_object("ABI_KOPS", &b), ATTN_ABI_MISMATCH);
+    CHECK_CONTAINS(attn_last_error(), "kernel ops struct_size");
+    CHECK(attn_registry_count() == before); /* nothing registered */
+    CHECK(!attn_registry_contains("ABI_NEWER") && !attn_registry_contains("ABI_KOPS"));
+    attn_platform_free(p);
+}
+
+static int destroyed;
+static void count_destroy(void *ctx)
+{
+    destroyed++;
+}
+static attn_status no_allgather(void *ctx, const void *send, size_t bytes, void *recv,
+                                double timeout_s)
+{
+    return ATTN_OK;
+}
+
+static void test_comm_ops(void)
+{
+    attn_comm_ops ops = {.struct_size = sizeof ops,
+                         .name = "t",
+                         .allgather = no_allgather,
+                         .destroy = count_destroy};
+    attn_comm *c = NULL;
+    ops.struct_size = (uint32_t)sizeof ops + 8;
+    CHECK_STATUS(attn_comm_create(&ops, NULL, 0, 1, &c), ATTN_INVALID_ARGUMENT);
+    CHECK(c == NULL);
+    CHECK(destroyed == 1); /* ownership of ctx: destroyed on failure */
+    /* an older struct that ends before destroy: its ctx is not destroyed
+     * through a slot it does not have */
+    ops.struct_size = (uint32_t)offsetof(attn_comm_ops, destroy);
+    CHECK_STATUS(attn_comm_create(&ops, NULL, 0, 1, &c), ATTN_INVALID_ARGUMENT);
+    CHECK(destroyed == 1);
+    ops.struct_size = sizeof ops;
+    CHECK_OK(attn_comm_create(&ops, NULL, 0, 1, &c));
+    attn_comm_free(c);
+    CHECK(destroyed == 2);
+}
+
+int main(void)
+{
+    test_mechanism();
+    test_engine_config();
+    test_backend_object();
+    test_comm_ops();
+    return attn_test_finish("test_struct_abi");
+}
