@@ -903,9 +903,7 @@ static bool amx_dec_job(const attn__cpu_job *j)
 }
 
 /* The next chunk's lines are prefetched (to L2) in DEC_PF_STEPS slices
- * between the phases of a chunk: one burst of 512 prefetches at the start
- * stalls on fill buffers and serialises memory and compute (single thread,
- * cache-cold, 46 vs 50 ns/key with one burst and 56 without prefetch). */
+ * between the phases of a chunk: one burst stalls on fill buffers. */
 #define DEC_PF_STEPS 16
 /* prefetch the next cnt lines of the next chunk's K and V (cursor *c of n) */
 static inline void dec_pf(const attn__cpu_job *j, int *c, int n, int cnt)

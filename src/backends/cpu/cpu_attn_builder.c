@@ -171,16 +171,9 @@ static void sort_by_cost(int32_t *o, const attn__cpu_tile *t, int n)
     }
 }
 
-static attn_status cpu_builder_build(void *state, int common_prefix_len,
-                                     const attn_common_metadata *cm, bool fast_build,
-                                     const void **md_out)
+/* The batch fits the builder and its query_start_loc / seq_lens are sane */
+static attn_status check_batch(const cpu_builder *b, const attn_common_metadata *cm)
 {
-    (void)fast_build;
-    ATTN__CHECK_NULL(state);
-    ATTN__CHECK_NULL(cm);
-    ATTN__CHECK_NULL(md_out);
-    cpu_builder *b = state;
-    attn__cpu_md *md = &b->md;
     if (cm->num_reqs < 0 || cm->num_reqs > b->max_reqs || cm->num_actual_tokens < 0 ||
         cm->num_actual_tokens > b->max_tokens)
         return attn__fail(ATTN_BAD_METADATA,
@@ -208,17 +201,15 @@ static attn_status cpu_builder_build(void *state, int common_prefix_len,
                               "CPU_ATTN builder: request %d has query length %d and %d keys", r,
                               qlen, kv);
     }
-    md->num_tokens = cm->num_actual_tokens;
-    md->num_reqs = cm->num_reqs;
-    md->n_tiles = md->n_prefix_tiles = md->n_splits = 0;
-    md->use_cascade = false;
-    md->prefix_len = 0;
-    md->num_decodes = md->num_prefills = 0;
-    bool causal = b->attn_type == ATTN_TYPE_DECODER && cm->causal;
-    bool self = b->attn_type != ATTN_TYPE_ENCODER_DECODER;
-    int bs = b->block_size;
+    return ATTN_OK;
+}
 
-    /* cascade prefix: whole blocks, visible to every query */
+/* cascade prefix: whole blocks, visible to every query (0: no cascade) */
+static int cascade_prefix(const cpu_builder *b, const attn_common_metadata *cm,
+                          int common_prefix_len)
+{
+    const int32_t *qsl = cm->query_start_loc;
+    int bs = b->block_size;
     int P = 0;
     if (common_prefix_len > 0 && cm->num_reqs >= 2 && b->attn_type == ATTN_TYPE_DECODER &&
         cm->num_actual_tokens <= b->cascade_slots) {
@@ -230,8 +221,16 @@ static attn_status cpu_builder_build(void *state, int common_prefix_len,
         P = P / bs * bs;
         if (P < 0) P = 0;
     }
+    return P;
+}
 
-    /* decode split size: aim for ~4 units per thread over the decode keys */
+/* decode split size (0: no splitting): aim for ~4 units per thread over
+ * the decode keys */
+static int64_t decode_split_len(const cpu_builder *b, const attn_common_metadata *cm, int P)
+{
+    const int32_t *qsl = cm->query_start_loc;
+    int bs = b->block_size;
+    const attn__cpu_md *md = &b->md;
     int64_t dec_keys = 0;
     int n_dec = 0;
     for (int r = 0; r < cm->num_reqs; r++) {
@@ -252,6 +251,86 @@ static attn_status cpu_builder_build(void *state, int common_prefix_len,
         if (per < ATTN_CPU_MIN_SPLIT) per = ATTN_CPU_MIN_SPLIT;
         split_len = (per + bs - 1) / bs * bs;
     }
+    return split_len;
+}
+
+/* phase A tiles of a cascade: every token against the P prefix keys */
+static void prefix_tiles(cpu_builder *b, const attn_common_metadata *cm, int P)
+{
+    attn__cpu_md *md = &b->md;
+    const int32_t *qsl = cm->query_start_loc;
+    int tt = b->tile_tokens;
+    md->use_cascade = true;
+    md->prefix_len = P;
+    int np = 0;
+    for (int t0 = 0; t0 < cm->num_actual_tokens; t0 += tt) {
+        attn__cpu_tile *t = &md->prefix_tiles[np++];
+        int n = cm->num_actual_tokens - t0 < tt ? cm->num_actual_tokens - t0 : tt;
+        int r = 0;
+        while (qsl[r + 1] <= t0)
+            r++;
+        t->req = r;
+        t->q0 = t0;
+        t->nq = n;
+        t->kb = 0;
+        t->ke = P;
+        t->part = t0;
+        t->flags = ATTN_CPU_TILE_PREFIX;
+        t->cost = (int64_t)P * n;
+    }
+    md->n_prefix_tiles = np;
+}
+
+/* a decode request's keys [kb0, kv) cut into nparts tiles (at tl) whose
+ * partials land in slots slots_used.. and are merged by split sp */
+static void split_tiles(attn__cpu_split *sp, attn__cpu_tile *tl, int r, int q0, int qlen, int kv,
+                        int kb0, int nparts, int bs, int64_t slots_used)
+{
+    sp->req = r;
+    sp->nparts = nparts;
+    sp->slot0 = (int32_t)slots_used;
+    int64_t per = ((int64_t)(kv - kb0) + nparts - 1) / nparts;
+    per = (per + bs - 1) / bs * bs;
+    for (int p = 0; p < nparts; p++) {
+        attn__cpu_tile *t = &tl[p];
+        t->req = r;
+        t->q0 = q0;
+        t->nq = qlen;
+        t->kb = (int32_t)(kb0 + p * per);
+        t->ke = (int32_t)(kb0 + (p + 1) * per < kv ? kb0 + (p + 1) * per : kv);
+        if (t->kb > t->ke) t->kb = t->ke;
+        t->part = (int32_t)(slots_used + (int64_t)p * qlen);
+        t->flags = 0;
+        t->cost = (int64_t)(t->ke - t->kb) * qlen + 64;
+    }
+}
+
+static attn_status cpu_builder_build(void *state, int common_prefix_len,
+                                     const attn_common_metadata *cm, bool fast_build,
+                                     const void **md_out)
+{
+    (void)fast_build;
+    ATTN__CHECK_NULL(state);
+    ATTN__CHECK_NULL(cm);
+    ATTN__CHECK_NULL(md_out);
+    cpu_builder *b = state;
+    attn__cpu_md *md = &b->md;
+    attn_status st = check_batch(b, cm);
+    if (st != ATTN_OK) return st;
+    const int32_t *qsl = cm->query_start_loc;
+    md->num_tokens = cm->num_actual_tokens;
+    md->num_reqs = cm->num_reqs;
+    md->n_tiles = md->n_prefix_tiles = md->n_splits = 0;
+    md->use_cascade = false;
+    md->prefix_len = 0;
+    md->num_decodes = md->num_prefills = 0;
+    bool causal = b->attn_type == ATTN_TYPE_DECODER && cm->causal;
+    bool self = b->attn_type != ATTN_TYPE_ENCODER_DECODER;
+    int bs = b->block_size;
+
+    int P = cascade_prefix(b, cm, common_prefix_len);
+
+    int64_t split_len = decode_split_len(b, cm, P);
 
     int tt = b->tile_tokens;
     int nt = 0, nsplit = 0;
@@ -275,24 +354,9 @@ static attn_status cpu_builder_build(void *state, int common_prefix_len,
                 nparts = 1;
         }
         if (nparts > 1) {
-            attn__cpu_split *sp = &md->splits[nsplit++];
-            sp->req = r;
-            sp->nparts = nparts;
-            sp->slot0 = (int32_t)slots_used;
-            int64_t per = ((int64_t)(kv - kb0) + nparts - 1) / nparts;
-            per = (per + bs - 1) / bs * bs;
-            for (int p = 0; p < nparts; p++) {
-                attn__cpu_tile *t = &tl[nt++];
-                t->req = r;
-                t->q0 = qsl[r];
-                t->nq = qlen;
-                t->kb = (int32_t)(kb0 + p * per);
-                t->ke = (int32_t)(kb0 + (p + 1) * per < kv ? kb0 + (p + 1) * per : kv);
-                if (t->kb > t->ke) t->kb = t->ke;
-                t->part = (int32_t)(slots_used + (int64_t)p * qlen);
-                t->flags = 0;
-                t->cost = (int64_t)(t->ke - t->kb) * qlen + 64;
-            }
+            split_tiles(&md->splits[nsplit++], tl + nt, r, qsl[r], qlen, kv, kb0, nparts, bs,
+                        slots_used);
+            nt += nparts;
             slots_used += (int64_t)nparts * qlen;
             continue;
         }
@@ -325,27 +389,7 @@ static attn_status cpu_builder_build(void *state, int common_prefix_len,
         md->tiles[i] = tl[b->order[i]];
     md->n_tiles = nt;
 
-    if (P > 0) {
-        md->use_cascade = true;
-        md->prefix_len = P;
-        int np = 0;
-        for (int t0 = 0; t0 < cm->num_actual_tokens; t0 += tt) {
-            attn__cpu_tile *t = &md->prefix_tiles[np++];
-            int n = cm->num_actual_tokens - t0 < tt ? cm->num_actual_tokens - t0 : tt;
-            int r = 0;
-            while (qsl[r + 1] <= t0)
-                r++;
-            t->req = r;
-            t->q0 = t0;
-            t->nq = n;
-            t->kb = 0;
-            t->ke = P;
-            t->part = t0;
-            t->flags = ATTN_CPU_TILE_PREFIX;
-            t->cost = (int64_t)P * n;
-        }
-        md->n_prefix_tiles = np;
-    }
+    if (P > 0) prefix_tiles(b, cm, P);
     *md_out = md;
     return ATTN_OK;
 }

@@ -398,23 +398,36 @@ static attn_status attn__check_common(const char *who, const attn_common_metadat
     return ATTN_OK;
 }
 
-attn_status attn__mla_prepare(const char *who, const attn_mla_args *a, attn__mla_entry entry,
-                              attn__mla_call *c)
+/* CPU_MLA_SPARSE: every top-k index is -1 (unused) or inside its request */
+static attn_status attn__check_topk(const char *who, const attn_mla_args *a,
+                                    const attn__mla_call *c)
 {
-    static const char *const entry_name[] = {"forward_mqa", "forward_mha", "forward_mqa"};
-    ATTN__CHECK_NULL(a);
-    memset(c, 0, sizeof *c);
-    c->a = a;
+    const attn_common_metadata *cm = c->cm;
+    if (!a->topk_indices || a->topk <= 0)
+        return attn__fail(ATTN_INVALID_ARGUMENT,
+                          "%s forward_mqa: a sparse backend needs topk_indices and topk > 0 "
+                          "(got %s, %d)",
+                          who, a->topk_indices ? "indices" : "NULL", a->topk);
+    for (int r = c->req_begin; r < c->req_end; r++) {
+        int Ls = cm->seq_lens[r];
+        for (int t = cm->query_start_loc[r]; t < cm->query_start_loc[r + 1]; t++) {
+            const int32_t *ix = a->topk_indices + (size_t)t * (size_t)a->topk;
+            for (int k = 0; k < a->topk; k++)
+                if (ix[k] < -1 || ix[k] >= Ls)
+                    return attn__fail(ATTN_INVALID_ARGUMENT,
+                                      "%s forward_mqa: topk_indices[%d][%d] = %d is outside "
+                                      "request %d's sequence (%d tokens; -1 = unused)",
+                                      who, t, k, ix[k], r, Ls);
+        }
+    }
+    return ATTN_OK;
+}
+
+/* The layer's MLA dims into c, checked for the entry point */
+static attn_status attn__mla_dims(const char *who, const attn_mla_args *a, attn__mla_entry entry,
+                                  attn__mla_call *c)
+{
     const attn_layer_params *L = a->layer;
-    if (!L)
-        return attn__fail(ATTN_NULL_ARGUMENT, "%s %s: args->layer is NULL", who, entry_name[entry]);
-    if (!a->kv)
-        return attn__fail(ATTN_NULL_ARGUMENT, "%s %s: args->kv is NULL", who, entry_name[entry]);
-    if (!a->q || !a->out)
-        return attn__fail(ATTN_NULL_ARGUMENT, "%s %s: args->%s is NULL", who, entry_name[entry],
-                          a->q ? "out" : "q");
-    if ((unsigned)L->dtype >= ATTN_DTYPE_COUNT)
-        return attn__fail(ATTN_INVALID_ARGUMENT, "%s: unknown dtype %d", who, (int)L->dtype);
     c->H = L->num_heads;
     c->R = L->kv_lora_rank;
     c->P = L->qk_rope_head_dim;
@@ -442,8 +455,30 @@ attn_status attn__mla_prepare(const char *who, const attn_mla_args *a, attn__mla
                               "decompress the latent cache)",
                               who, a->w_uk ? "w_uv" : "w_uk");
     }
+    return ATTN_OK;
+}
+
+attn_status attn__mla_prepare(const char *who, const attn_mla_args *a, attn__mla_entry entry,
+                              attn__mla_call *c)
+{
+    static const char *const entry_name[] = {"forward_mqa", "forward_mha", "forward_mqa"};
+    ATTN__CHECK_NULL(a);
+    memset(c, 0, sizeof *c);
+    c->a = a;
+    const attn_layer_params *L = a->layer;
+    if (!L)
+        return attn__fail(ATTN_NULL_ARGUMENT, "%s %s: args->layer is NULL", who, entry_name[entry]);
+    if (!a->kv)
+        return attn__fail(ATTN_NULL_ARGUMENT, "%s %s: args->kv is NULL", who, entry_name[entry]);
+    if (!a->q || !a->out)
+        return attn__fail(ATTN_NULL_ARGUMENT, "%s %s: args->%s is NULL", who, entry_name[entry],
+                          a->q ? "out" : "q");
+    if ((unsigned)L->dtype >= ATTN_DTYPE_COUNT)
+        return attn__fail(ATTN_INVALID_ARGUMENT, "%s: unknown dtype %d", who, (int)L->dtype);
+    attn_status st = attn__mla_dims(who, a, entry, c);
+    if (st != ATTN_OK) return st;
     const attn_kv_view *kv = a->kv;
-    attn_status st = attn__check_view(who, kv);
+    st = attn__check_view(who, kv);
     if (st != ATTN_OK) return st;
     if (kv->head_size != c->D)
         return attn__fail(ATTN_INVALID_ARGUMENT,
@@ -494,24 +529,6 @@ attn_status attn__mla_prepare(const char *who, const attn_mla_args *a, attn__mla
     }
     st = attn__check_common(who, cm, kv, c->req_begin, c->req_end);
     if (st != ATTN_OK) return st;
-    if (c->sparse) {
-        if (!a->topk_indices || a->topk <= 0)
-            return attn__fail(ATTN_INVALID_ARGUMENT,
-                              "%s forward_mqa: a sparse backend needs topk_indices and topk > 0 "
-                              "(got %s, %d)",
-                              who, a->topk_indices ? "indices" : "NULL", a->topk);
-        for (int r = c->req_begin; r < c->req_end; r++) {
-            int Ls = cm->seq_lens[r];
-            for (int t = cm->query_start_loc[r]; t < cm->query_start_loc[r + 1]; t++) {
-                const int32_t *ix = a->topk_indices + (size_t)t * (size_t)a->topk;
-                for (int k = 0; k < a->topk; k++)
-                    if (ix[k] < -1 || ix[k] >= Ls)
-                        return attn__fail(ATTN_INVALID_ARGUMENT,
-                                          "%s forward_mqa: topk_indices[%d][%d] = %d is outside "
-                                          "request %d's sequence (%d tokens; -1 = unused)",
-                                          who, t, k, ix[k], r, Ls);
-            }
-        }
-    }
+    if (c->sparse) return attn__check_topk(who, a, c);
     return ATTN_OK;
 }

@@ -184,6 +184,21 @@ void attn__mla_store_row(const float *src, float mul, int n, attn_elem e, void *
 void attn__mla_gemm(int M, int N, int K, const float *A, size_t lda, const float *B, size_t ldb,
                     float *C, size_t ldc, bool acc, const float *rowscale);
 
+static inline size_t attn__mla_al64(size_t n)
+{
+    return (n + 63) & ~(size_t)63;
+}
+
+/* CPU_MLA's process-wide scratch (cpu_mla.c): acquire locks it and grows it
+ * to need bytes (on failure it is unlocked again); release unlocks it. */
+attn_status attn__mla_ws_acquire(size_t need, void **mem);
+void attn__mla_ws_release(void);
+
+/* CPU_MLA's drivers: forward_mqa (mla_decode.c; sparse = CPU_MLA_SPARSE)
+ * and forward_mha (mla_prefill.c). */
+attn_status attn__cpu_mla_mqa(const attn_mla_args *a, bool sparse);
+attn_status attn__cpu_mla_mha(const attn_mla_args *a);
+
 /* Per-head projection of many tokens (cpu_mla.c), on the best vector
  * variant and the thread pool: out[t][h][0..Nout) = in[t][h][0..Kin) .
  * W[h] with W [H][Kin][Nout]; strides in elements of e. What

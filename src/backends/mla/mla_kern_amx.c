@@ -35,8 +35,7 @@
 #define AMX_KB 256 /* keys per block */
 /* Row padding (floats) of the score buffer: at Mp * 4 = 512 bytes a 16-row
  * tile lands in 8 L1 sets (padded: 16), and QK stores and reloads its tiles
- * once per slice. (Padding the accumulator, 2048-byte rows, through a copy
- * in the scratch measured no different.) */
+ * once per slice. */
 #define SPAD       16
 #define QK_PARTS   3 /* slices of D in S^T = K . Q^T (see there) */
 #define AMX_NSUB   (AMX_KB / 32)
@@ -261,8 +260,8 @@ static inline void amx_prefetch(const char *const *rows, int row_lines, int tota
 /* The V tiles of sub-chunk s for one 32-column group g: key pair p of the
  * block interleaved with unpack lo/hi into tile rows (the column order this
  * leaves is undone at the end); vb holds the group's two column tiles x
- * AMX_NSUB sub-chunks. (Spreading this work through the QK loop measured
- * slower: it competes with the tile loads for the load ports.) */
+ * AMX_NSUB sub-chunks, packed apart from the QK loop, whose tile loads it
+ * would compete with for the load ports (kernel-notes.md). */
 static inline void amx_vpack(const uint16_t *const *row, int nk, int s, int g, uint8_t *vb)
 {
     for (int p = 0; p < 16; p++) {
@@ -363,8 +362,8 @@ static void amx_decode(const attn__mla_dec *d)
          * every row pair stream past, so about half of the tile loads come
          * from L2 instead of all of them (the whole-D step, 36 KB of keys
          * plus 36 KB of queries per row pair, overflows L1). The partial
-         * sums go through st, exactly (fp32 store and reload). Measured
-         * 5-15 % faster per core than one slice; 2 and 6 slices in between. */
+         * sums go through st, exactly (fp32 store and reload); QK_PARTS:
+         * kernel-notes.md. */
         for (int s = 0; s < nsub; s++) {
             const char *k0b = (const char *)w.tbase[2 * s], *k1b = (const char *)w.tbase[2 * s + 1];
             long k0s = w.tstride[2 * s], k1s = w.tstride[2 * s + 1];
