@@ -8,7 +8,7 @@ const attn__cpu_isa attn__cpu_isa_stream_decode = {
     .name = "stream-decode",
     .usable = sd_usable,
     .prep_q = sd_prep,
-    .chunk = sd_chunk,
+    .chunk = attn__sd_chunk_fma,
     .finish = sd_finish,
     .accepts = sd_accepts,
 };

@@ -31,8 +31,9 @@
  * by more than SD_TAU, so O is rarely rescaled (probabilities stay below
  * e^SD_TAU), and the row sums stay vectors until the job ends. */
 /* Template of the two stream decode variants, included with SD_AMX set:
- * cpu_attn_decode_avx512.c (SD_AMX 0: the FMA path only, no BF16 or tile
- * code) and cpu_attn_decode_amx.c (SD_AMX 1: both paths, AVX512_BF16). */
+ * cpu_attn_decode_avx512.c (SD_AMX 0: the FMA path, no BF16 or tile code;
+ * it also runs the amx-bf16 variant's FMA chunks) and cpu_attn_decode_amx.c
+ * (SD_AMX 1: the tile path, AVX512_BF16). */
 #ifndef ATTN_CPU_ATTN_DECODE_AVX512_H
 #define ATTN_CPU_ATTN_DECODE_AVX512_H
 
@@ -678,20 +679,32 @@ static inline __attribute__((always_inline)) void sd_elem(attn__cpu_job *j, cons
     }
 }
 
+/* The FMA chunks of both variants: defined by cpu_attn_decode_avx512.c
+ * alone, so the amx-bf16 object carries only the tile copies. */
+void attn__sd_chunk_fma(attn__cpu_job *j, const void *k, const void *v, int64_t stride, int n,
+                        int key0, bool masked);
+
+#if SD_AMX
 static void sd_chunk(attn__cpu_job *j, const void *k, const void *v, int64_t stride, int n,
                      int key0, bool masked)
 {
-    int64_t sb = stride * (int64_t)attn_elem_size(j->kv_elem);
     const int *mode = (const int *)((const char *)j->scratch + SD_MODE);
-#if SD_AMX
-    if (mode[1] == SD_TILES) { /* SD_PAIR or SD_VBMI (see sd_tile_mode) */
-        if (mode[0] == SD_PAIR)
-            sd_elem(j, k, v, sb, n, key0, masked, SD_PAIR, ATTN_ELEM_BF16, true);
-        else
-            sd_elem(j, k, v, sb, n, key0, masked, SD_VBMI, j->kv_elem, true);
+    if (mode[1] != SD_TILES) {
+        attn__sd_chunk_fma(j, k, v, stride, n, key0, masked);
         return;
     }
-#endif
+    int64_t sb = stride * (int64_t)attn_elem_size(j->kv_elem);
+    if (mode[0] == SD_PAIR) /* SD_PAIR or SD_VBMI (see sd_tile_mode) */
+        sd_elem(j, k, v, sb, n, key0, masked, SD_PAIR, ATTN_ELEM_BF16, true);
+    else
+        sd_elem(j, k, v, sb, n, key0, masked, SD_VBMI, j->kv_elem, true);
+}
+#else
+void attn__sd_chunk_fma(attn__cpu_job *j, const void *k, const void *v, int64_t stride, int n,
+                        int key0, bool masked)
+{
+    int64_t sb = stride * (int64_t)attn_elem_size(j->kv_elem);
+    const int *mode = (const int *)((const char *)j->scratch + SD_MODE);
     switch (j->kv_elem) {
     case ATTN_ELEM_BF16:
         if (mode[0] == SD_PAIR)
@@ -709,6 +722,7 @@ static void sd_chunk(attn__cpu_job *j, const void *k, const void *v, int64_t str
         break;
     }
 }
+#endif
 
 /* dim of staged position s of an fp8 V row (64 dims per [w0 | w1], w0 lane
  * L holding dims 16L..16L+7 and w1 lane L dims 16L+8..16L+15) */
