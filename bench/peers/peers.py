@@ -327,122 +327,92 @@ def load_avg():
         return (float("nan"),) * 3
 
 
-def main(argv):
-    args = parse_args(argv)
-    os.environ["OMP_NUM_THREADS"] = str(args.threads)
-    os.environ["ATTN_NUM_THREADS"] = str(args.threads)
-    import torch
-
-    torch.set_num_threads(args.threads)
-    groups = set(args.shapes.split(","))
-    bad = groups - {"decode", "fp8", "prefill", "small"}
-    if bad:
-        print(f"peers.py: unknown shape group(s) {sorted(bad)}", file=sys.stderr)
-        return 2
-    passes, repeats = (1, 2) if args.quick else (args.passes, args.repeats)
-    specs = shapes_for(groups, args.quick)
-    makers = [Libattn, VllmCpu, Sdpa, LibattnBf16]
-    systems = []
-    for mk in makers:
+def run_shape(torch, args, i, n, spec, systems, passes, repeats, log):
+    """One shape: prepare every system, check it against float64, time the
+    ones that pass, interleaved per pass. Returns the result row."""
+    phase, b, c, ql, kv = spec
+    sh = Shape(torch, phase, b, c, ql, kv, args.pool_mb, seed=1000 + i)
+    row = {"shape": sh.name, "phase": phase, "batch": b, "context": c, "query_len": ql,
+           "kv_dtype": kv, "kv_bytes": sh.kv_bytes, "pool_bytes": sh.cache.numel() * sh.cache.element_size(),
+           "systems": {}}
+    live = []
+    for s in systems:
         try:
-            systems.append(mk(torch))
-        except Exception as e:  # a peer that cannot load here is reported, not fatal
-            print(f"peers.py: {mk.name} unavailable: {e!r}", file=sys.stderr)
-    log = lambda *a: print(*a, file=sys.stderr, flush=True)  # noqa: E731
-    load0 = load_avg()
-    results = []
-    for i, (phase, b, c, ql, kv) in enumerate(specs):
-        sh = Shape(torch, phase, b, c, ql, kv, args.pool_mb, seed=1000 + i)
-        row = {"shape": sh.name, "phase": phase, "batch": b, "context": c, "query_len": ql,
-               "kv_dtype": kv, "kv_bytes": sh.kv_bytes, "pool_bytes": sh.cache.numel() * sh.cache.element_size(),
-               "systems": {}}
-        live = []
-        for s in systems:
-            try:
-                s.prepare(sh)
-                live.append(s)
-            except Exception as e:
-                row["systems"][s.name] = {"error": f"{type(e).__name__}: {e}"}
-        # check before timing; a system that fails the check is not timed
-        try:
-            errs = check(sh, live, torch)
+            s.prepare(sh)
+            live.append(s)
         except Exception as e:
-            errs = {}
-            for s in list(live):
-                try:
-                    errs.update(check(sh, [s], torch))
-                except Exception as e2:
-                    row["systems"][s.name] = {"error": f"{type(e2).__name__}: {e2}"}
-                    live.remove(s)
-        timed = []
-        for s in live:
-            ok = errs.get(s.name, math.inf) <= TOL
-            row["systems"][s.name] = {"max_rel_err": errs.get(s.name)}
-            if ok:
-                timed.append(s)
-            else:
-                row["systems"][s.name]["error"] = f"failed the float64 check (max rel err {errs.get(s.name):.3g})"
-        # warm-up: one call each, then decide the repeat count
+            row["systems"][s.name] = {"error": f"{type(e).__name__}: {e}"}
+    # check before timing; a system that fails the check is not timed
+    try:
+        errs = check(sh, live, torch)
+    except Exception as e:
+        errs = {}
+        for s in list(live):
+            try:
+                errs.update(check(sh, [s], torch))
+            except Exception as e2:
+                row["systems"][s.name] = {"error": f"{type(e2).__name__}: {e2}"}
+                live.remove(s)
+    timed = []
+    for s in live:
+        ok = errs.get(s.name, math.inf) <= TOL
+        row["systems"][s.name] = {"max_rel_err": errs.get(s.name)}
+        if ok:
+            timed.append(s)
+        else:
+            row["systems"][s.name]["error"] = f"failed the float64 check (max rel err {errs.get(s.name):.3g})"
+    # warm-up: one call each, then decide the repeat count
+    for s in timed:
+        s.run(sh, sh.take_bt())
+    t0 = time.perf_counter()
+    for s in timed:
+        s.run(sh, sh.take_bt())
+    slow = (time.perf_counter() - t0) / max(1, len(timed)) > 0.1
+    reps = min(repeats, 2) if slow else repeats
+    times = {s.name: [] for s in timed}
+    for p in range(passes):
+        log(f"peers.py: [{i + 1}/{n}] {sh.name} pass {p + 1}/{passes}")
+        bench_shape(sh, timed, reps, times)
+    for s in timed:
+        med = statistics.median(times[s.name])
+        row["systems"][s.name].update({"ms": med * 1e3, "pass_ms": [t * 1e3 for t in times[s.name]],
+                                       "tokens_per_s": b * ql / med})
+    lib = row["systems"].get("libattn", {})
+    if "ms" in lib:
         for s in timed:
-            s.run(sh, sh.take_bt())
-        t0 = time.perf_counter()
-        for s in timed:
-            s.run(sh, sh.take_bt())
-        slow = (time.perf_counter() - t0) / max(1, len(timed)) > 0.1
-        reps = min(repeats, 2) if slow else repeats
-        times = {s.name: [] for s in timed}
-        for p in range(passes):
-            log(f"peers.py: [{i + 1}/{len(specs)}] {sh.name} pass {p + 1}/{passes}")
-            bench_shape(sh, timed, reps, times)
-        for s in timed:
-            med = statistics.median(times[s.name])
-            row["systems"][s.name].update({"ms": med * 1e3, "pass_ms": [t * 1e3 for t in times[s.name]],
-                                           "tokens_per_s": b * ql / med})
-        lib = row["systems"].get("libattn", {})
-        if "ms" in lib:
-            for s in timed:
-                if s.name != "libattn":
-                    row["systems"][s.name]["libattn_speedup"] = row["systems"][s.name]["ms"] / lib["ms"]
-        results.append(row)
-        for s in systems:  # the next shape's pools need the memory
-            for a in s.held:
-                setattr(s, a, None)
-        del sh
-    out = {
-        "machine": {"cpu": platform.processor() or platform.machine(), "threads": args.threads,
-                    "torch": torch.__version__, "load_before": load0, "load_after": load_avg()},
-        "model": f"{HEADS} query heads, {KV_HEADS} KV heads, head size {HEAD}, bf16, block size {BLOCK}",
-        "passes": passes, "repeats": repeats, "tolerance": TOL,
-        "libattn_variant": next((s.variant for s in systems if s.name == "libattn"), None),
-        "results": results,
-    }
-    # libattn's own fp8 decode against its bf16 decode on the same shape
-    out["fp8_vs_bf16"] = []
+            if s.name != "libattn":
+                row["systems"][s.name]["libattn_speedup"] = row["systems"][s.name]["ms"] / lib["ms"]
+    for s in systems:  # the next shape's pools need the memory
+        for a in s.held:
+            setattr(s, a, None)
+    del sh
+    return row
+
+
+def fp8_vs_bf16(results):
+    """libattn's own fp8 decode against its bf16 decode on the same shape."""
+    pairs = []
     for r8 in results:
         if r8["kv_dtype"] == "bf16" or "ms" not in r8["systems"].get("libattn", {}):
             continue
         b16 = r8["systems"].get("libattn-bf16", {})
         if "ms" in b16:  # interleaved in the same passes
-            out["fp8_vs_bf16"].append({"batch": r8["batch"], "context": r8["context"],
-                                       "interleaved": True,
-                                       "tokens_per_s_ratio": b16["ms"] / r8["systems"]["libattn"]["ms"]})
+            pairs.append({"batch": r8["batch"], "context": r8["context"],
+                          "interleaved": True,
+                          "tokens_per_s_ratio": b16["ms"] / r8["systems"]["libattn"]["ms"]})
             continue
         for r16 in results:
             if (r16["kv_dtype"], r16["phase"], r16["batch"], r16["context"]) == (
                     "bf16", r8["phase"], r8["batch"], r8["context"]) and "ms" in r16["systems"].get("libattn", {}):
-                out["fp8_vs_bf16"].append({"batch": r8["batch"], "context": r8["context"],
-                                           "interleaved": False,
-                                           "tokens_per_s_ratio": r16["systems"]["libattn"]["ms"]
-                                           / r8["systems"]["libattn"]["ms"]})
-    try:
-        import vllm
+                pairs.append({"batch": r8["batch"], "context": r8["context"],
+                              "interleaved": False,
+                              "tokens_per_s_ratio": r16["systems"]["libattn"]["ms"]
+                              / r8["systems"]["libattn"]["ms"]})
+    return pairs
 
-        out["machine"]["vllm"] = vllm.__version__
-    except Exception:
-        pass
-    if args.json:
-        print(json.dumps(out, indent=1))
-        return 0
+
+def print_report(out, systems, args, torch, passes, repeats, load0):
+    results = out["results"]
     names = [s.name for s in systems]
     print(f"model: {out['model']}; {args.threads} threads; libattn variant {out['libattn_variant']}; "
           f"torch {torch.__version__}; vllm {out['machine'].get('vllm')}")
@@ -475,6 +445,53 @@ def main(argv):
     errs = ", ".join(f"{n} {max((r['systems'].get(n, {}).get('max_rel_err') or 0) for r in results):.2g}"
                      for n in names)
     print(f"\nfloat64 check (max |out-ref|/max|ref|, tolerance {TOL}): {errs}")
+
+
+def main(argv):
+    args = parse_args(argv)
+    os.environ["OMP_NUM_THREADS"] = str(args.threads)
+    os.environ["ATTN_NUM_THREADS"] = str(args.threads)
+    import torch
+
+    torch.set_num_threads(args.threads)
+    groups = set(args.shapes.split(","))
+    bad = groups - {"decode", "fp8", "prefill", "small"}
+    if bad:
+        print(f"peers.py: unknown shape group(s) {sorted(bad)}", file=sys.stderr)
+        return 2
+    passes, repeats = (1, 2) if args.quick else (args.passes, args.repeats)
+    specs = shapes_for(groups, args.quick)
+    makers = [Libattn, VllmCpu, Sdpa, LibattnBf16]
+    systems = []
+    for mk in makers:
+        try:
+            systems.append(mk(torch))
+        except Exception as e:  # a peer that cannot load here is reported, not fatal
+            print(f"peers.py: {mk.name} unavailable: {e!r}", file=sys.stderr)
+    log = lambda *a: print(*a, file=sys.stderr, flush=True)  # noqa: E731
+    load0 = load_avg()
+    results = []
+    for i, spec in enumerate(specs):
+        results.append(run_shape(torch, args, i, len(specs), spec, systems, passes, repeats, log))
+    out = {
+        "machine": {"cpu": platform.processor() or platform.machine(), "threads": args.threads,
+                    "torch": torch.__version__, "load_before": load0, "load_after": load_avg()},
+        "model": f"{HEADS} query heads, {KV_HEADS} KV heads, head size {HEAD}, bf16, block size {BLOCK}",
+        "passes": passes, "repeats": repeats, "tolerance": TOL,
+        "libattn_variant": next((s.variant for s in systems if s.name == "libattn"), None),
+        "results": results,
+    }
+    out["fp8_vs_bf16"] = fp8_vs_bf16(results)
+    try:
+        import vllm
+
+        out["machine"]["vllm"] = vllm.__version__
+    except Exception:
+        pass
+    if args.json:
+        print(json.dumps(out, indent=1))
+        return 0
+    print_report(out, systems, args, torch, passes, repeats, load0)
     return 0
 
 
