@@ -62,9 +62,9 @@ static void write_stage2_machines(attn__jw *w, const attn__json *startup)
         const attn__json *pl = attn__json_get(rec, "platform");
         attn__jw_obj_begin(w);
         attn__jw_key(w, "label");
-        attn__scn_write_value(w, attn__json_get(rec, "label"));
+        attn__json_write(w, attn__json_get(rec, "label"));
         attn__jw_key(w, "platform");
-        attn__scn_write_value(w, pl);
+        attn__json_write(w, pl);
         attn__jw_key(w, "priorities");
         attn__jw_arr_begin(w);
         const attn__json *gs = attn__json_get(rec, "groups");
@@ -75,13 +75,13 @@ static void write_stage2_machines(attn__jw *w, const attn__json *startup)
             attn__jw_obj_begin(w);
             for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
                 attn__jw_key(w, keys[k]);
-                attn__scn_write_value(w, attn__json_get(gr, keys[k]));
+                attn__json_write(w, attn__json_get(gr, keys[k]));
             }
             attn__jw_obj_end(w);
         }
         attn__jw_arr_end(w);
         attn__jw_key(w, "error");
-        attn__scn_write_value(w, pl ? NULL : attn__json_get(rec, "error"));
+        attn__json_write(w, pl ? NULL : attn__json_get(rec, "error"));
         attn__jw_obj_end(w);
     }
     attn__jw_arr_end(w);

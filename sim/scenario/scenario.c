@@ -29,41 +29,6 @@ static int find_machine(const attn__scenario *s, const char *label, int limit)
     return -1;
 }
 
-void attn__scn_write_value(attn__jw *w, const attn__json *v)
-{
-    if (!v) {
-        attn__jw_null(w);
-        return;
-    }
-    switch (attn__json_type_of(v)) {
-    case ATTN_JSON_NULL: attn__jw_null(w); break;
-    case ATTN_JSON_BOOL: attn__jw_bool(w, attn__json_bool(v)); break;
-    case ATTN_JSON_NUMBER: {
-        long long x;
-        if (attn__json_is_int(v, &x))
-            attn__jw_int(w, x);
-        else
-            attn__jw_num(w, attn__json_number(v));
-        break;
-    }
-    case ATTN_JSON_STRING: attn__jw_str(w, attn__json_string(v)); break;
-    case ATTN_JSON_ARRAY:
-        attn__jw_arr_begin(w);
-        for (size_t i = 0; i < attn__json_len(v); i++)
-            attn__scn_write_value(w, attn__json_at(v, i));
-        attn__jw_arr_end(w);
-        break;
-    case ATTN_JSON_OBJECT:
-        attn__jw_obj_begin(w);
-        for (size_t i = 0; i < attn__json_len(v); i++) {
-            attn__jw_key(w, attn__json_key_at(v, i));
-            attn__scn_write_value(w, attn__json_at(v, i));
-        }
-        attn__jw_obj_end(w);
-        break;
-    }
-}
-
 static attn_status read_machine(pctx *c, const attn__json *m, int idx)
 {
     static const char *const keys[] = {"label", "machine", "installed", "settings", NULL};
@@ -101,7 +66,7 @@ static attn_status read_machine(pctx *c, const attn__json *m, int idx)
         attn__jw w;
         attn__sb_init(&sb);
         attn__jw_init(&w, &sb, false);
-        attn__scn_write_value(&w, spec);
+        attn__json_write(&w, spec);
         mc->spec_json = attn__sb_take(&sb);
         if (!mc->spec_json) return attn_set_error(ATTN_OUT_OF_MEMORY, "scenario: out of memory");
         const attn__json *nm = attn__json_get(spec, "name");

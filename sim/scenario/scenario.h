@@ -82,10 +82,6 @@ void attn__scenario_free(attn__scenario *s);
  * fall outside the run. */
 attn_status attn__scenario_set_steps(attn__scenario *s, int steps);
 
-/* Writes a parsed JSON value back out (re-serialising inline specs and
- * parts of a run document). NULL writes null. */
-void attn__scn_write_value(attn__jw *w, const attn__json *v);
-
 /* Runs the scenario; *out receives the whole run as one JSON document
  * (caller frees). Failures of machines are part of the run, not errors; an
  * error status means the run itself could not be carried out. */

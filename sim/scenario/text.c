@@ -50,7 +50,7 @@ void attn__v_compact(attn__sb *sb, const attn__json *v)
 {
     attn__jw w;
     attn__jw_init(&w, sb, false);
-    attn__scn_write_value(&w, v);
+    attn__json_write(&w, v);
 }
 
 const attn__json *attn__v_stage(const attn__json *doc, int n)
