@@ -1,7 +1,13 @@
 #!/bin/bash
 # Same-run A/B of `attn bench`: baseline (A) and new (B) alternate, N rounds;
 # prints the median ms per shape and B/A. usage: ab.sh A_BIN B_BIN [rounds] [extra attn bench args]
-A=$1; B=$2; N=${3:-3}; shift 3 || true
+if [ $# -lt 2 ] || [ "$1" = --help ] || [ "$1" = -h ]; then
+  echo "usage: bench/ab/ab.sh A_ATTN B_ATTN [ROUNDS (default 3)] [attn bench options...]"
+  echo "Runs 'attn bench --json' of two builds alternately, ROUNDS times, and prints"
+  echo "per shape the median ms of each and B/A. Figures only: no pass/fail."
+  [ $# -lt 2 ] && exit 2 || exit 0
+fi
+A=$1; B=$2; N=${3:-3}; shift $(( $# < 3 ? $# : 3 ))
 out=$(mktemp -d)
 for r in $(seq 1 $N); do
   "$A" bench --json "$@" > $out/a$r.json 2>/dev/null
