@@ -1,11 +1,11 @@
 #!/bin/bash
 # Same-run A/B of `attn bench`: baseline (A) and new (B) alternate, N rounds;
 # prints the median ms per shape and B/A. usage: ab.sh A_BIN B_BIN [rounds] [extra attn bench args]
-if [ $# -lt 2 ] || [ "$1" = --help ] || [ "$1" = -h ]; then
+if [ "${1:-}" = --help ] || [ "${1:-}" = -h ] || [ $# -lt 2 ]; then
   echo "usage: bench/ab/ab.sh A_ATTN B_ATTN [ROUNDS (default 3)] [attn bench options...]"
   echo "Runs 'attn bench --json' of two builds alternately, ROUNDS times, and prints"
   echo "per shape the median ms of each and B/A. Figures only: no pass/fail."
-  [ $# -lt 2 ] && exit 2 || exit 0
+  case "${1:-}" in --help | -h) exit 0 ;; *) exit 2 ;; esac
 fi
 A=$1; B=$2; N=${3:-3}; shift $(( $# < 3 ? $# : 3 ))
 out=$(mktemp -d)
