@@ -172,11 +172,14 @@ attn_status attn__scn_read_launch(const pctx *c, const attn__json *obj, const ch
             char item[280];
             snprintf(item, sizeof item, "%s.%s", full, k);
             attn_kv_kind kind;
-            if (attn_kv_kind_parse(k, &kind) != ATTN_OK)
-                return attn__scn_bad(
-                    c, ATTN_INVALID_ARGUMENT, item,
-                    "unknown KV-spec kind (full_attention, sliding_window, mla_attention, "
-                    "sliding_window_mla, encoder_only_attention, cross_attention)");
+            if (attn_kv_kind_parse(k, &kind) != ATTN_OK) {
+                char kinds[256] = "";
+                for (int q = 0; q < ATTN_KIND_COUNT; q++)
+                    snprintf(kinds + strlen(kinds), sizeof kinds - strlen(kinds), "%s%s",
+                             q ? ", " : "", attn_kv_kind_name((attn_kv_kind)q));
+                return attn__scn_bad(c, ATTN_INVALID_ARGUMENT, item, "unknown KV-spec kind (%s)",
+                                     kinds);
+            }
             if (attn__json_type_of(v) != ATTN_JSON_STRING)
                 return attn__scn_bad(c, ATTN_PARSE_ERROR, item, "expected a backend name, got %s",
                                      attn__scn_tname(v));
