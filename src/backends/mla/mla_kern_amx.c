@@ -209,29 +209,12 @@ static inline __m512 amx_prob(const float *src, int k, int nk, bool masked, cons
 }
 
 /* 16 x 16 dword transpose of r (in registers), rows stored 64 bytes apart. */
+#define AMX_STORE(d, ld, i, v) _mm512_store_ps(d + (ld) * (i), v)
 static inline void amx_tr16_store(__m512 r[16], float *d)
 {
     __m512 t[16];
-    for (int i = 0; i < 8; i++) {
-        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-    }
-    for (int g = 0; g < 4; g++) {
-        r[4 * g + 0] = _mm512_shuffle_ps(t[4 * g], t[4 * g + 2], 0x44);
-        r[4 * g + 1] = _mm512_shuffle_ps(t[4 * g], t[4 * g + 2], 0xEE);
-        r[4 * g + 2] = _mm512_shuffle_ps(t[4 * g + 1], t[4 * g + 3], 0x44);
-        r[4 * g + 3] = _mm512_shuffle_ps(t[4 * g + 1], t[4 * g + 3], 0xEE);
-    }
-    for (int j = 0; j < 4; j++) {
-        __m512 v0 = _mm512_shuffle_f32x4(r[j], r[4 + j], 0x44);
-        __m512 v1 = _mm512_shuffle_f32x4(r[j], r[4 + j], 0xEE);
-        __m512 v2 = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0x44);
-        __m512 v3 = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0xEE);
-        _mm512_store_ps(d + 16 * (0 + j), _mm512_shuffle_f32x4(v0, v2, 0x88));
-        _mm512_store_ps(d + 16 * (4 + j), _mm512_shuffle_f32x4(v0, v2, 0xDD));
-        _mm512_store_ps(d + 16 * (8 + j), _mm512_shuffle_f32x4(v1, v3, 0x88));
-        _mm512_store_ps(d + 16 * (12 + j), _mm512_shuffle_f32x4(v1, v3, 0xDD));
-    }
+    VT_TR4(r, t);
+    V512_TR_LANES(r, d, 16, AMX_STORE);
 }
 
 /* Row pointers of the block starting at b0; returns its key count. */

@@ -1,6 +1,7 @@
 /* The CPU_MLA decode and prefill drivers, written once over a small set of
  * fp32 primitives that each vector variant (mla_kern_avx512.c,
- * mla_kern_avx2.c) defines before including this file:
+ * mla_kern_avx2.c; most of them from mla_vec_tmpl.h) defines before
+ * including this file:
  *
  *   k_gemm(M, N, K, A, lda, B, ldb, C, ldc, acc, rowscale)
  *       C[M][N] = (acc ? rowscale_i * C : 0) + A[M][K] . B[K][N]
