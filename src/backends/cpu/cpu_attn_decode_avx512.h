@@ -4,13 +4,13 @@
  * Decode is a memory stream: each K and V row is read once per KV head and
  * used by a handful of query rows. The tile paths work a 64-key chunk in
  * phases (all K tile loads, softmax, all V tile loads), so no row is in
- * flight while a phase computes and memory and compute take turns (b16 4k
- * on one core here: 14 ms of compute on cached rows + 15 ms of reading ->
- * 28 ms). This kernel walks the keys in blocks of 16 straight from the
- * cache rows, with the K and V rows about 1.5 KiB ahead prefetched as each
- * key is read: reads are spread evenly through the work, so memory keeps
- * streaming while the math runs. Blocks are software-pipelined (block b +
- * 1's scores before block b's PV).
+ * flight while a phase computes and memory and compute take turns. This
+ * kernel walks the keys in blocks of 16 straight from the cache rows, with
+ * the rows SD_PFB bytes of K ahead prefetched as each key is read: reads
+ * are spread evenly through the work, so memory keeps streaming while the
+ * math runs. Blocks are software-pipelined (block b + 1's scores before
+ * block b's PV). The measurements behind these choices:
+ * docs/perf/kernel-notes.md.
  *
  * Two ways to do the math:
  * - fp32 FMA (avx512, avx512-bf16, and jobs the tile path does not take):
@@ -26,7 +26,7 @@
  *   of value * 2^-8 (exact, subnormals included); the 2^8 goes into the
  *   query scale and the probabilities.
  * - tile products (amx-bf16, bf16 queries, Dv <= 128): see "tile-unit
- *   path" below; 5-8 % faster than FMA on bf16 and 15-25 % on fp8 here.
+ *   path" below; faster than FMA there, more so on fp8.
  * Softmax is online in both; the anchor moves only when a score passes it
  * by more than SD_TAU, so O is rarely rescaled (probabilities stay below
  * e^SD_TAU), and the row sums stay vectors until the job ends. */
@@ -53,17 +53,8 @@
 #define SD_BLK 16
 #define SD_TAU 8.0f
 #define SD_QS  256 /* query row stride in qbuf (floats): fixed, so addresses fold */
-/* Prefetch distance in bytes of K rows: the work between two keys' loads
- * is longer than the scheduler window, so without it a row is requested
- * only just before its use (bf16, D 128, b16 4k, one core: 27.4 ms
- * without, 23.2-24.2 ms at 1-2 KiB). With the KV heads of a block read in
- * address order (2 threads, D 128, b1/b16 x 4k/16k, alternating runs):
- * 2560 B is 1-4 % faster than 1536 and 2048 B on bf16 and fp8, 3584 B is
- * 6-12 % slower (more lines requested than the core keeps in flight).
- * Every line is asked for, into L1: bf16 runs 7-12 % slower with the T1 or
- * T2 hint, about 3x slower with NTA, 19-23 % slower prefetching every
- * other line (the adjacent-line fetch does not make up for it), and 10-17 %
- * slower with a second, L2 prefetch 3-6x further ahead. */
+/* Prefetch distance in bytes of K and V rows, every line into L1: the work
+ * between two keys' loads outlasts the scheduler window (figures: kernel-notes.md). */
 #ifndef SD_PFB
 #define SD_PFB 2560
 #endif
@@ -490,10 +481,8 @@ typedef struct {
     long st;
 } sd_src;
 
-/* fp8 row of d dims -> bf16 at dst ([w0 | w1] per 64 dims). (Word shifts
- * and selects in place of the byte unpacks, which share a port with the
- * lookups, measured 4 % slower with the rows in L2 and no different from
- * memory.) */
+/* fp8 row of d dims -> bf16 at dst ([w0 | w1] per 64 dims), with byte
+ * unpacks (word shifts and selects measured slower: kernel-notes.md). */
 static inline __attribute__((always_inline)) void sd_widen_row(char *dst, const char *src, int d,
                                                                const sd_tab *tb)
 {
@@ -509,8 +498,8 @@ static inline __attribute__((always_inline)) void sd_widen_row(char *dst, const 
 
 /* rows [t0, t0 + nb) (d dims each, sb bytes apart) as a tile source: in
  * place (bf16, whole block) or staged into slot (row stride rs) with the
- * rows past nb zeroed; with pf, each row's K and V 1.5 KiB ahead are
- * prefetched as it is staged */
+ * rows past nb zeroed; with pf, the K and V rows SD_PFB bytes of K ahead
+ * are prefetched as each is staged */
 static inline __attribute__((always_inline)) sd_src
 sd_stage(attn__cpu_job *j, const char *kc, const char *vc, const char *src, int64_t sb, int t0,
          int nb, int n, int d, char *slot, int rs, bool pf, const int MODE, const sd_tab *tb)
@@ -604,14 +593,8 @@ static inline __attribute__((always_inline)) void sd_pv_tiles(attn__cpu_job *j, 
     }
 }
 
-/* The same block pipeline as sd_rows. (Staging K two blocks and V one block
- * ahead of their tile loads measured 8 % slower: b16 4k fp8, 8.26 vs
- * 7.65 ms; measured again with P packed a block ahead too, so that no tile
- * load reads lines that vector stores have just written (alone, such a load
- * waits ~100 cycles for the stores): 1-6 % slower on fp8 with the rows in
- * L2, bf16 within the noise. Issuing block b's PV between block b + 1's
- * QK products and the store of its scores, so the store does not wait on
- * the products, measured up to 5 % slower (fp8 3-5 %, bf16 0-3 %).) */
+/* The same block pipeline as sd_rows; staging further ahead or issuing PV
+ * earlier measured slower (kernel-notes.md). */
 static inline __attribute__((always_inline)) void sd_rows_amx(attn__cpu_job *j, const char *k,
                                                               const char *v, int64_t sb, int n,
                                                               int key0, bool masked, const int R,
