@@ -27,70 +27,54 @@ static inline int pad8(int d)
     return (d + 7) & ~7;
 }
 
-/* exp for x <= ~88; inputs below -87.3 give ~1e-38 (callers zero masked lanes) */
-static inline __m256 exp256(__m256 x)
+/* e4m3 codes are widened to value * 2^-8 (exact); the job undoes it */
+#define E4M3_SHIFT 256.0f
+
+/* e4m3: code << 8, arithmetic >> 1, clear the copied sign: the fp16
+ * s.0eeee.mmm0000000, value * 2^-8, subnormals included */
+static inline __m256 e4m3x8(const void *src)
 {
-    x = _mm256_max_ps(x, _mm256_set1_ps(-87.3f));
-    __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504f)),
-                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693145752f), x);
-    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(1.42860677e-6f), r);
-    __m256 p = _mm256_set1_ps(1.0f / 720.0f);
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120.0f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24.0f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6.0f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    __m128i w = _mm_unpacklo_epi8(_mm_setzero_si128(), _mm_loadl_epi64((const __m128i *)src));
+    w = _mm_and_si128(_mm_srai_epi16(w, 1), _mm_set1_epi16((short)0xbfff));
+    return _mm256_cvtph_ps(w);
+}
+
+static inline __m256 scale2n(__m256 p, __m256 n)
+{
     __m256i e =
         _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
     return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
 }
 
-/* e4m3 codes are widened to value * 2^-8 (exact); the job undoes it */
-#define E4M3_SHIFT 256.0f
-
-/* 8 elements of type e at src -> fp32 (e4m3: value * 2^-8) */
-static inline __attribute__((always_inline)) __m256 load8(const void *src, attn_elem e)
-{
-    switch (e) {
-    case ATTN_ELEM_F32: return _mm256_loadu_ps(src);
-    case ATTN_ELEM_BF16:
-        return _mm256_castsi256_ps(
-            _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)src)), 16));
-    case ATTN_ELEM_F16: return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)src));
-    case ATTN_ELEM_FP8_E5M2: {
-        __m128i b = _mm_loadl_epi64((const __m128i *)src);
-        return _mm256_cvtph_ps(_mm_unpacklo_epi8(_mm_setzero_si128(), b));
-    }
-    default: { /* e4m3: code << 8, arithmetic >> 1, clear the copied sign: the
-                * fp16 s.0eeee.mmm0000000, value * 2^-8, subnormals included */
-        __m128i w = _mm_unpacklo_epi8(_mm_setzero_si128(), _mm_loadl_epi64((const __m128i *)src));
-        w = _mm_and_si128(_mm_srai_epi16(w, 1), _mm_set1_epi16((short)0xbfff));
-        return _mm256_cvtph_ps(w);
-    }
-    }
-}
+/* exp256, softcap8, load8 (8 elements of e as fp32, e4m3 at 2^-8), row_to_f32 */
+#define VF              __m256
+#define VN              8
+#define V_SET1          _mm256_set1_ps
+#define V_LOADU(p)      _mm256_loadu_ps((const float *)(p))
+#define V_STOREU        _mm256_storeu_ps
+#define V_MUL           _mm256_mul_ps
+#define V_MAX           _mm256_max_ps
+#define V_FMADD         _mm256_fmadd_ps
+#define V_FNMADD        _mm256_fnmadd_ps
+#define V_ROUND(x)      _mm256_round_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
+#define V_SCALE2N(p, n) scale2n(p, n)
+#define V_FROM_BF16(p)                                                                             \
+    _mm256_castsi256_ps(                                                                           \
+        _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(p))), 16))
+#define V_FROM_F16(p) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p)))
+#define V_FROM_E5M2(p)                                                                             \
+    _mm256_cvtph_ps(_mm_unpacklo_epi8(_mm_setzero_si128(), _mm_loadl_epi64((const __m128i *)(p))))
+#define V_FROM_E4M3(p) e4m3x8(p)
+#define CV_EXP         exp256
+#define CV_SOFTCAP     softcap8
+#define CV_LOAD        load8
+#define CV_ROW         row_to_f32
+#define CV_LOAD_ATTR   __attribute__((always_inline))
+#include "backends/cpu/cpu_vec_tmpl.h"
 
 static inline float kv_shift(attn_elem e)
 {
     return e == ATTN_ELEM_FP8_E4M3 ? E4M3_SHIFT : 1.0f;
-}
-
-/* d elements -> padded fp32 row (scalar tail through an 8-wide bounce) */
-static void row_to_f32(float *dst, const void *src, int d, attn_elem e)
-{
-    size_t es = attn_elem_size(e);
-    int i = 0;
-    for (; i + 8 <= d; i += 8)
-        _mm256_storeu_ps(dst + i, load8((const char *)src + (size_t)i * es, e));
-    if (i < d) {
-        unsigned char tmp[32] = {0};
-        __builtin_memcpy(tmp, (const char *)src + (size_t)i * es, (size_t)(d - i) * es);
-        _mm256_storeu_ps(dst + i, load8(tmp, e));
-    }
-    for (int k = d; k < pad8(d); k++)
-        dst[k] = 0.0f;
 }
 
 /* Prefill panels (see the top comment): up to PANEL keys, at most 512 wide,
@@ -138,117 +122,80 @@ static inline __m128 hsum4x(__m256 a0, __m256 a1, __m256 a2, __m256 a3)
     return _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
 }
 
-/* Turns row r's scores into probabilities against the updated max; returns
- * the factor the row's earlier output must be scaled by, or -1 when the row
- * sees none of these keys (nothing to do). */
-static float softmax_row(attn__cpu_job *j, int r, int n, int key0, bool masked)
+static inline float hmax8(__m256 v)
 {
-    float *s = j->s + (size_t)r * ATTN_CPU_CHUNK;
-    int lo = 0, hi = n - 1;
-    if (masked) {
-        if (j->lo[r] - key0 > lo) lo = j->lo[r] - key0;
-        if (j->hi[r] - key0 < hi) hi = j->hi[r] - key0;
-        if (lo > hi) return -1.0f;
-    }
-    __m256 sc = _mm256_set1_ps(j->qk_scale * kv_shift(j->kv_elem));
-    __m256 mx = _mm256_set1_ps(-INFINITY);
-    __m256 ninf = mx;
-    int np = pad8(n);
-    for (int t = n; t < np; t++)
-        s[t] = 0.0f;
-    __m256 slope = _mm256_set1_ps(j->slope ? j->slope[r] : 0.0f);
-    __m256 rel0 = _mm256_set1_ps((float)(key0 - j->pos[r]));
-    __m256 iota = _mm256_setr_ps(0, 1, 2, 3, 4, 5, 6, 7);
-    __m256i vlo = _mm256_set1_epi32(lo), vhi = _mm256_set1_epi32(hi);
-    __m256i iiota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-    for (int t = 0; t < np; t += 8) {
-        __m256 x = _mm256_mul_ps(_mm256_loadu_ps(s + t), sc);
-        if (j->softcap > 0.0f) {
-            float tmp[8];
-            _mm256_storeu_ps(tmp, x);
-            for (int i = 0; i < 8; i++)
-                tmp[i] = j->softcap * tanhf(tmp[i] / j->softcap);
-            x = _mm256_loadu_ps(tmp);
-        }
-        if (j->slope)
-            x = _mm256_fmadd_ps(
-                slope, _mm256_add_ps(rel0, _mm256_add_ps(iota, _mm256_set1_ps((float)t))), x);
-        __m256i idx = _mm256_add_epi32(iiota, _mm256_set1_epi32(t));
-        __m256i out = _mm256_or_si256(_mm256_cmpgt_epi32(vlo, idx), _mm256_cmpgt_epi32(idx, vhi));
-        x = _mm256_blendv_ps(x, ninf, _mm256_castsi256_ps(out));
-        _mm256_storeu_ps(s + t, x);
-        mx = _mm256_max_ps(mx, x);
-    }
-    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
+    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
     m4 = _mm_max_ss(m4, _mm_shuffle_ps(m4, m4, 1));
-    float cmax = _mm_cvtss_f32(m4);
-    float mold = j->m[r];
-    float mnew = mold > cmax ? mold : cmax;
-    float alpha = j->l[r] > 0.0f ? expf(mold - mnew) : 0.0f;
-    __m256 vm = _mm256_set1_ps(mnew), sum = _mm256_setzero_ps();
-    for (int t = 0; t < np; t += 8) {
-        __m256 x = _mm256_loadu_ps(s + t);
-        __m256 dead = _mm256_cmp_ps(x, ninf, _CMP_EQ_OQ);
-        __m256 p = _mm256_andnot_ps(dead, exp256(_mm256_sub_ps(x, vm)));
-        _mm256_storeu_ps(s + t, p);
-        sum = _mm256_add_ps(sum, p);
-    }
-    __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(sum), _mm256_extractf128_ps(sum, 1));
-    s4 = _mm_hadd_ps(s4, s4);
-    s4 = _mm_hadd_ps(s4, s4);
-    j->l[r] = j->l[r] * alpha + _mm_cvtss_f32(s4);
-    j->m[r] = mnew;
-    return alpha;
+    return _mm_cvtss_f32(m4);
 }
+
+static inline float hadd8(__m256 v)
+{
+    __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s4 = _mm_hadd_ps(s4, s4);
+    s4 = _mm_hadd_ps(s4, s4);
+    return _mm_cvtss_f32(s4);
+}
+
+/* the next chunk's K rows t, t + 1 (spread over the key pairs, so the
+ * requests never queue behind each other) */
+static inline void qk_prefetch(const attn__cpu_job *j, int t, size_t es)
+{
+    size_t pts = (size_t)j->pf_stride * es, rb = (size_t)j->D * es;
+    for (int i = t; i < t + 2 && i < j->pf_n; i++)
+        for (size_t o = 0; o < rb; o += 64)
+            _mm_prefetch((const char *)j->pf_k + i * pts + o, _MM_HINT_T0);
+}
+
+/* the scores of keys t (a.0) and t + 1 (a.1) of rows 0 .. nr-1 */
+static inline void qk_sums8(float *s, int nr, bool two, __m256 a00, __m256 a10, __m256 a20,
+                            __m256 a30, __m256 a01, __m256 a11, __m256 a21, __m256 a31)
+{
+    float s0[4], s1[4];
+    _mm_storeu_ps(s0, hsum4x(a00, a10, a20, a30));
+    _mm_storeu_ps(s1, hsum4x(a01, a11, a21, a31));
+    for (int i = 0; i < nr; i++) {
+        s[(size_t)i * ATTN_CPU_CHUNK] = s0[i];
+        if (two) s[(size_t)i * ATTN_CPU_CHUNK + 1] = s1[i];
+    }
+}
+
+/* softmax_row (scores scaled by 2^8 more for e4m3) and qk_direct (s[r][t] =
+ * q_r . k_t, K rows read from the cache and widened in registers, R <= 4,
+ * D % 8 == 0) of cpu_attn_tmpl.h. Masks are sign-bit vectors: in, a lane
+ * inside [lo, hi], has (idx - lo) | (hi - idx) >= 0. */
+#define VI        __m256i
+#define VM        __m256
+#define V_ZERO    _mm256_setzero_ps
+#define V_ADD     _mm256_add_ps
+#define V_SUB     _mm256_sub_ps
+#define V_SET1I   _mm256_set1_epi32
+#define V_ADDI    _mm256_add_epi32
+#define V_IOTAF() _mm256_setr_ps(0, 1, 2, 3, 4, 5, 6, 7)
+#define V_IOTAI() _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)
+#define V_INSIDE(idx, lo, hi)                                                                      \
+    _mm256_castsi256_ps(_mm256_or_si256(_mm256_sub_epi32(idx, lo), _mm256_sub_epi32(hi, idx)))
+#define V_BLEND_IN(in, ninf, x)     _mm256_blendv_ps(x, ninf, in)
+#define V_LIVE(x, ninf)             _mm256_cmp_ps(x, ninf, _CMP_NEQ_OQ)
+#define V_KEEP(live, p)             _mm256_and_ps(live, p)
+#define V_RMAX                      hmax8
+#define V_RADD                      hadd8
+#define V_PAD                       pad8
+#define V_QK_SCALE(j)               ((j)->qk_scale * kv_shift((j)->kv_elem))
+#define CV_QK                       qk_direct
+#define KT                          char
+#define V_QK_ATTR                   inline __attribute__((always_inline))
+#define V_QK_PARAMS                 , int64_t stride, attn_elem e
+#define V_QK_SETUP                  size_t es = attn_elem_size(e), ts = (size_t)stride * es;
+#define V_QK_KSTEP                  ts
+#define V_QK_LOADK(k, d)            load8((k) + (size_t)(d)*es, e)
+#define V_QK_PREFETCH(j, t)         qk_prefetch(j, t, es);
+#define V_QK_STORE(s, nr, two, ...) qk_sums8(s, nr, two, __VA_ARGS__);
+#include "backends/cpu/cpu_attn_tmpl.h"
 
 /* Jobs of at most DIRECT_ROWS rows read K and V straight from the cache. */
 #define DIRECT_ROWS 4
-
-/* s[r][t] = q_r . k_t, K rows converted in registers (R <= 4; D % 8 == 0) */
-static inline __attribute__((always_inline)) void qk_direct(const attn__cpu_job *j, const char *k,
-                                                            int64_t stride, int n, attn_elem e)
-{
-    size_t es = attn_elem_size(e), ts = (size_t)stride * es;
-    int Dp = pad8(j->D), R = j->R;
-    const float *q0 = j->qbuf;
-    const float *q1 = R > 1 ? q0 + Dp : q0, *q2 = R > 2 ? q0 + 2 * Dp : q0;
-    const float *q3 = R > 3 ? q0 + 3 * Dp : q0;
-    size_t pts = (size_t)j->pf_stride * es, rb = (size_t)j->D * es;
-    int t = 0;
-    for (; t < n; t += 2) {
-        /* the next chunk's K rows, two per pair of keys: spread out, so the
-         * requests never queue behind each other */
-        for (int i = t; i < t + 2 && i < j->pf_n; i++)
-            for (size_t o = 0; o < rb; o += 64)
-                _mm_prefetch((const char *)j->pf_k + i * pts + o, _MM_HINT_T0);
-        const char *k0 = k + (size_t)t * ts, *k1 = t + 1 < n ? k0 + ts : k0;
-        __m256 a00 = _mm256_setzero_ps(), a10 = a00, a20 = a00, a30 = a00;
-        __m256 a01 = a00, a11 = a00, a21 = a00, a31 = a00;
-        for (int d = 0; d < Dp; d += 8) {
-            __m256 kv0 = load8(k0 + (size_t)d * es, e), kv1 = load8(k1 + (size_t)d * es, e);
-            __m256 x = _mm256_loadu_ps(q0 + d);
-            a00 = _mm256_fmadd_ps(x, kv0, a00);
-            a01 = _mm256_fmadd_ps(x, kv1, a01);
-            x = _mm256_loadu_ps(q1 + d);
-            a10 = _mm256_fmadd_ps(x, kv0, a10);
-            a11 = _mm256_fmadd_ps(x, kv1, a11);
-            x = _mm256_loadu_ps(q2 + d);
-            a20 = _mm256_fmadd_ps(x, kv0, a20);
-            a21 = _mm256_fmadd_ps(x, kv1, a21);
-            x = _mm256_loadu_ps(q3 + d);
-            a30 = _mm256_fmadd_ps(x, kv0, a30);
-            a31 = _mm256_fmadd_ps(x, kv1, a31);
-        }
-        float s0[4], s1[4];
-        _mm_storeu_ps(s0, hsum4x(a00, a10, a20, a30));
-        _mm_storeu_ps(s1, hsum4x(a01, a11, a21, a31));
-        for (int i = 0; i < R; i++) {
-            j->s[(size_t)i * ATTN_CPU_CHUNK + t] = s0[i];
-            if (t + 1 < n) j->s[(size_t)i * ATTN_CPU_CHUNK + t + 1] = s1[i];
-        }
-    }
-}
 
 /* o[r] = o[r] * alpha[r] + sum_t p[r][t] v_t, V converted in registers
  * (R <= 4; Dv % 16 == 0); rows with alpha < 0 keep their output */
@@ -331,7 +278,7 @@ static inline __attribute__((always_inline)) void chunk_direct(attn__cpu_job *j,
                                                                const void *v, int64_t stride, int n,
                                                                int key0, bool masked, attn_elem e)
 {
-    qk_direct(j, k, stride, n, e);
+    qk_direct(j, k, n, stride, e);
     float alpha[DIRECT_ROWS];
     for (int r = 0; r < j->R; r++)
         alpha[r] = softmax_row(j, r, n, key0, masked);

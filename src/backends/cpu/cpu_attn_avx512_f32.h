@@ -40,57 +40,50 @@ static inline void prefetch_next(const attn__cpu_job *j, int t)
         _mm_prefetch(v + o, _MM_HINT_T2);
 }
 
-/* ---- shared math ---------------------------------------------------------------- */
+/* ---- shared math: softmax_row and f32_qk of cpu_attn_tmpl.h ---------------------- */
 
-/* Scores of row r (s[0..n), scratch row of ATTN_CPU_CHUNK) -> probabilities
- * against the updated running max. Returns the factor for the row's earlier
- * output, or -1 when the row sees none of these keys. Keys past n and
- * outside [lo, hi] get probability 0. */
-static float softmax_row(attn__cpu_job *j, int r, int n, int key0, bool masked)
-{
-    float *s = j->s + (size_t)r * ATTN_CPU_CHUNK;
-    int lo = 0, hi = n - 1;
-    if (masked) {
-        if (j->lo[r] - key0 > lo) lo = j->lo[r] - key0;
-        if (j->hi[r] - key0 < hi) hi = j->hi[r] - key0;
-        if (lo > hi) return -1.0f;
+#define VI                      __m512i
+#define V_ZERO                  _mm512_setzero_ps
+#define V_ADD                   _mm512_add_ps
+#define V_SUB                   _mm512_sub_ps
+#define V_SET1I                 _mm512_set1_epi32
+#define V_ADDI                  _mm512_add_epi32
+#define V_IOTAF()               _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)
+#define V_IOTAI()               _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)
+#define VM                      __mmask16
+#define V_INSIDE(idx, lo, hi)   (_mm512_cmpge_epi32_mask(idx, lo) & _mm512_cmple_epi32_mask(idx, hi))
+#define V_BLEND_IN(in, ninf, x) _mm512_mask_blend_ps(in, ninf, x)
+#define V_LIVE(x, ninf)         _mm512_cmp_ps_mask(x, ninf, _CMP_NEQ_OQ)
+#define V_KEEP(live, p)         _mm512_maskz_mov_ps(live, p)
+#define V_RMAX                  _mm512_reduce_max_ps
+#define V_RADD                  _mm512_reduce_add_ps
+#define V_PAD                   pad16
+#define V_QK_SCALE(j)           ((j)->qk_scale)
+#define CV_QK                   f32_qk
+#define KT                      float
+#define V_QK_ATTR
+#define V_QK_PARAMS
+#define V_QK_SETUP
+#define V_QK_KSTEP       Dp
+#define V_QK_LOADK(k, d) _mm512_loadu_ps((k) + (d))
+#define V_QK_PREFETCH(j, t)
+/* s[1] may be a pad slot */
+#define V_QK_STORE(s, nr, two, a00, a10, a20, a30, a01, a11, a21, a31)                             \
+    s[0] = _mm512_reduce_add_ps(a00);                                                              \
+    s[1] = _mm512_reduce_add_ps(a01);                                                              \
+    if (nr > 1) {                                                                                  \
+        s[ATTN_CPU_CHUNK] = _mm512_reduce_add_ps(a10);                                             \
+        s[ATTN_CPU_CHUNK + 1] = _mm512_reduce_add_ps(a11);                                         \
+    }                                                                                              \
+    if (nr > 2) {                                                                                  \
+        s[2 * ATTN_CPU_CHUNK] = _mm512_reduce_add_ps(a20);                                         \
+        s[2 * ATTN_CPU_CHUNK + 1] = _mm512_reduce_add_ps(a21);                                     \
+    }                                                                                              \
+    if (nr > 3) {                                                                                  \
+        s[3 * ATTN_CPU_CHUNK] = _mm512_reduce_add_ps(a30);                                         \
+        s[3 * ATTN_CPU_CHUNK + 1] = _mm512_reduce_add_ps(a31);                                     \
     }
-    int nv = pad16(n);
-    __m512 sc = _mm512_set1_ps(j->qk_scale);
-    __m512 mx = _mm512_set1_ps(-INFINITY), ninf = mx;
-    __m512 slope = _mm512_set1_ps(j->slope ? j->slope[r] : 0.0f);
-    __m512 rel0 = _mm512_set1_ps((float)(key0 - j->pos[r]));
-    __m512 fiota = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-    __m512i iiota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-    __m512i vlo = _mm512_set1_epi32(lo), vhi = _mm512_set1_epi32(hi);
-    for (int t = 0; t < nv; t += 16) {
-        __m512 x = _mm512_mul_ps(_mm512_loadu_ps(s + t), sc);
-        if (j->softcap > 0.0f) x = softcap16(x, j->softcap);
-        if (j->slope)
-            x = _mm512_fmadd_ps(
-                slope, _mm512_add_ps(rel0, _mm512_add_ps(fiota, _mm512_set1_ps((float)t))), x);
-        __m512i idx = _mm512_add_epi32(iiota, _mm512_set1_epi32(t));
-        __mmask16 in = _mm512_cmpge_epi32_mask(idx, vlo) & _mm512_cmple_epi32_mask(idx, vhi);
-        x = _mm512_mask_blend_ps(in, ninf, x);
-        _mm512_storeu_ps(s + t, x);
-        mx = _mm512_max_ps(mx, x);
-    }
-    float cmax = _mm512_reduce_max_ps(mx);
-    float mold = j->m[r];
-    float mnew = mold > cmax ? mold : cmax;
-    float alpha = j->l[r] > 0.0f ? expf(mold - mnew) : 0.0f;
-    __m512 vm = _mm512_set1_ps(mnew), sum = _mm512_setzero_ps();
-    for (int t = 0; t < nv; t += 16) {
-        __m512 x = _mm512_loadu_ps(s + t);
-        __mmask16 live = _mm512_cmp_ps_mask(x, ninf, _CMP_NEQ_OQ);
-        __m512 p = _mm512_maskz_mov_ps(live, exp512(_mm512_sub_ps(x, vm)));
-        _mm512_storeu_ps(s + t, p);
-        sum = _mm512_add_ps(sum, p);
-    }
-    j->l[r] = j->l[r] * alpha + _mm512_reduce_add_ps(sum);
-    j->m[r] = mnew;
-    return alpha;
-}
+#include "backends/cpu/cpu_attn_tmpl.h"
 
 /* ---- fp32 FMA path ------------------------------------------------------------- */
 
@@ -100,55 +93,6 @@ __attribute__((used)) static void f32_prep_q(attn__cpu_job *j, const void *const
     int Dp = pad16(j->D);
     for (int r = 0; r < j->R; r++)
         row_to_f32(q + (size_t)r * Dp, qrows[r], j->D, j->q_elem);
-}
-
-static void f32_qk(const attn__cpu_job *j, const float *kf, int n)
-{
-    int Dp = pad16(j->D);
-    const float *qb = j->qbuf;
-    for (int r0 = 0; r0 < j->R; r0 += 4) {
-        int nr = j->R - r0 < 4 ? j->R - r0 : 4;
-        const float *q0 = qb + (size_t)r0 * Dp;
-        const float *q1 = nr > 1 ? q0 + Dp : q0;
-        const float *q2 = nr > 2 ? q0 + 2 * Dp : q0;
-        const float *q3 = nr > 3 ? q0 + 3 * Dp : q0;
-        for (int t = 0; t < n; t += 2) {
-            const float *k0 = kf + (size_t)t * Dp;
-            const float *k1 = t + 1 < n ? k0 + Dp : k0;
-            __m512 a00 = _mm512_setzero_ps(), a10 = a00, a20 = a00, a30 = a00;
-            __m512 a01 = a00, a11 = a00, a21 = a00, a31 = a00;
-            for (int d = 0; d < Dp; d += 16) {
-                __m512 kv0 = _mm512_loadu_ps(k0 + d), kv1 = _mm512_loadu_ps(k1 + d);
-                __m512 x = _mm512_loadu_ps(q0 + d);
-                a00 = _mm512_fmadd_ps(x, kv0, a00);
-                a01 = _mm512_fmadd_ps(x, kv1, a01);
-                x = _mm512_loadu_ps(q1 + d);
-                a10 = _mm512_fmadd_ps(x, kv0, a10);
-                a11 = _mm512_fmadd_ps(x, kv1, a11);
-                x = _mm512_loadu_ps(q2 + d);
-                a20 = _mm512_fmadd_ps(x, kv0, a20);
-                a21 = _mm512_fmadd_ps(x, kv1, a21);
-                x = _mm512_loadu_ps(q3 + d);
-                a30 = _mm512_fmadd_ps(x, kv0, a30);
-                a31 = _mm512_fmadd_ps(x, kv1, a31);
-            }
-            float *s = j->s + (size_t)r0 * ATTN_CPU_CHUNK + t;
-            s[0] = _mm512_reduce_add_ps(a00);
-            s[1] = _mm512_reduce_add_ps(a01);
-            if (nr > 1) {
-                s[ATTN_CPU_CHUNK] = _mm512_reduce_add_ps(a10);
-                s[ATTN_CPU_CHUNK + 1] = _mm512_reduce_add_ps(a11);
-            }
-            if (nr > 2) {
-                s[2 * ATTN_CPU_CHUNK] = _mm512_reduce_add_ps(a20);
-                s[2 * ATTN_CPU_CHUNK + 1] = _mm512_reduce_add_ps(a21);
-            }
-            if (nr > 3) {
-                s[3 * ATTN_CPU_CHUNK] = _mm512_reduce_add_ps(a30);
-                s[3 * ATTN_CPU_CHUNK + 1] = _mm512_reduce_add_ps(a31);
-            }
-        }
-    }
 }
 
 static void f32_pv(attn__cpu_job *j, const float *vf, int n, const float *alpha)

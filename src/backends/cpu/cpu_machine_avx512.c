@@ -1,43 +1,28 @@
-/* AVX-512 loops of the machine measurements (see cpu_machine.h). */
+/* AVX-512 loops of the machine measurements (see cpu_machine.h): 256 bytes
+ * a step; 20 FMA chains (latency x ports <= 20 on any AVX-512 core). */
 #include <immintrin.h>
 
-#include "backends/cpu/cpu_machine.h"
-
-uint64_t attn__cpu_read_avx512(const void *p, size_t n, size_t pf)
-{
-    const char *c = p;
-    __m512i a = _mm512_setzero_si512(), b = a, d = a, e = a;
-    for (size_t i = 0; i < n; i += 256) {
-        if (pf && i + pf + 256 <= n) {
-            _mm_prefetch(c + i + pf, _MM_HINT_T2);
-            _mm_prefetch(c + i + pf + 64, _MM_HINT_T2);
-            _mm_prefetch(c + i + pf + 128, _MM_HINT_T2);
-            _mm_prefetch(c + i + pf + 192, _MM_HINT_T2);
-        }
-        a = _mm512_add_epi64(a, _mm512_load_si512(c + i));
-        b = _mm512_add_epi64(b, _mm512_load_si512(c + i + 64));
-        d = _mm512_add_epi64(d, _mm512_load_si512(c + i + 128));
-        e = _mm512_add_epi64(e, _mm512_load_si512(c + i + 192));
-    }
-    return (uint64_t)_mm512_reduce_add_epi64(
-        _mm512_add_epi64(_mm512_add_epi64(a, b), _mm512_add_epi64(d, e)));
-}
-
-double attn__cpu_fma_avx512(long iters)
-{
-    /* 20 independent chains: enough to cover the FMA latency on both ports
-     * of any AVX-512 core (latency x ports <= 20) */
-    __m512 x = _mm512_set1_ps(0.99999994f), y = _mm512_set1_ps(1e-7f);
-    __m512 a[20];
-    for (int k = 0; k < 20; k++)
-        a[k] = _mm512_set1_ps(1.0f + (float)k * 1e-3f);
-    for (long i = 0; i < iters; i++) {
-#pragma GCC unroll 20
-        for (int k = 0; k < 20; k++)
-            a[k] = _mm512_fmadd_ps(a[k], x, y);
-    }
-    __m512 s = a[0];
-    for (int k = 1; k < 20; k++)
-        s = _mm512_add_ps(s, a[k]);
-    return _mm512_reduce_add_ps(s);
-}
+#define MI         __m512i
+#define MF         __m512
+#define M_BYTES    64
+#define M_ZEROI    _mm512_setzero_si512
+#define M_LOADI(p) _mm512_load_si512(p)
+#define M_ADD64    _mm512_add_epi64
+#define M_SET1     _mm512_set1_ps
+#define M_FMADD    _mm512_fmadd_ps
+#define M_ADDF     _mm512_add_ps
+#define M_PREFETCH(p)                                                                              \
+    do {                                                                                           \
+        const char *p_ = (p);                                                                      \
+        _mm_prefetch(p_, _MM_HINT_T2);                                                             \
+        _mm_prefetch(p_ + 64, _MM_HINT_T2);                                                        \
+        _mm_prefetch(p_ + 128, _MM_HINT_T2);                                                       \
+        _mm_prefetch(p_ + 192, _MM_HINT_T2);                                                       \
+    } while (0)
+#define M_SUM64(v)   ((uint64_t)_mm512_reduce_add_epi64(v))
+#define M_FRESULT(v) _mm512_reduce_add_ps(v)
+#define M_CHAINS     20
+#define M_UNROLL     20
+#define CM_READ      attn__cpu_read_avx512
+#define CM_FMA       attn__cpu_fma_avx512
+#include "backends/cpu/cpu_machine_tmpl.h"

@@ -19,70 +19,41 @@ static inline int pad32(int d)
     return (d + 31) & ~31;
 }
 
-/* e^x, x <= 0 in practice; inputs below -87.3 give the smallest normal */
-static inline __m512 exp512(__m512 x)
+/* e4m3: magnitude << 7 is an fp16 of value * 2^-8, subnormals included */
+static inline __m512 e4m3x16(const void *src)
 {
-    x = _mm512_max_ps(x, _mm512_set1_ps(-87.3f));
-    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504f)),
-                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145752f), x);
-    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.42860677e-6f), r);
-    __m512 p = _mm512_set1_ps(1.0f / 720.0f);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-    return _mm512_scalef_ps(p, n);
+    __m256i w = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)src));
+    __m256i h = _mm256_or_si256(_mm256_slli_epi16(_mm256_and_si256(w, _mm256_set1_epi16(0x7f)), 7),
+                                _mm256_slli_epi16(_mm256_and_si256(w, _mm256_set1_epi16(0x80)), 8));
+    return _mm512_mul_ps(_mm512_cvtph_ps(h), _mm512_set1_ps(256.0f));
 }
 
-/* logits soft-capping, cap * tanh(x / cap), lane by lane (libm tanhf:
- * the same values as REFERENCE's) */
-static inline __m512 softcap16(__m512 x, float cap)
-{
-    float tmp[16];
-    _mm512_storeu_ps(tmp, x);
-    for (int i = 0; i < 16; i++)
-        tmp[i] = cap * tanhf(tmp[i] / cap);
-    return _mm512_loadu_ps(tmp);
-}
-
-/* 16 elements of e as fp32 */
-static inline __m512 load16_f32(const void *src, attn_elem e)
-{
-    switch (e) {
-    case ATTN_ELEM_F32: return _mm512_loadu_ps(src);
-    case ATTN_ELEM_BF16:
-        return _mm512_castsi512_ps(
-            _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)src)), 16));
-    case ATTN_ELEM_F16: return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)src));
-    case ATTN_ELEM_FP8_E5M2: {
-        __m128i b = _mm_loadu_si128((const __m128i *)src);
-        return _mm512_cvtph_ps(_mm256_slli_epi16(_mm256_cvtepu8_epi16(b), 8));
-    }
-    default: { /* e4m3: magnitude << 7 is an fp16 of value * 2^-8, subnormals included */
-        __m256i w = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)src));
-        __m256i h =
-            _mm256_or_si256(_mm256_slli_epi16(_mm256_and_si256(w, _mm256_set1_epi16(0x7f)), 7),
-                            _mm256_slli_epi16(_mm256_and_si256(w, _mm256_set1_epi16(0x80)), 8));
-        return _mm512_mul_ps(_mm512_cvtph_ps(h), _mm512_set1_ps(256.0f));
-    }
-    }
-}
-
-static inline void row_to_f32(float *dst, const void *src, int d, attn_elem e)
-{
-    size_t es = attn_elem_size(e);
-    int i = 0;
-    for (; i + 16 <= d; i += 16)
-        _mm512_storeu_ps(dst + i, load16_f32((const char *)src + (size_t)i * es, e));
-    if (i < d) {
-        unsigned char tmp[64] = {0};
-        memcpy(tmp, (const char *)src + (size_t)i * es, (size_t)(d - i) * es);
-        _mm512_storeu_ps(dst + i, load16_f32(tmp, e));
-    }
-}
+/* exp512, softcap16, load16_f32 (16 elements of e as fp32), row_to_f32 */
+#define VF              __m512
+#define VN              16
+#define V_SET1          _mm512_set1_ps
+#define V_LOADU         _mm512_loadu_ps
+#define V_STOREU        _mm512_storeu_ps
+#define V_MUL           _mm512_mul_ps
+#define V_MAX           _mm512_max_ps
+#define V_FMADD         _mm512_fmadd_ps
+#define V_FNMADD        _mm512_fnmadd_ps
+#define V_ROUND(x)      _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
+#define V_SCALE2N(p, n) _mm512_scalef_ps(p, n)
+#define V_FROM_BF16(p)                                                                             \
+    _mm512_castsi512_ps(                                                                           \
+        _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(p))), 16))
+#define V_FROM_F16(p) _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p)))
+#define V_FROM_E5M2(p)                                                                             \
+    _mm512_cvtph_ps(                                                                               \
+        _mm256_slli_epi16(_mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(p))), 8))
+#define V_FROM_E4M3(p) e4m3x16(p)
+#define CV_EXP         exp512
+#define CV_SOFTCAP     softcap16
+#define CV_LOAD        load16_f32
+#define CV_ROW         row_to_f32
+#define CV_LOAD_ATTR
+#include "backends/cpu/cpu_vec_tmpl.h"
 
 /* sum of each of 16 vectors, lane t = sum(v[t]) */
 static inline __attribute__((always_inline)) __m512 reduce16(const float *v)
