@@ -476,23 +476,40 @@ static inline __attribute__((always_inline)) void pv_block(attn__cpu_job *j, int
     default: CALL(1); break;                                                                       \
     }
 
+/* no row of rows r0 .. r0 + nr - 1 sees a key of key0 .. key0 + n - 1 (their
+ * scores are left unset: softmax_row masks those lanes) */
+static inline bool rows_blind(const attn__cpu_job *j, int r0, int nr, int key0, int n)
+{
+    for (int r = r0; r < r0 + nr; r++)
+        if (j->lo[r] < key0 + n && j->hi[r] >= key0) return false;
+    return true;
+}
+
 /* softmax and PV over the gathered panel (QK ran as its chunks came); empties it */
 static void panel_run(attn__cpu_job *j)
 {
     panel_state *ps = panel_of(j);
     int n = ps->n, R = j->R;
     if (!n) return;
-    float alpha[ATTN_CPU_MAX_ROWS];
+    float alpha[ATTN_CPU_WIDE_ROWS];
+    bool live[(ATTN_CPU_WIDE_ROWS + MR - 1) / MR];
+    for (int r0 = 0; r0 < R; r0 += MR)
+        live[r0 / MR] = false;
     for (int r = 0; r < R; r++) {
         alpha[r] = softmax_row(j, r, n, ps->key0, ps->masked);
         if (alpha[r] < 0.0f) { /* sees none of these keys: adds nothing */
             memset(j->s + (size_t)r * ATTN_CPU_CHUNK, 0, sizeof(float) * (size_t)n);
             alpha[r] = 1.0f;
+        } else {
+            live[r / MR] = true;
         }
     }
+    /* row blocks that see none of the panel (causal diagonal of a wide job)
+     * are skipped */
     for (int c = 0; c < pad16(j->Dv); c += 16)
         for (int r0 = 0; r0 < R; r0 += MR) {
             int nr = R - r0 < MR ? R - r0 : MR;
+            if (!live[r0 / MR]) continue;
 #define PV_CALL(N) pv_block(j, r0, c, n, alpha, N)
             ROWS_SWITCH(nr, PV_CALL)
 #undef PV_CALL
@@ -527,6 +544,7 @@ static void chunk_panel(attn__cpu_job *j, const void *k, const void *v, int64_t 
     for (int c = c0; c < c1; c += 16)
         for (int r0 = 0; r0 < j->R; r0 += MR) {
             int nr = j->R - r0 < MR ? j->R - r0 : MR;
+            if (masked && rows_blind(j, r0, nr, key0, n)) continue;
 #define QK_CALL(N) qk_block(j, r0, c, N)
             ROWS_SWITCH(nr, QK_CALL)
 #undef QK_CALL
@@ -574,4 +592,5 @@ const attn__cpu_isa attn__cpu_isa_avx2 = {
     .prep_q = avx2_prep_q,
     .chunk = avx2_chunk,
     .finish = avx2_finish,
+    .wide_rows = ATTN_CPU_WIDE_ROWS,
 };
