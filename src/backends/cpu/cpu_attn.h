@@ -73,9 +73,10 @@ typedef struct attn__cpu_job {
 /* bytes of variant scratch a job carries (K/V chunk conversions etc.) */
 #define ATTN_CPU_VSCRATCH (2 * ATTN_CPU_CHUNK * ATTN_CPU_MAX_HEAD * 4 + 16384)
 /* bytes of qbuf a job carries: two bf16 planes or one f32 plane per row
- * (a wide job: one f32 plane per row) */
+ * (jobs of a wide-rows variant: ATTN_CPU_WIDE_QBUF, f32 rows padded to a
+ * multiple of 8) */
 #define ATTN_CPU_QBUF      (ATTN_CPU_MAX_ROWS * ATTN_CPU_MAX_HEAD * 4)
-#define ATTN_CPU_WIDE_QBUF (ATTN_CPU_WIDE_ROWS * ATTN_CPU_MAX_HEAD * 4)
+#define ATTN_CPU_WIDE_QBUF ((ATTN_CPU_WIDE_ROWS + 8) * ATTN_CPU_MAX_HEAD * 4)
 
 typedef struct attn__cpu_isa {
     const char *name;

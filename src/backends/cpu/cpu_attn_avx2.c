@@ -123,8 +123,15 @@ static inline panel_state *panel_of(const attn__cpu_job *j)
     return (panel_state *)((char *)j->scratch + 2 * sizeof(float) * PANEL * ATTN_CPU_MAX_HEAD);
 }
 
+static bool direct_ok(const attn__cpu_job *j);
+static void panel_prep_q(attn__cpu_job *j, const void *const *qrows);
+
 static void avx2_prep_q(attn__cpu_job *j, const void *const *qrows)
 {
+    if (!direct_ok(j)) {
+        panel_prep_q(j, qrows);
+        return;
+    }
     float *q = j->qbuf;
     int Dp = pad8(j->D);
     for (int r = 0; r < j->R; r++)
@@ -411,7 +418,27 @@ panel_add(attn__cpu_job *j, const char *k, const char *v, size_t ts, int n, int 
     }
 }
 
-/* s[r][c .. c+15] = q_r . k for rows r0 .. r0+NR-1, panel columns c .. c+15 */
+_Static_assert((ATTN_CPU_WIDE_ROWS + MR) * ATTN_CPU_MAX_HEAD * 4 <= ATTN_CPU_WIDE_QBUF,
+               "packed queries exceed the job's qbuf");
+
+/* Panel jobs' queries as fp32 blocks of MR rows, [block][d][MR]: a register
+ * block's broadcasts then read one stream instead of MR rows 2 KiB apart
+ * (a wide job's queries live in L2). */
+static void panel_prep_q(attn__cpu_job *j, const void *const *qrows)
+{
+    float *q = j->qbuf, row[ATTN_CPU_MAX_HEAD];
+    int Dp = pad8(j->D);
+    for (int r = 0; r < j->R; r++) {
+        row_to_f32(row, qrows[r], j->D, j->q_elem);
+        float *dst = q + (size_t)(r / MR) * MR * Dp + r % MR;
+        for (int d = 0; d < j->D; d++)
+            dst[(size_t)d * MR] = row[d];
+    }
+    panel_of(j)->n = 0;
+}
+
+/* s[r][c .. c+15] = q_r . k for rows r0 .. r0+NR-1 (r0 % MR == 0), panel
+ * columns c .. c+15 */
 static inline __attribute__((always_inline)) void qk_block(const attn__cpu_job *j, int r0, int c,
                                                            const int NR)
 {
@@ -421,10 +448,10 @@ static inline __attribute__((always_inline)) void qk_block(const attn__cpu_job *
     __m256 acc[MR][2];
     for (int r = 0; r < NR; r++)
         acc[r][0] = acc[r][1] = _mm256_setzero_ps();
-    for (int d = 0; d < D; d++, kt += PANEL) {
+    for (int d = 0; d < D; d++, kt += PANEL, q += MR) {
         __m256 b0 = _mm256_loadu_ps(kt), b1 = _mm256_loadu_ps(kt + 8);
         for (int r = 0; r < NR; r++) {
-            __m256 a = _mm256_broadcast_ss(q + (size_t)r * Dp + d);
+            __m256 a = _mm256_broadcast_ss(q + r);
             acc[r][0] = _mm256_fmadd_ps(a, b0, acc[r][0]);
             acc[r][1] = _mm256_fmadd_ps(a, b1, acc[r][1]);
         }
