@@ -463,9 +463,11 @@ static inline __attribute__((always_inline)) void qk_block(const attn__cpu_job *
     }
 }
 
-/* o[r][c .. c+15] = o * alpha[r] + sum_t p[r][t] v[t][c .. c+15], rows r0 .. */
-static inline __attribute__((always_inline)) void pv_block(attn__cpu_job *j, int r0, int c, int n,
-                                                           const float *alpha, const int NR)
+/* o[r][c .. c+15] = o * alpha[r] + sum_t p[r][t] v[t][c .. c+15], rows r0 ..
+ * r0+NR-1, keys t0 .. t1-1 of the panel */
+static inline __attribute__((always_inline)) void pv_block(attn__cpu_job *j, int r0, int c,
+                                                           int t0, int t1, const float *alpha,
+                                                           const int NR)
 {
     int ldv = pad16(j->Dv);
     const float *vp = panel_v(j) + c;
@@ -477,7 +479,8 @@ static inline __attribute__((always_inline)) void pv_block(attn__cpu_job *j, int
         acc[r][1] = _mm256_mul_ps(_mm256_loadu_ps(o + 8), al);
     }
     const float *p = j->s + (size_t)r0 * ATTN_CPU_CHUNK;
-    for (int t = 0; t < n; t++, vp += ldv) {
+    vp += (size_t)t0 * ldv;
+    for (int t = t0; t < t1; t++, vp += ldv) {
         __m256 b0 = _mm256_loadu_ps(vp), b1 = _mm256_loadu_ps(vp + 8);
         for (int r = 0; r < NR; r++) {
             __m256 a = _mm256_broadcast_ss(p + (size_t)r * ATTN_CPU_CHUNK + t);
@@ -512,6 +515,26 @@ static inline bool rows_blind(const attn__cpu_job *j, int r0, int nr, int key0, 
     return true;
 }
 
+/* Rows r0 .. r0+nr-1 of the panel: the keys [*t0, *t1) any of them sees
+ * (empty: none); rows that see none get zero probabilities. */
+static void panel_block_p(attn__cpu_job *j, int r0, int nr, const float *alpha, int *t0, int *t1)
+{
+    panel_state *ps = panel_of(j);
+    int n = ps->n, lo = n, hi = 0;
+    for (int r = r0; r < r0 + nr; r++) {
+        if (alpha[r] < 0.0f) continue;
+        int a = ps->masked ? j->lo[r] - ps->key0 : 0, b = ps->masked ? j->hi[r] - ps->key0 + 1 : n;
+        if (a < lo) lo = a < 0 ? 0 : a;
+        if (b > hi) hi = b > n ? n : b;
+    }
+    *t0 = lo;
+    *t1 = hi;
+    if (lo >= hi) return;
+    for (int r = r0; r < r0 + nr; r++)
+        if (alpha[r] < 0.0f) /* sees none of these keys: adds nothing */
+            memset(j->s + (size_t)r * ATTN_CPU_CHUNK, 0, sizeof(float) * (size_t)n);
+}
+
 /* softmax and PV over the gathered panel (QK ran as its chunks came); empties it */
 static void panel_run(attn__cpu_job *j)
 {
@@ -519,25 +542,20 @@ static void panel_run(attn__cpu_job *j)
     int n = ps->n, R = j->R;
     if (!n) return;
     float alpha[ATTN_CPU_WIDE_ROWS];
-    bool live[(ATTN_CPU_WIDE_ROWS + MR - 1) / MR];
-    for (int r0 = 0; r0 < R; r0 += MR)
-        live[r0 / MR] = false;
-    for (int r = 0; r < R; r++) {
+    for (int r = 0; r < R; r++)
         alpha[r] = softmax_row(j, r, n, ps->key0, ps->masked);
-        if (alpha[r] < 0.0f) { /* sees none of these keys: adds nothing */
-            memset(j->s + (size_t)r * ATTN_CPU_CHUNK, 0, sizeof(float) * (size_t)n);
-            alpha[r] = 1.0f;
-        } else {
-            live[r / MR] = true;
-        }
-    }
-    /* row blocks that see none of the panel (causal diagonal of a wide job)
-     * are skipped */
+    /* per row block only the keys some row sees: a block of a wide job's
+     * causal diagonal skips what lies past its last row's position */
+    int t0[(ATTN_CPU_WIDE_ROWS + MR - 1) / MR], t1[(ATTN_CPU_WIDE_ROWS + MR - 1) / MR];
+    for (int r0 = 0; r0 < R; r0 += MR)
+        panel_block_p(j, r0, R - r0 < MR ? R - r0 : MR, alpha, &t0[r0 / MR], &t1[r0 / MR]);
+    for (int r = 0; r < R; r++)
+        if (alpha[r] < 0.0f) alpha[r] = 1.0f;
     for (int c = 0; c < pad16(j->Dv); c += 16)
         for (int r0 = 0; r0 < R; r0 += MR) {
-            int nr = R - r0 < MR ? R - r0 : MR;
-            if (!live[r0 / MR]) continue;
-#define PV_CALL(N) pv_block(j, r0, c, n, alpha, N)
+            int nr = R - r0 < MR ? R - r0 : MR, b = r0 / MR;
+            if (t0[b] >= t1[b]) continue;
+#define PV_CALL(N) pv_block(j, r0, c, t0[b], t1[b], alpha, N)
             ROWS_SWITCH(nr, PV_CALL)
 #undef PV_CALL
         }
