@@ -465,9 +465,8 @@ static inline __attribute__((always_inline)) void qk_block(const attn__cpu_job *
 
 /* o[r][c .. c+15] = o * alpha[r] + sum_t p[r][t] v[t][c .. c+15], rows r0 ..
  * r0+NR-1, keys t0 .. t1-1 of the panel */
-static inline __attribute__((always_inline)) void pv_block(attn__cpu_job *j, int r0, int c,
-                                                           int t0, int t1, const float *alpha,
-                                                           const int NR)
+static inline __attribute__((always_inline)) void pv_block(attn__cpu_job *j, int r0, int c, int t0,
+                                                           int t1, const float *alpha, const int NR)
 {
     int ldv = pad16(j->Dv);
     const float *vp = panel_v(j) + c;
