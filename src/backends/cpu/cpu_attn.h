@@ -9,8 +9,11 @@
  * read once per KV head for all the query heads of its group (decode tiles
  * over a 16-bit cache: up to ATTN_CPU_DEC_HEADS KV heads per unit, their
  * chunks interleaved block by block so the cache is read in address
- * order). Keys are walked in chunks (at most ATTN_CPU_CHUNK keys, never
- * crossing a block);
+ * order). A prefill tile holds one job's query tokens: ATTN_CPU_MAX_ROWS
+ * rows, or up to ATTN_CPU_WIDE_ROWS for a variant that sets wide_rows (the
+ * builder sizes them for the active variant; a tile larger than the
+ * running variant's job runs in pieces). Keys are walked in chunks (at
+ * most ATTN_CPU_CHUNK keys, never crossing a block);
  * the variant's chunk() does QK, scaling, soft-cap, ALiBi, masking, the
  * online-softmax update and PV for all rows. Long decodes are split along
  * the keys (flash-decoding) and cascade prefixes are attended once for all
