@@ -9,8 +9,11 @@
  * read once per KV head for all the query heads of its group (decode tiles
  * over a 16-bit cache: up to ATTN_CPU_DEC_HEADS KV heads per unit, their
  * chunks interleaved block by block so the cache is read in address
- * order). Keys are walked in chunks (at most ATTN_CPU_CHUNK keys, never
- * crossing a block);
+ * order). A prefill tile holds one job's query tokens: ATTN_CPU_MAX_ROWS
+ * rows, or up to ATTN_CPU_WIDE_ROWS for a variant that sets wide_rows (the
+ * builder sizes them for the active variant; a tile larger than the
+ * running variant's job runs in pieces). Keys are walked in chunks (at
+ * most ATTN_CPU_CHUNK keys, never crossing a block);
  * the variant's chunk() does QK, scaling, soft-cap, ALiBi, masking, the
  * online-softmax update and PV for all rows. Long decodes are split along
  * the keys (flash-decoding) and cascade prefixes are attended once for all
@@ -28,6 +31,12 @@ extern const attn_builder_ops attn__builder_cpu;
 #define ATTN_CPU_MAX_ROWS 64  /* query rows (tokens x heads) per unit */
 #define ATTN_CPU_CHUNK    64  /* keys per micro-kernel call */
 #define ATTN_CPU_MAX_HEAD 512 /* largest head size the kernels take */
+/* Prefill jobs of a variant that sets attn__cpu_isa.wide_rows may hold up
+ * to this many rows, so each widened K/V chunk serves 4x the query rows
+ * (docs/perf/prefill-tiling-issue18.md); their fp32 queries and outputs
+ * together stay within ATTN_CPU_WIDE_BYTES (an L2's share). */
+#define ATTN_CPU_WIDE_ROWS  256
+#define ATTN_CPU_WIDE_BYTES (256 * 1024)
 
 /* ---- micro-kernel interface ------------------------------------------------ */
 
@@ -66,8 +75,11 @@ typedef struct attn__cpu_job {
 
 /* bytes of variant scratch a job carries (K/V chunk conversions etc.) */
 #define ATTN_CPU_VSCRATCH (2 * ATTN_CPU_CHUNK * ATTN_CPU_MAX_HEAD * 4 + 16384)
-/* bytes of qbuf a job carries: two bf16 planes or one f32 plane per row */
-#define ATTN_CPU_QBUF (ATTN_CPU_MAX_ROWS * ATTN_CPU_MAX_HEAD * 4)
+/* bytes of qbuf a job carries: two bf16 planes or one f32 plane per row
+ * (jobs of a wide-rows variant: ATTN_CPU_WIDE_QBUF, f32 rows padded to a
+ * multiple of 8) */
+#define ATTN_CPU_QBUF      (ATTN_CPU_MAX_ROWS * ATTN_CPU_MAX_HEAD * 4)
+#define ATTN_CPU_WIDE_QBUF ((ATTN_CPU_WIDE_ROWS + 8) * ATTN_CPU_MAX_HEAD * 4)
 
 typedef struct attn__cpu_isa {
     const char *name;
@@ -94,6 +106,9 @@ typedef struct attn__cpu_isa {
      * variants); chosen per job, before prep_q */
     const struct attn__cpu_isa *first;
     bool (*accepts)(const attn__cpu_job *j);
+    /* rows a prefill job may hold, up to ATTN_CPU_WIDE_ROWS (0: at most
+     * ATTN_CPU_MAX_ROWS, as every job of the AVX-512 variants) */
+    int wide_rows;
 } attn__cpu_isa;
 
 extern const attn__cpu_isa attn__cpu_isa_portable;
@@ -216,6 +231,20 @@ static inline int attn__cpu_tile_tokens(int g)
 {
     int gs = g < ATTN_CPU_MAX_ROWS ? g : ATTN_CPU_MAX_ROWS;
     return ATTN_CPU_MAX_ROWS / gs;
+}
+
+/* query tokens one job of variant isa may hold for a GQA group of size g
+ * and head size d: attn__cpu_tile_tokens, or more for a wide-rows variant */
+static inline int attn__cpu_job_tokens(const attn__cpu_isa *isa, int g, int d)
+{
+    int rows = ATTN_CPU_MAX_ROWS;
+    if (isa->wide_rows > ATTN_CPU_MAX_ROWS && d > 0) {
+        rows = ATTN_CPU_WIDE_BYTES / (8 * d); /* fp32 q + o per row */
+        if (rows > isa->wide_rows) rows = isa->wide_rows;
+        if (rows < ATTN_CPU_MAX_ROWS) rows = ATTN_CPU_MAX_ROWS;
+    }
+    int gs = g < ATTN_CPU_MAX_ROWS ? g : ATTN_CPU_MAX_ROWS;
+    return rows / gs;
 }
 
 #endif

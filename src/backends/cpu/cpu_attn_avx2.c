@@ -107,8 +107,15 @@ static inline panel_state *panel_of(const attn__cpu_job *j)
     return (panel_state *)((char *)j->scratch + 2 * sizeof(float) * PANEL * ATTN_CPU_MAX_HEAD);
 }
 
+static bool direct_ok(const attn__cpu_job *j);
+static void panel_prep_q(attn__cpu_job *j, const void *const *qrows);
+
 static void avx2_prep_q(attn__cpu_job *j, const void *const *qrows)
 {
+    if (!direct_ok(j)) {
+        panel_prep_q(j, qrows);
+        return;
+    }
     float *q = j->qbuf;
     int Dp = pad8(j->D);
     for (int r = 0; r < j->R; r++)
@@ -358,7 +365,27 @@ panel_add(attn__cpu_job *j, const char *k, const char *v, size_t ts, int n, int 
     }
 }
 
-/* s[r][c .. c+15] = q_r . k for rows r0 .. r0+NR-1, panel columns c .. c+15 */
+_Static_assert((ATTN_CPU_WIDE_ROWS + MR) * ATTN_CPU_MAX_HEAD * 4 <= ATTN_CPU_WIDE_QBUF,
+               "packed queries exceed the job's qbuf");
+
+/* Panel jobs' queries as fp32 blocks of MR rows, [block][d][MR]: a register
+ * block's broadcasts then read one stream instead of MR rows 2 KiB apart
+ * (a wide job's queries live in L2). */
+static void panel_prep_q(attn__cpu_job *j, const void *const *qrows)
+{
+    float *q = j->qbuf, row[ATTN_CPU_MAX_HEAD];
+    int Dp = pad8(j->D);
+    for (int r = 0; r < j->R; r++) {
+        row_to_f32(row, qrows[r], j->D, j->q_elem);
+        float *dst = q + (size_t)(r / MR) * MR * Dp + r % MR;
+        for (int d = 0; d < j->D; d++)
+            dst[(size_t)d * MR] = row[d];
+    }
+    panel_of(j)->n = 0;
+}
+
+/* s[r][c .. c+15] = q_r . k for rows r0 .. r0+NR-1 (r0 % MR == 0), panel
+ * columns c .. c+15 */
 static inline __attribute__((always_inline)) void qk_block(const attn__cpu_job *j, int r0, int c,
                                                            const int NR)
 {
@@ -368,10 +395,10 @@ static inline __attribute__((always_inline)) void qk_block(const attn__cpu_job *
     __m256 acc[MR][2];
     for (int r = 0; r < NR; r++)
         acc[r][0] = acc[r][1] = _mm256_setzero_ps();
-    for (int d = 0; d < D; d++, kt += PANEL) {
+    for (int d = 0; d < D; d++, kt += PANEL, q += MR) {
         __m256 b0 = _mm256_loadu_ps(kt), b1 = _mm256_loadu_ps(kt + 8);
         for (int r = 0; r < NR; r++) {
-            __m256 a = _mm256_broadcast_ss(q + (size_t)r * Dp + d);
+            __m256 a = _mm256_broadcast_ss(q + r);
             acc[r][0] = _mm256_fmadd_ps(a, b0, acc[r][0]);
             acc[r][1] = _mm256_fmadd_ps(a, b1, acc[r][1]);
         }
@@ -383,9 +410,10 @@ static inline __attribute__((always_inline)) void qk_block(const attn__cpu_job *
     }
 }
 
-/* o[r][c .. c+15] = o * alpha[r] + sum_t p[r][t] v[t][c .. c+15], rows r0 .. */
-static inline __attribute__((always_inline)) void pv_block(attn__cpu_job *j, int r0, int c, int n,
-                                                           const float *alpha, const int NR)
+/* o[r][c .. c+15] = o * alpha[r] + sum_t p[r][t] v[t][c .. c+15], rows r0 ..
+ * r0+NR-1, keys t0 .. t1-1 of the panel */
+static inline __attribute__((always_inline)) void pv_block(attn__cpu_job *j, int r0, int c, int t0,
+                                                           int t1, const float *alpha, const int NR)
 {
     int ldv = pad16(j->Dv);
     const float *vp = panel_v(j) + c;
@@ -397,7 +425,8 @@ static inline __attribute__((always_inline)) void pv_block(attn__cpu_job *j, int
         acc[r][1] = _mm256_mul_ps(_mm256_loadu_ps(o + 8), al);
     }
     const float *p = j->s + (size_t)r0 * ATTN_CPU_CHUNK;
-    for (int t = 0; t < n; t++, vp += ldv) {
+    vp += (size_t)t0 * ldv;
+    for (int t = t0; t < t1; t++, vp += ldv) {
         __m256 b0 = _mm256_loadu_ps(vp), b1 = _mm256_loadu_ps(vp + 8);
         for (int r = 0; r < NR; r++) {
             __m256 a = _mm256_broadcast_ss(p + (size_t)r * ATTN_CPU_CHUNK + t);
@@ -423,24 +452,56 @@ static inline __attribute__((always_inline)) void pv_block(attn__cpu_job *j, int
     default: CALL(1); break;                                                                       \
     }
 
+/* no row of rows r0 .. r0 + nr - 1 sees a key of key0 .. key0 + n - 1 (their
+ * scores are left unset: softmax_row masks those lanes) */
+static inline bool rows_blind(const attn__cpu_job *j, int r0, int nr, int key0, int n)
+{
+    for (int r = r0; r < r0 + nr; r++)
+        if (j->lo[r] < key0 + n && j->hi[r] >= key0) return false;
+    return true;
+}
+
+/* Rows r0 .. r0+nr-1 of the panel: the keys [*t0, *t1) any of them sees
+ * (empty: none); rows that see none get zero probabilities. */
+static void panel_block_p(attn__cpu_job *j, int r0, int nr, const float *alpha, int *t0, int *t1)
+{
+    panel_state *ps = panel_of(j);
+    int n = ps->n, lo = n, hi = 0;
+    for (int r = r0; r < r0 + nr; r++) {
+        if (alpha[r] < 0.0f) continue;
+        int a = ps->masked ? j->lo[r] - ps->key0 : 0, b = ps->masked ? j->hi[r] - ps->key0 + 1 : n;
+        if (a < lo) lo = a < 0 ? 0 : a;
+        if (b > hi) hi = b > n ? n : b;
+    }
+    *t0 = lo;
+    *t1 = hi;
+    if (lo >= hi) return;
+    for (int r = r0; r < r0 + nr; r++)
+        if (alpha[r] < 0.0f) /* sees none of these keys: adds nothing */
+            memset(j->s + (size_t)r * ATTN_CPU_CHUNK, 0, sizeof(float) * (size_t)n);
+}
+
 /* softmax and PV over the gathered panel (QK ran as its chunks came); empties it */
 static void panel_run(attn__cpu_job *j)
 {
     panel_state *ps = panel_of(j);
     int n = ps->n, R = j->R;
     if (!n) return;
-    float alpha[ATTN_CPU_MAX_ROWS];
-    for (int r = 0; r < R; r++) {
+    float alpha[ATTN_CPU_WIDE_ROWS];
+    for (int r = 0; r < R; r++)
         alpha[r] = softmax_row(j, r, n, ps->key0, ps->masked);
-        if (alpha[r] < 0.0f) { /* sees none of these keys: adds nothing */
-            memset(j->s + (size_t)r * ATTN_CPU_CHUNK, 0, sizeof(float) * (size_t)n);
-            alpha[r] = 1.0f;
-        }
-    }
+    /* per row block only the keys some row sees: a block of a wide job's
+     * causal diagonal skips what lies past its last row's position */
+    int t0[(ATTN_CPU_WIDE_ROWS + MR - 1) / MR], t1[(ATTN_CPU_WIDE_ROWS + MR - 1) / MR];
+    for (int r0 = 0; r0 < R; r0 += MR)
+        panel_block_p(j, r0, R - r0 < MR ? R - r0 : MR, alpha, &t0[r0 / MR], &t1[r0 / MR]);
+    for (int r = 0; r < R; r++)
+        if (alpha[r] < 0.0f) alpha[r] = 1.0f;
     for (int c = 0; c < pad16(j->Dv); c += 16)
         for (int r0 = 0; r0 < R; r0 += MR) {
-            int nr = R - r0 < MR ? R - r0 : MR;
-#define PV_CALL(N) pv_block(j, r0, c, n, alpha, N)
+            int nr = R - r0 < MR ? R - r0 : MR, b = r0 / MR;
+            if (t0[b] >= t1[b]) continue;
+#define PV_CALL(N) pv_block(j, r0, c, t0[b], t1[b], alpha, N)
             ROWS_SWITCH(nr, PV_CALL)
 #undef PV_CALL
         }
@@ -474,6 +535,7 @@ static void chunk_panel(attn__cpu_job *j, const void *k, const void *v, int64_t 
     for (int c = c0; c < c1; c += 16)
         for (int r0 = 0; r0 < j->R; r0 += MR) {
             int nr = j->R - r0 < MR ? j->R - r0 : MR;
+            if (masked && rows_blind(j, r0, nr, key0, n)) continue;
 #define QK_CALL(N) qk_block(j, r0, c, N)
             ROWS_SWITCH(nr, QK_CALL)
 #undef QK_CALL
@@ -521,4 +583,5 @@ const attn__cpu_isa attn__cpu_isa_avx2 = {
     .prep_q = avx2_prep_q,
     .chunk = avx2_chunk,
     .finish = avx2_finish,
+    .wide_rows = ATTN_CPU_WIDE_ROWS,
 };

@@ -5,7 +5,8 @@
  *   several along the keys (split-KV) when there are too few tiles to keep
  *   every thread busy or one context dwarfs the rest; split parts write
  *   partial results that phase C merges;
- * - prefills get tiles of ATTN_CPU_MAX_ROWS / group query tokens, each with
+ * - prefills get tiles of one job's query tokens (ATTN_CPU_MAX_ROWS / group,
+ *   more for a wide-rows variant: attn__cpu_job_tokens), each with
  *   the key range its rows can see (causal tiles and keys outside the
  *   sliding window are never visited);
  * - cascade (common_prefix_len > 0, at least two requests, and room for one
@@ -42,6 +43,7 @@ typedef struct {
     int threads;
     bool wide_kv; /* 16-bit cache (see attn__cpu_dec_heads) */
     int tile_tokens;
+    int prefill_tokens; /* per prefill tile: the active variant's job (attn__cpu_job_tokens) */
     int max_tiles, max_prefix_tiles, max_splits;
     int64_t split_slots; /* partial slots reserved for split parts */
     int64_t cascade_slots;
@@ -83,6 +85,7 @@ static attn_status cpu_builder_create(const attn_builder_init *init, void **stat
         init->num_threads > 0 ? init->num_threads : attn__pool_threads(attn__pool_global());
     int g = l->num_heads / l->num_kv_heads;
     b->tile_tokens = attn__cpu_tile_tokens(g);
+    b->prefill_tokens = attn__cpu_job_tokens(attn__cpu_attn_active(), g, l->head_size);
     /* every request can add one partially filled tile */
     int64_t tiles = (int64_t)init->max_num_tokens / b->tile_tokens + init->max_num_reqs;
     b->max_splits = 16 * b->threads + 16;
@@ -360,8 +363,9 @@ static attn_status cpu_builder_build(void *state, int common_prefix_len,
             slots_used += (int64_t)nparts * qlen;
             continue;
         }
-        for (int i0 = 0; i0 < qlen; i0 += tt) {
-            int n = qlen - i0 < tt ? qlen - i0 : tt;
+        int step = decode ? tt : b->prefill_tokens; /* >= tt: max_tiles holds */
+        for (int i0 = 0; i0 < qlen; i0 += step) {
+            int n = qlen - i0 < step ? qlen - i0 : step;
             if (nt >= b->max_tiles)
                 return attn__fail(ATTN_INTERNAL, "CPU_ATTN builder: tile capacity exceeded");
             attn__cpu_tile *t = &tl[nt++];

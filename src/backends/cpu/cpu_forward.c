@@ -53,7 +53,7 @@ static void plain_fn(void *ctx, int64_t b, int64_t e, int tid)
     if (!sc) return;
     const int32_t *qsl = c->a->common->query_start_loc;
     int per = c->KVH * c->HG;
-    int tt = attn__cpu_tile_tokens(c->G);
+    int tt = c->job_tokens;
     for (int64_t u = b; u < e; u++) {
         int r = (int)(u / per), rem = (int)(u % per);
         int qlen = qsl[r + 1] - qsl[r];
@@ -211,6 +211,7 @@ attn_status attn__cpu_attn_forward_isa(const attn__cpu_isa *isa, const attn_forw
         .scale = attn__fwd_scale(l),
     };
     c.HG = attn__cpu_head_groups(c.G);
+    c.job_tokens = attn__cpu_job_tokens(isa, c.G, D);
     c.q_esz = attn_elem_size(c.q_elem);
     c.kv_esz = a->k ? c.q_esz : attn_elem_size(a->kv->elem);
     c.prec = c.q_elem == ATTN_ELEM_BF16 ? ATTN_CPU_PREC_BF16 : ATTN_CPU_PREC_SPLIT;

@@ -17,14 +17,15 @@ typedef struct {
     _Alignas(64) unsigned char vs[ATTN_CPU_DEC_HEADS][ATTN_CPU_SD_SCRATCH];
 } attn__cpu_dec_scratch;
 
+/* row arrays sized for the widest job (ATTN_CPU_WIDE_ROWS) */
 typedef struct {
-    const void *qrows[ATTN_CPU_MAX_ROWS];
-    int32_t pos[ATTN_CPU_MAX_ROWS], lo[ATTN_CPU_MAX_ROWS], hi[ATTN_CPU_MAX_ROWS];
-    float slope[ATTN_CPU_MAX_ROWS];
-    float m[ATTN_CPU_MAX_ROWS], l[ATTN_CPU_MAX_ROWS];
-    _Alignas(64) float s[ATTN_CPU_MAX_ROWS * ATTN_CPU_CHUNK];
-    _Alignas(64) float o[ATTN_CPU_MAX_ROWS * ATTN_CPU_MAX_HEAD];
-    _Alignas(64) unsigned char qbuf[ATTN_CPU_QBUF];
+    const void *qrows[ATTN_CPU_WIDE_ROWS];
+    int32_t pos[ATTN_CPU_WIDE_ROWS], lo[ATTN_CPU_WIDE_ROWS], hi[ATTN_CPU_WIDE_ROWS];
+    float slope[ATTN_CPU_WIDE_ROWS];
+    float m[ATTN_CPU_WIDE_ROWS], l[ATTN_CPU_WIDE_ROWS];
+    _Alignas(64) float s[ATTN_CPU_WIDE_ROWS * ATTN_CPU_CHUNK];
+    _Alignas(64) float o[ATTN_CPU_WIDE_ROWS * ATTN_CPU_MAX_HEAD];
+    _Alignas(64) unsigned char qbuf[ATTN_CPU_WIDE_QBUF];
     _Alignas(64) unsigned char vs[ATTN_CPU_VSCRATCH];
     attn__cpu_dec_scratch dh;
 } attn__cpu_scratch;
@@ -39,7 +40,8 @@ typedef struct {
     const attn__cpu_md *md;      /* NULL: per-request plan */
     const attn__cpu_tile *tiles; /* the phase's tiles */
     int H, KVH, G, HG, D, Dv;
-    int MH; /* > 1: a unit is MH KV heads of a decode tile (attn__cpu_run_rows_heads) */
+    int MH;         /* > 1: a unit is MH KV heads of a decode tile (attn__cpu_run_rows_heads) */
+    int job_tokens; /* query tokens per job (attn__cpu_job_tokens) */
     size_t q_esz, kv_esz;
     attn_elem q_elem;
     bool causal;

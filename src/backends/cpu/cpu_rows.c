@@ -377,11 +377,12 @@ void attn__cpu_run_rows_heads(attn__cpu_fwd_ctx *c, const attn__cpu_tile *t, int
         rows_finish(c, t, &ri, kvh0 + h, (kvh0 + h) * c->G, &job[h]);
 }
 
-/* A tile with more tokens than fit the rows limit runs in pieces. */
+/* A tile with more tokens than one job of the variant holds runs in pieces
+ * (wide prefill tiles under a variant without wide rows). */
 void attn__cpu_run_tile(attn__cpu_fwd_ctx *c, const attn__cpu_tile *t, int kvh, int hgi,
                         attn__cpu_scratch *sc)
 {
-    int tt = attn__cpu_tile_tokens(c->G);
+    int tt = c->job_tokens;
     if (t->nq <= tt) {
         run_rows(c, t, kvh, hgi, sc);
         return;
