@@ -11,10 +11,11 @@
 # library did before.
 #
 # A new .c or .h in a listed folder needs nothing here (each folder is
-# globbed). A new folder under src/ must be given to a layer below: a .c
+# globbed). A new folder under src/ must be given to a layer here: a .c
 # file that belongs to no layer stops the configure step.
 
-#            layer     folders under src/                          directly below
+# ATTN_LAYER_<layer>_DIRS: its folders under src/; _DEPS: the layers
+# directly below it (what it sees is the closure). docs/design.md has the table.
 set(ATTN_LAYERS util platform model catalog registry plugin metadata kvcache cp
                 kernels selftest select engine)
 set(ATTN_LAYER_util_DIRS util)
