@@ -5,7 +5,9 @@
 # compile commands of this build are the proof: a wrong include would not
 # build); the attn binary needs libattn.so and carries none of its code;
 # libattn.so exports only public attn_* symbols, none of the simulation
-# library's (scenarios, their HTML and text views).
+# library's (scenarios, their HTML and text views). Inside src/ each layer
+# (cmake/layers.cmake) sees only its own folders and those below it: probe
+# compiles with a layer's real flags show a wrong include fails to build.
 set -u
 SRC=${ATTN_SOURCE_DIR:?}
 B=${ATTN_BINARY_DIR:?}
@@ -59,7 +61,135 @@ for f in "$SRC"/tools/attn/*.[ch] "$SRC"/sim/*/*.[ch]; do
     done < <(sed -n 's/^#include "\([^"]*\)".*/\1/p' "$f")
 done
 
-# 2. the attn binary links libattn.so and defines none of its functions.
+# 2. inside src/ (cmake/layers.cmake): every libattn file is compiled with
+# its layer's own include root (<build>/layers/<layer>: links to the
+# folders of the layer and the layers below it) and never with the plain
+# src/ root; no include climbs out of a folder with "../". The probes
+# compile one #include with a layer's real flags: a header of a layer above
+# or beside it must not be found, one of its own or a lower layer must.
+grep -rn '#[[:space:]]*include[[:space:]]*"[^"]*\.\./' "$SRC/src" >&2 &&
+    fail 'an #include under src/ climbs out of its folder with ../'
+probe_dir=$(mktemp -d "$B/cli_layers.XXXXXX")
+trap 'rm -rf "$probe_dir"' EXIT
+out=$(python3 - "$cc_json" "$SRC" "$B" "$probe_dir" <<'PY'
+import json, os, shlex, subprocess, sys
+cmds, src = json.load(open(sys.argv[1])), os.path.realpath(sys.argv[2])
+build, probe_dir = os.path.realpath(sys.argv[3]), sys.argv[4]
+internal = os.path.join(src, "src")
+layers_dir = os.path.join(build, "layers") + os.sep
+flags = {}  # layer -> (directory, arguments) of one of its files
+n = 0
+for c in cmds:
+    f = os.path.realpath(os.path.join(c["directory"], c["file"]))
+    if not f.startswith(internal + os.sep) or f.startswith(os.path.join(internal, "cp", "mpi") + os.sep):
+        continue
+    n += 1
+    args = c.get("arguments") or shlex.split(c["command"])
+    roots = []
+    for i, a in enumerate(args):
+        d = args[i + 1] if a == "-I" and i + 1 < len(args) else a[2:] if a.startswith("-I") else None
+        if d is None:
+            continue
+        d = os.path.realpath(os.path.join(c["directory"], d))
+        if d == internal:
+            print("BAD %s is compiled with the plain src/ root -I %s" % (os.path.relpath(f, src), d))
+        if (d + os.sep).startswith(layers_dir):
+            roots.append(os.path.basename(d))
+    if len(roots) != 1:
+        print("BAD %s has %d layer include roots, not one" % (os.path.relpath(f, src), len(roots)))
+        continue
+    flags.setdefault(roots[0], (c["directory"], args))
+print("LAYERS %d FILES %d" % (len(flags), n))
+
+def probe(layer, header):
+    """0 when '#include "header"' compiles with the layer's flags, else the
+    compiler's first error line."""
+    directory, args = flags[layer]
+    cmd, skip = [], False
+    for i, a in enumerate(args):
+        if skip:
+            skip = False
+        elif a in ("-o", "-c", "-MF", "-MT", "-MQ"):
+            skip = True
+        elif a in ("-MD", "-MMD") or (i > 0 and a.endswith(".c")):
+            pass
+        else:
+            cmd.append(a)
+    path = os.path.join(probe_dir, "probe_%s.c" % layer)
+    with open(path, "w") as fh:
+        fh.write('#include "%s"\nint attn__probe(void);\nint attn__probe(void) { return 0; }\n' % header)
+    r = subprocess.run(cmd + ["-fsyntax-only", path], cwd=directory, capture_output=True, text=True)
+    if r.returncode == 0:
+        return 0
+    return next((l for l in r.stderr.splitlines() if "error" in l), r.stderr.strip() or "failed")
+
+# (layer, header, allowed): the arrows the layers forbid, the issue's
+# platform -> select first, and what each layer does include.
+cases = [
+    ("platform", "select/selection.h", False),
+    ("platform", "registry/registry_impl.h", False),
+    ("platform", "platform/platform_impl.h", True),
+    ("platform", "util/error.h", True),
+    ("catalog", "select/selection.h", False),
+    ("catalog", "registry/registry_impl.h", False),
+    ("catalog", "metadata/builders.h", False),
+    ("catalog", "backends/catalog/builders_weak.h", True),
+    ("catalog", "platform/platform_impl.h", True),
+    ("registry", "select/selection.h", False),
+    ("registry", "plugin/plugin_impl.h", False),
+    ("registry", "backends/cpu/cpu_attn.h", False),
+    ("registry", "backends/catalog/catalog.h", True),
+    ("plugin", "select/selection.h", False),
+    ("plugin", "registry/registry_impl.h", True),
+    ("metadata", "backends/mla/mla_internal.h", False),
+    ("metadata", "engine/engine_impl.h", False),
+    ("metadata", "platform/platform_impl.h", False),
+    ("metadata", "metadata/builders.h", True),
+    ("kvcache", "metadata/builders.h", False),
+    ("kvcache", "util/numeric.h", True),
+    ("kernels", "selftest/selftest.h", False),
+    ("kernels", "select/selection.h", False),
+    ("kernels", "registry/registry_impl.h", False),
+    ("kernels", "engine/engine_impl.h", False),
+    ("kernels", "backends/mla/mla_internal.h", True),
+    ("kernels", "backends/reference/reference.h", True),
+    ("kernels", "metadata/mla_builder.h", True),
+    ("selftest", "select/selection.h", False),
+    ("selftest", "backends/reference/ref_mla.h", True),
+    ("select", "engine/engine_impl.h", False),
+    ("select", "plugin/plugin_impl.h", False),
+    ("select", "selftest/selftest.h", True),
+    ("select", "registry/registry_impl.h", True),
+    ("engine", "select/selection.h", True),
+    ("engine", "model/model_impl.h", True),
+    ("engine", "metadata/builders.h", True),
+]
+for layer, header, allowed in cases:
+    if layer not in flags:
+        print("BAD no compile command of layer %s" % layer)
+        continue
+    err = probe(layer, header)
+    if allowed and err:
+        print("BAD layer %s cannot include %s: %s" % (layer, header, err))
+    elif not allowed and not err:
+        print("BAD layer %s compiles #include \"%s\"" % (layer, header))
+    elif not allowed and "No such file" not in err:
+        print("BAD layer %s: #include \"%s\" fails for another reason: %s" % (layer, header, err))
+    elif not allowed:
+        print("REFUSED %s -> %s: %s" % (layer, header, err))
+print("PROBES %d" % len(cases))
+PY
+)
+grep '^BAD' <<<"$out" | sed 's/^BAD /FAIL: /' >&2
+fails=$((fails + $(grep -c '^BAD' <<<"$out")))
+grep '^REFUSED' <<<"$out" | head -3
+layers=$(sed -n 's/^LAYERS \([0-9]*\).*/\1/p' <<<"$out")
+lib_files=$(sed -n 's/^LAYERS [0-9]* FILES //p' <<<"$out")
+[ "${layers:-0}" -ge 13 ] || fail "only ${layers:-0} layers found in the compile commands: $out"
+[ "${lib_files:-0}" -ge 100 ] || fail "only ${lib_files:-0} libattn compile commands found"
+grep -q '^PROBES' <<<"$out" || fail "the include probes did not run: $out"
+
+# 3. the attn binary links libattn.so and defines none of its functions.
 readelf -d "$ATTN" | grep -q 'NEEDED.*\[libattn\.so' ||
     fail "attn does not need libattn.so: $(readelf -d "$ATTN" | grep NEEDED)"
 for sym in attn_platform_open attn_select attn_cpu_measure_machine attn_probe_gpu; do
@@ -67,7 +197,7 @@ for sym in attn_platform_open attn_select attn_cpu_measure_machine attn_probe_gp
     nm "$ATTN" 2>/dev/null | grep -q " [Tt] $sym\$" && fail "attn carries its own copy of $sym"
 done
 
-# 3. libattn.so exports public attn_* symbols only: no attn__ internals, no
+# 4. libattn.so exports public attn_* symbols only: no attn__ internals, no
 # scenario / HTML / text-view code of the simulation library.
 exports=$(nm -D --defined-only "$lib" | awk '{print $3}')
 [ "$(wc -l <<<"$exports")" -ge 100 ] || fail "libattn.so exports only $(wc -l <<<"$exports") symbols"
@@ -81,4 +211,4 @@ while read -r s; do
 done <<<"$exports"
 
 [ "$fails" -eq 0 ] || { echo "cli_layers: $fails failure(s)"; exit 1; }
-echo "cli_layers: ok ($seen compile commands checked, $(wc -l <<<"$exports") exports)"
+echo "cli_layers: ok ($seen tools/sim compile commands checked, $lib_files libattn files in $layers layers, $(sed -n 's/^PROBES //p' <<<"$out") include probes, $(wc -l <<<"$exports") exports)"

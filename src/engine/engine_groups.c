@@ -14,7 +14,7 @@
 #include "model/model_impl.h"
 #include "util/error.h"
 
-/* The catalog references the builders weakly (src/registry/builders_weak.h)
+/* The catalog references the builders weakly (src/backends/catalog/builders_weak.h)
  * and a static link pulls archive members only for strong references: name
  * them here, where every program that serves pulls this file in. */
 const attn_builder_ops *const attn__engine_builder_families[] = {

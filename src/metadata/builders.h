@@ -8,7 +8,7 @@
  * the step) or point into the state.
  *
  * The catalog's descriptors reference the ops objects below by name (weakly,
- * see src/registry/builders_weak.h). The MLA family's builder
+ * see src/backends/catalog/builders_weak.h). The MLA family's builder
  * (attn__builder_mla) and the CPU backends' builders live with their kernels. */
 #ifndef ATTN_METADATA_BUILDERS_H
 #define ATTN_METADATA_BUILDERS_H

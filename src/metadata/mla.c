@@ -28,7 +28,7 @@
 #include <string.h>
 
 #include "attn/mla.h"
-#include "backends/mla/mla_internal.h"
+#include "metadata/mla_builder.h"
 #include "util/error.h"
 #include "util/strbuf.h"
 #include "util/threadpool.h"

@@ -136,13 +136,6 @@ void attn__check_ctx_init(attn_check_ctx *c, const attn_platform *p,
 /* Emits every failed check in order; returns how many. */
 int attn__validate(const attn_backend_desc *d, const attn_check_ctx *c, attn__reason_fn emit,
                    void *user);
-/* The single checks of attn__validate (a composite asks them of its halves);
- * each honours the descriptor's dynamic predicate. */
-bool attn__desc_head_ok(const attn_backend_desc *d, const attn_check_ctx *c, int hs);
-bool attn__desc_dtype_ok(const attn_backend_desc *d, const attn_check_ctx *c, attn_dtype dt);
-bool attn__desc_kv_ok(const attn_backend_desc *d, const attn_check_ctx *c, attn_kv_dtype kv);
-bool attn__desc_block_ok(const attn_backend_desc *d, const attn_check_ctx *c, int bs);
-bool attn__desc_cc_ok(const attn_backend_desc *d, const attn_check_ctx *c);
 /* abi_version / struct_size of a hand-made descriptor. */
 attn_status attn__desc_check(const attn_backend_desc *d);
 

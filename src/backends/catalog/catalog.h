@@ -40,6 +40,16 @@ const attn_backend *attn__catalog_builtin(const char *name, const char **why);
  * it or the machine's batch_invariant setting (VLLM_BATCH_INVARIANT) is on. */
 bool attn__batch_invariant(const attn_check_ctx *c);
 
+/* ---- the single field checks of a descriptor (desc_checks.c) ---------- */
+
+/* The checks the selector's validator words its reasons from (a composite
+ * asks them of its halves); each honours the descriptor's dynamic predicate. */
+bool attn__desc_head_ok(const attn_backend_desc *d, const attn_check_ctx *c, int hs);
+bool attn__desc_dtype_ok(const attn_backend_desc *d, const attn_check_ctx *c, attn_dtype dt);
+bool attn__desc_kv_ok(const attn_backend_desc *d, const attn_check_ctx *c, attn_kv_dtype kv);
+bool attn__desc_block_ok(const attn_backend_desc *d, const attn_check_ctx *c, int bs);
+bool attn__desc_cc_ok(const attn_backend_desc *d, const attn_check_ctx *c);
+
 /* ---- FlashAttention version resolution (reference §5d) ------------------ */
 
 /* Whether FA version v (2, 3, 4) is supported on the platform. */

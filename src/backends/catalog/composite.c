@@ -9,10 +9,10 @@
  * reported as "HALF: reason". */
 #include <stdio.h>
 
+#include "attn/registry.h"
+#include "backends/catalog/builders_weak.h"
 #include "backends/catalog/catalog.h"
 #include "platform/platform_impl.h"
-#include "registry/builders_weak.h"
-#include "select/selection.h"
 
 #define KV(x) ATTN_KV_BIT(ATTN_KV_##x)
 #define DT(x) ATTN_DTYPE_BIT(ATTN_DTYPE_##x)

@@ -3,9 +3,9 @@
  * capability check looks at the gfx arch, not the capability value), and
  * the AITER MLA backends. Explicitly selecting an AITER backend works
  * without aiter installed: their modules import fine (reference §6b). */
+#include "backends/catalog/builders_weak.h"
 #include "backends/catalog/catalog.h"
 #include "platform/platform_impl.h"
-#include "registry/builders_weak.h"
 
 #define KV(x)    ATTN_KV_BIT(ATTN_KV_##x)
 #define DT(x)    ATTN_DTYPE_BIT(ATTN_DTYPE_##x)

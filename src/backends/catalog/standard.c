@@ -5,9 +5,9 @@
  * are dynamic hooks. */
 #include <string.h>
 
+#include "backends/catalog/builders_weak.h"
 #include "backends/catalog/catalog.h"
 #include "platform/platform_impl.h"
-#include "registry/builders_weak.h"
 
 #define KV(x)     ATTN_KV_BIT(ATTN_KV_##x)
 #define DT(x)     ATTN_DTYPE_BIT(ATTN_DTYPE_##x)

@@ -7,9 +7,9 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "backends/catalog/builders_weak.h"
 #include "backends/catalog/catalog.h"
 #include "platform/platform_impl.h"
-#include "registry/builders_weak.h"
 
 static const attn_backend *attn__builtin_cpu_attn(void)
 {

@@ -10,17 +10,8 @@
 #include <string.h>
 
 #include "backends/reference/reference.h"
-#include "selftest/selftest.h"
 #include "util/error.h"
 #include "util/numeric.h"
-
-/* ---- self-test: the core's known-answer service (src/selftest) ------------------ */
-
-attn_status attn__cpu_attn_self_test_with(attn__cpu_forward_fn fwd, void *impl, char *detail,
-                                          size_t size)
-{
-    return attn__selftest_standard(&attn__desc_cpu_attn, fwd, impl, detail, size);
-}
 
 /* ---- kernel ops -------------------------------------------------------------- */
 

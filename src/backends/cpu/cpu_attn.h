@@ -154,13 +154,6 @@ attn_status attn__cpu_attn_force_variant(const char *name);
 /* Forward with a given variant (NULL = active). */
 attn_status attn__cpu_attn_forward_isa(const attn__cpu_isa *isa, const attn_forward_args *a);
 
-/* Known-answer test of a forward function against REFERENCE on a small
- * fixed shape set; ATTN_SELFTEST_FAILED with "max error <e> on <shape>" in
- * detail. Exposed so tests can check that a broken variant is refused. */
-typedef attn_status (*attn__cpu_forward_fn)(void *impl, const attn_forward_args *a);
-attn_status attn__cpu_attn_self_test_with(attn__cpu_forward_fn fwd, void *impl, char *detail,
-                                          size_t size);
-
 /* ---- builder metadata ----------------------------------------------------- */
 
 enum {

@@ -15,6 +15,8 @@
 
 #include "attn/backend.h"
 #include "attn/mla.h"
+/* The MLA builders, the decode partition, ATTN__MLA_MAX_ROWS, ATTN__MLA_KCHUNK. */
+#include "metadata/mla_builder.h"
 
 #define ATTN__LOG2E 1.4426950408889634
 #define ATTN__LN2   0.6931471805599453
@@ -53,10 +55,6 @@ attn_status attn__mla_prepare(const char *who, const attn_mla_args *a, attn__mla
  * when 0 (1/sqrt(head_size) when qk_nope is unknown). */
 float attn__mla_softmax_scale(const attn_layer_params *layer);
 
-extern const attn_builder_ops attn__builder_mla;
-extern const attn_builder_ops attn__builder_mla_cpu;
-extern const attn_builder_ops attn__builder_mla_sparse;
-
 /* Address of the latent row at sequence position pos of a request. */
 static inline const void *attn__mla_row(const attn_kv_view *kv, size_t esz, const int32_t *bt,
                                         int pos)
@@ -72,16 +70,6 @@ static inline const int32_t *attn__mla_block_table(const attn_common_metadata *c
     return cm->block_table + (size_t)req * (size_t)cm->block_table_stride;
 }
 
-/* Split-KV decode partition of requests [r0, r1) (see attn_mla_work): rows
- * grouped by ATTN__MLA_MAX_ROWS, long key ranges split so that about three
- * pieces per thread exist, pieces ordered largest first. Returns the number
- * of pieces, or -1 when more than max_work would be needed. *num_partials
- * receives the partial slots used. */
-int attn__mla_partition(const attn_common_metadata *cm, int r0, int r1, int H, int nthreads,
-                        attn_mla_work *work, int max_work, int *num_partials);
-/* Upper bound of attn__mla_partition's pieces for a batch shape. */
-int attn__mla_partition_bound(int num_reqs, int num_tokens, int H, int nthreads);
-
 /* The CPU MLA backend objects (cpu_mla.c). */
 extern const attn_backend attn__backend_cpu_mla;
 extern const attn_backend attn__backend_cpu_mla_sparse;
@@ -93,12 +81,6 @@ attn_status attn__ref_mla_mqa(const attn_mla_args *a, bool sparse);
 attn_status attn__ref_mla_mha(const attn_mla_args *a);
 
 /* ---- CPU_MLA kernels ---------------------------------------------------- */
-
-/* Rows per decode group: one group's latent accumulators stay in a thread's
- * scratch ([rows][kv_lora_rank] fp32). */
-#define ATTN__MLA_MAX_ROWS 128
-/* Keys per decode step of the kernels. */
-#define ATTN__MLA_KCHUNK 32
 
 /* A piece of decode work as a kernel variant sees it: rows
  * [row0, row0 + nrows) of one request (row = token * H + head) against a

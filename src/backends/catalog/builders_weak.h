@@ -11,8 +11,8 @@
  * ATTN_CATALOG_WEAK_REFS: then an absent object reads as NULL — a descriptor
  * without a builder, or a builtin that resolves to the ImportError "libattn
  * was built without the CPU_ATTN kernels". */
-#ifndef ATTN_REGISTRY_BUILDERS_WEAK_H
-#define ATTN_REGISTRY_BUILDERS_WEAK_H
+#ifndef ATTN_BACKENDS_CATALOG_BUILDERS_WEAK_H
+#define ATTN_BACKENDS_CATALOG_BUILDERS_WEAK_H
 
 #include "attn/backend.h"
 
