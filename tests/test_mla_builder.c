@@ -1,9 +1,10 @@
 /* The MLA metadata builders: vLLM's decode/prefill split for each query-
  * length class on hand-worked batches, the per-backend thresholds and
  * capture tiers, the speculative-decoding raise, update_block_table reuse,
- * describe(), the split-KV decode partition (every visible key of every row
- * covered exactly once, partial slots distinct), a rebuild leaving nothing
- * stale, and bad input refused. */
+ * describe(), CPU_MLA's own builder (the common fields plus its split-KV
+ * decode partition, which the common builders do not carry), the partition
+ * itself (every visible key of every row covered exactly once, partial
+ * slots distinct), a rebuild leaving nothing stale, and bad input refused. */
 #include "mla_fixture.h"
 
 extern const attn_builder_ops attn__builder_mla_varlen, attn__builder_mla_flashmla,
@@ -44,7 +45,7 @@ static void check_partition(int H, int nthreads, int nreq, const int *q, const i
     cm.num_reqs = nreq;
     cm.num_actual_tokens = T;
     int bound = attn__mla_partition_bound(nreq, T, H, nthreads);
-    attn_mla_work *w = calloc((size_t)bound, sizeof *w);
+    attn__mla_work *w = calloc((size_t)bound, sizeof *w);
     int nparts = -1;
     int np = attn__mla_partition(&cm, 0, nreq, H, nthreads, w, bound, &nparts);
     CHECK(np > 0 && np <= bound);
@@ -56,7 +57,7 @@ static void check_partition(int H, int nthreads, int nreq, const int *q, const i
     char *slot_used = calloc((size_t)(nparts > 0 ? nparts : 1), 1);
     bool ok = true;
     for (int i = 0; i < np; i++) {
-        const attn_mla_work *p = &w[i];
+        const attn__mla_work *p = &w[i];
         ok &= p->row_end > p->row_begin && p->row_end - p->row_begin <= ATTN__MLA_MAX_ROWS;
         ok &= p->kv_begin < p->kv_end && p->split < p->nsplits;
         for (int row = p->row_begin; row < p->row_end; row++) {
@@ -82,6 +83,65 @@ static void check_partition(int H, int nthreads, int nreq, const int *q, const i
               nthreads, (long long)covered, (long long)want);
     free(slot_used);
     free(w);
+}
+
+/* CPU_MLA's builder on a batch: its metadata starts with the common fields
+ * (the same as the common varlen-128 class gives) and carries the split-KV
+ * partition of the decodes for the layer's heads; want_pieces / want_parts
+ * -1 = any (> 0 pieces when there are decodes). Also its describe() keys
+ * and update_block_table (the partition travels; common metadata refused). */
+static void cpu_partition(const attn_common_metadata *cm, const attn_builder_init *bi, int heads,
+                          int want_pieces, int want_parts)
+{
+    void *st = NULL, *st2 = NULL;
+    const void *mdp = NULL, *md2p = NULL;
+    CHECK_OK(attn__builder_mla_cpu.create(bi, &st));
+    CHECK_OK(attn__builder_mla_cpu.build(st, 0, cm, false, &mdp));
+    const attn_mla_metadata *md = mdp;
+    const attn__cpu_mla_metadata *c = attn__cpu_mla_md(md);
+    CHECK(c != NULL && md->magic == ATTN_MLA_METADATA_MAGIC && md->struct_size == sizeof *c);
+    if (!c) goto out;
+    int nd, ndt, np, npt;
+    attn_mla_split_decodes(cm, 128, false, &nd, &ndt, &np, &npt);
+    CHECK(md->query_class == ATTN_MLA_QUERY_VARLEN && md->reorder_batch_threshold == 128);
+    CHECK(md->num_decodes == nd && md->num_decode_tokens == ndt && md->num_prefills == np &&
+          md->num_prefill_tokens == npt);
+    if (want_pieces < 0)
+        CHECK(c->num_work > (nd > 0 ? 0 : -1) && c->work_heads == heads);
+    else
+        CHECK_MSG(c->num_work == want_pieces, "CPU_MLA builder: %d pieces, want %d", c->num_work,
+                  want_pieces);
+    if (want_parts >= 0) CHECK(c->num_partials == want_parts);
+    CHECK((c->work != NULL) == (c->num_work > 0));
+    char js[1024];
+    CHECK(attn__builder_mla_cpu.describe(md, js, sizeof js) > 0);
+    char want[96];
+    snprintf(want, sizeof want, "\"decode_work_pieces\":%d,\"decode_partials\":%d", c->num_work,
+             c->num_partials);
+    CHECK_CONTAINS(js, want);
+    CHECK_CONTAINS(js, "\"query_class\":\"varlen\"");
+    /* update_block_table: the other group's partition comes along */
+    CHECK_OK(attn__builder_mla_cpu.create(bi, &st2));
+    int32_t other_bt[64] = {0};
+    CHECK_OK(attn__builder_mla_cpu.update_block_table(st2, md, other_bt, 16, NULL, &md2p));
+    const attn__cpu_mla_metadata *c2 = attn__cpu_mla_md(md2p);
+    CHECK(c2 && c2 != c && c2->work == c->work && c2->num_work == c->num_work &&
+          c2->num_partials == c->num_partials && c2->mla.common.block_table == other_bt);
+    /* metadata of a common builder has no partition to reuse */
+    void *gs = NULL;
+    const void *gmd = NULL;
+    CHECK_OK(attn__builder_mla_varlen.create(bi, &gs));
+    CHECK_OK(attn__builder_mla_varlen.build(gs, 0, cm, false, &gmd));
+    CHECK_STATUS(attn__builder_mla_cpu.update_block_table(st2, gmd, other_bt, 16, NULL, &md2p),
+                 ATTN_BAD_METADATA);
+    /* and a common builder takes the common part of CPU_MLA's */
+    CHECK_OK(attn__builder_mla_varlen.update_block_table(gs, md, other_bt, 16, NULL, &md2p));
+    CHECK(((const attn_mla_metadata *)md2p)->struct_size == sizeof(attn_mla_metadata) &&
+          ((const attn_mla_metadata *)md2p)->num_decodes == md->num_decodes);
+    attn__builder_mla_varlen.destroy(gs);
+out:
+    attn__builder_mla_cpu.destroy(st);
+    if (st2) attn__builder_mla_cpu.destroy(st2);
 }
 
 int main(void)
@@ -131,7 +191,7 @@ int main(void)
     CHECK(md->num_prefills == 2 && md->num_prefill_tokens == 301);
     CHECK(md->max_decode_query_len == 2 && md->max_decode_seq_len == 90);
     CHECK(md->max_prefill_query_len == 300 && md->max_prefill_seq_len == 300);
-    CHECK(md->num_decode_work > 0 && md->work_heads == 16);
+    CHECK(md->struct_size == sizeof(attn_mla_metadata) && !attn__cpu_mla_md(md));
     CHECK(md->common.block_table == f.bt);
     char js[1024];
     int n = attn__builder_mla_flashmla.describe(md, js, sizeof js);
@@ -139,6 +199,8 @@ int main(void)
     CHECK_CONTAINS(js, "\"num_decodes\":2");
     CHECK_CONTAINS(js, "\"query_class\":\"uniform\"");
     CHECK_CONTAINS(js, "\"num_prefill_tokens\":301");
+    CHECK(!strstr(js, "decode_work"));
+    cpu_partition(&f.cm, &bi, 16, -1, -1);
 
     /* update_block_table: another group's builder reuses md with its table */
     void *st2 = NULL;
@@ -167,7 +229,8 @@ int main(void)
     CHECK(md->num_decodes == 1 && md->num_decode_tokens == 1 && md->num_prefills == 0 &&
           md->num_prefill_tokens == 0);
     CHECK(md->max_prefill_query_len == 0 && md->max_prefill_seq_len == 0);
-    CHECK(md->max_decode_seq_len == 7 && md->num_decode_work == 1 && md->num_partials == 0);
+    CHECK(md->max_decode_seq_len == 7);
+    cpu_partition(&g.cm, &bi, 16, 1, 0);
     CHECK(md->common.block_table == g.bt && md->common.num_reqs == 1);
 
     /* an empty batch */
@@ -176,7 +239,8 @@ int main(void)
     empty.query_start_loc = &zero;
     CHECK_OK(attn__builder_mla_flashmla.build(st, 0, &empty, false, &mdp));
     md = mdp;
-    CHECK(md->num_decodes == 0 && md->num_prefills == 0 && md->num_decode_work == 0);
+    CHECK(md->num_decodes == 0 && md->num_prefills == 0);
+    cpu_partition(&empty, &bi, 16, 0, 0);
 
     /* bad input */
     int32_t bq[] = {0, 5}, bs_[] = {3};

@@ -7,10 +7,15 @@
  *  2. forward_mqa's latent output and LSE equal REFERENCE_MLA forward_mqa,
  *     including fp16, fp8 caches, DeepSeek-V3 shapes (128 heads, 512 + 64)
  *     and contexts long enough for split-KV pieces and their LSE merge,
- *     with and without the builder's metadata.
+ *     with and without the builder's metadata;
+ *  3. the split-KV pieces of CPU_MLA's builder give the same bits as the
+ *     pieces forward_mqa makes itself.
  * Tolerances (max |error| over max |reference|): fp32 1e-4, bf16 / fp16
  * 2e-2; LSE absolute: fp32 1e-4, bf16 / fp16 2e-2. */
 #include "mla_fixture.h"
+#include "util/threadpool.h"
+
+extern const attn_builder_ops attn__builder_mla_varlen;
 
 typedef struct {
     const char *name;
@@ -182,6 +187,53 @@ static void check_fp8_widening(void)
 #endif
 }
 
+/* The pieces CPU_MLA's builder makes once per step are the ones forward_mqa
+ * would make itself for the same thread count: the same bits with that
+ * metadata, with none, and with a common MLA builder's (which carries no
+ * partition), over a batch long enough for split pieces and their merge. */
+static void check_builder_pieces(void)
+{
+    static const int q[] = {1, 1, 1}, s[] = {3000, 9000, 40};
+    mla_fx f;
+    mla_fx_init(&f, 16, 64, 32, 32, 32, ATTN_DTYPE_BF16, ATTN_ELEM_BF16, 16, 3, q, s, 99);
+    attn_builder_init bi = {0};
+    bi.layer = &f.lp;
+    bi.block_size = 16;
+    bi.num_blocks = f.nb;
+    bi.max_num_reqs = 3;
+    bi.max_num_tokens = f.T;
+    bi.num_threads = attn__pool_threads(attn__pool_global());
+    void *cs = NULL, *gs = NULL;
+    const void *cmd = NULL, *gmd = NULL;
+    CHECK_OK(attn__builder_mla_cpu.create(&bi, &cs));
+    CHECK_OK(attn__builder_mla_cpu.build(cs, 0, &f.cm, false, &cmd));
+    const attn__cpu_mla_metadata *c = attn__cpu_mla_md(cmd);
+    CHECK(c && c->work && c->work_heads == 16 && c->num_partials > 0);
+    CHECK_OK(attn__builder_mla_varlen.create(&bi, &gs));
+    CHECK_OK(attn__builder_mla_varlen.build(gs, 0, &f.cm, false, &gmd));
+    CHECK(!attn__cpu_mla_md(gmd));
+    size_t nrow = (size_t)f.T * f.H, ob = nrow * f.R * f.qesz;
+    const void *mds[3] = {cmd, NULL, gmd};
+    void *o[3];
+    float *l[3];
+    for (int i = 0; i < 3; i++) {
+        o[i] = calloc(ob + 64, 1);
+        l[i] = calloc(nrow + 16, sizeof(float));
+        attn_mla_args a = mla_fx_args(&f, false, o[i], l[i]);
+        a.metadata = mds[i];
+        CHECK_OK(attn_backend_forward_mqa(&attn__backend_cpu_mla, NULL, &a));
+    }
+    for (int i = 1; i < 3; i++)
+        CHECK_MSG(!memcmp(o[0], o[i], ob) && !memcmp(l[0], l[i], nrow * sizeof(float)),
+                  "CPU_MLA forward_mqa: the builder's pieces and %s differ in bits",
+                  i == 1 ? "no metadata" : "a common builder's metadata");
+    for (int i = 0; i < 3; i++)
+        free(o[i]), free(l[i]);
+    attn__builder_mla_cpu.destroy(cs);
+    attn__builder_mla_varlen.destroy(gs);
+    mla_fx_free(&f);
+}
+
 int main(void)
 {
     nv = attn__mla_variants(vars, 8);
@@ -248,6 +300,7 @@ int main(void)
     /* 16 heads x 8 tokens: full 128-row groups of several tokens */
     static const batch_t g[] = {{"8-token queries", 2, {8, 8}, {300, 90}}};
     check_vs_reference(ATTN_DTYPE_BF16, ATTN_ELEM_BF16, &g[0], 16, 512, 64, 16, true, seed++);
+    check_builder_pieces();
     for (int vi = 0; vi < nv; vi++)
         printf("variant %-9s worst error / tolerance: %.3f\n", vars[vi]->name, worst[vi]);
     attn__mla_force_variant(NULL);

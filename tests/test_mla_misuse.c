@@ -158,6 +158,16 @@ int main(void)
         x.metadata = &f->cm; /* not MLA metadata */
         EXPECT_FAIL(&E, attn_backend_forward_mqa(b, NULL, &x), ATTN_BAD_METADATA,
                     "not MLA metadata");
+        attn_mla_metadata old = {.magic = 0x4d4c4131u, /* "MLA1": before the partition moved */
+                                 .struct_size = sizeof old,
+                                 .common = f->cm};
+        x.metadata = &old;
+        EXPECT_FAIL(&E, attn_backend_forward_mqa(b, NULL, &x), ATTN_BAD_METADATA,
+                    "not MLA metadata");
+        old.magic = ATTN_MLA_METADATA_MAGIC;
+        old.struct_size = sizeof old - 4; /* shorter than the common fields */
+        EXPECT_FAIL(&E, attn_backend_forward_mqa(b, NULL, &x), ATTN_BAD_METADATA,
+                    "not MLA metadata");
 
         /* prefill without the up-projection weights */
         attn_mla_args m = mla_fx_args(f, true, E.out, E.lse);

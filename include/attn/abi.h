@@ -14,7 +14,8 @@
  * holds it. abi_version (ATTN_BACKEND_ABI_VERSION, ATTN_PLUGIN_ABI_VERSION)
  * changes only for a break that sizes cannot express. attn_mla_metadata's
  * struct_size is not part of this rule: libattn builds those itself and
- * checks it, with the magic, to recognise its own objects. */
+ * checks it (at least sizeof; a backend's builder may append its own
+ * fields, see attn/mla.h), with the magic, to recognise its own objects. */
 #ifndef ATTN_ABI_H
 #define ATTN_ABI_H
 

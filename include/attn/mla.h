@@ -102,24 +102,14 @@ typedef enum attn_mla_query_class {
 
 ATTN_API const char *attn_mla_query_class_name(attn_mla_query_class c); /* "single" ... */
 
-/* One piece of split-KV decode work: rows [row_begin, row_end) of request
- * req (row = token_in_request * num_heads + head) over keys
- * [kv_begin, kv_end). Pieces of one (req, rows) with several KV ranges are
- * merged through their LSE. */
-typedef struct attn_mla_work {
-    int32_t req;
-    int32_t row_begin, row_end;
-    int32_t kv_begin, kv_end;
-    int32_t split;   /* index among the pieces of the same rows; 0 = first */
-    int32_t nsplits; /* pieces of the same rows */
-    int32_t partial; /* slot in the partial-result area when nsplits > 1, else -1 */
-} attn_mla_work;
+#define ATTN_MLA_METADATA_MAGIC 0x4d4c4132u /* "MLA2" */
 
-#define ATTN_MLA_METADATA_MAGIC 0x4d4c4131u /* "MLA1" */
-
+/* vLLM's common MLA metadata. A backend's own builder may extend it (its
+ * metadata starts with this struct and struct_size is the whole object's
+ * size, as CPU_MLA's does with its split-KV decode partition). */
 typedef struct attn_mla_metadata {
     uint32_t magic;              /* ATTN_MLA_METADATA_MAGIC */
-    uint32_t struct_size;        /* sizeof(attn_mla_metadata) */
+    uint32_t struct_size;        /* >= sizeof(attn_mla_metadata), see above */
     attn_common_metadata common; /* copy; pointers borrowed for this step */
     attn_mla_query_class query_class;
     int reorder_batch_threshold; /* effective (raised for speculative decoding) */
@@ -127,13 +117,6 @@ typedef struct attn_mla_metadata {
     int num_prefills, num_prefill_tokens;
     int max_decode_query_len, max_decode_seq_len;
     int max_prefill_query_len, max_prefill_seq_len;
-    /* Split-KV decode partition for the CPU kernels (num_threads of the
-     * builder; rows grouped for num_heads of the spec); 0 pieces when the
-     * builder had no layer spec. */
-    const attn_mla_work *decode_work;
-    int num_decode_work;
-    int num_partials; /* partial-result slots the pieces use */
-    int work_heads;   /* num_heads the partition was made for */
 } attn_mla_metadata;
 
 /* The decode/prefill split of vLLM's split_decodes_and_prefills for a

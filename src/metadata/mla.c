@@ -5,9 +5,8 @@
  * split_decodes_and_prefills (decodes are the leading requests whose query
  * length is within the reorder threshold - for the UNIFORM class also equal
  * to the first request's; the first request that fails the test starts the
- * prefills) and, when the builder knows the layer's head count, the
- * split-KV partition the CPU decode kernel runs. The variants differ only
- * in query-length class, reorder threshold and capture tier:
+ * prefills), the fields of vLLM's MLACommonMetadata. The variants differ
+ * only in query-length class, reorder threshold and capture tier:
  *
  *   attn__builder_mla          common (vLLM MLACommonMetadataBuilder): single, 1
  *   attn__builder_mla_varlen   FLASH_ATTN_MLA: varlen, 512
@@ -15,14 +14,14 @@
  *   attn__builder_mla_uniform  FLASHINFER_MLA, TOKENSPEED_MLA: uniform, 1
  *   attn__builder_mla_single   CUTLASS_MLA: single token, 1
  *   attn__builder_mla_sparse   sparse MLA backends: every token runs forward_mqa
- *   attn__builder_mla_cpu      CPU_MLA, REFERENCE_MLA: varlen, 128
  *
+ * CPU_MLA's builder (varlen, 128, with its split-KV decode partition) lives
+ * with its kernel (src/backends/mla/cpu_mla_builder.c) and reuses the steps
+ * of mla_builder.h.
  * Speculative decoding raises the threshold to 1 + num_speculative_tokens
  * for every class but single (vLLM's _init_reorder_batch_threshold).
  * Scratch is allocated at create; build never allocates; nothing survives
  * from one build to the next. */
-#include <limits.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,7 +30,6 @@
 #include "metadata/mla_builder.h"
 #include "util/error.h"
 #include "util/strbuf.h"
-#include "util/threadpool.h"
 
 const char *attn_mla_query_class_name(attn_mla_query_class c)
 {
@@ -66,148 +64,27 @@ void attn_mla_split_decodes(const attn_common_metadata *cm, int threshold, bool 
     if (num_prefill_tokens) *num_prefill_tokens = nt - ndt;
 }
 
-/* ---- split-KV decode partition ------------------------------------------------ */
+/* ---- the steps every MLA builder takes ------------------------------------------ */
 
-static int attn__rows_per_group(int H)
-{
-    return H >= ATTN__MLA_MAX_ROWS ? ATTN__MLA_MAX_ROWS : H * (ATTN__MLA_MAX_ROWS / H);
-}
-
-int attn__mla_partition_bound(int num_reqs, int num_tokens, int H, int nthreads)
-{
-    if (H <= 0) return 0;
-    int G = attn__rows_per_group(H);
-    int64_t groups = (int64_t)num_reqs + ((int64_t)num_tokens * H + G - 1) / G;
-    int64_t n = groups + 3ll * (nthreads > 0 ? nthreads : 1) + 8;
-    return n > INT_MAX / 2 ? INT_MAX / 2 : (int)n;
-}
-
-static int attn__work_cmp(const void *pa, const void *pb)
-{
-    const attn_mla_work *a = pa, *b = pb;
-    int64_t wa = (int64_t)(a->row_end - a->row_begin) * (a->kv_end - a->kv_begin);
-    int64_t wb = (int64_t)(b->row_end - b->row_begin) * (b->kv_end - b->kv_begin);
-    if (wa != wb) return wa > wb ? -1 : 1;
-    if (a->req != b->req) return a->req < b->req ? -1 : 1;
-    if (a->row_begin != b->row_begin) return a->row_begin < b->row_begin ? -1 : 1;
-    return a->split < b->split ? -1 : a->split > b->split;
-}
-
-int attn__mla_partition(const attn_common_metadata *cm, int r0, int r1, int H, int nthreads,
-                        attn_mla_work *work, int max_work, int *num_partials)
-{
-    int G = attn__rows_per_group(H);
-    if (nthreads < 1) nthreads = 1;
-    double W = 0;
-    for (int r = r0; r < r1; r++) {
-        int n = cm->query_start_loc[r + 1] - cm->query_start_loc[r];
-        int rows = n * H, fp = cm->seq_lens[r] - n;
-        for (int rb = 0; rb < rows; rb += G) {
-            int re = rows - rb < G ? rows : rb + G;
-            W += (double)(re - rb) * (double)(fp + (re - 1) / H + 1);
-        }
-    }
-    /* About three pieces per thread, but at least 512 keys of a full group per
-     * piece: each piece packs its queries once and split pieces pay a merge. */
-    double T = W / (3.0 * nthreads);
-    if (T < 512.0 * ATTN__MLA_MAX_ROWS) T = 512.0 * ATTN__MLA_MAX_ROWS;
-    int np = 0, nparts = 0;
-    for (int r = r0; r < r1; r++) {
-        int n = cm->query_start_loc[r + 1] - cm->query_start_loc[r];
-        int rows = n * H, fp = cm->seq_lens[r] - n;
-        for (int rb = 0; rb < rows; rb += G) {
-            int re = rows - rb < G ? rows : rb + G;
-            int keys = fp + (re - 1) / H + 1;
-            int splits = (int)ceil((double)(re - rb) * keys / T);
-            if (splits < 1) splits = 1;
-            int kps = (keys + splits - 1) / splits;
-            kps = (kps + ATTN__MLA_KCHUNK - 1) / ATTN__MLA_KCHUNK * ATTN__MLA_KCHUNK;
-            splits = (keys + kps - 1) / kps;
-            for (int s = 0; s < splits; s++) {
-                if (np >= max_work) return -1;
-                attn_mla_work *w = &work[np++];
-                w->req = r;
-                w->row_begin = rb;
-                w->row_end = re;
-                w->kv_begin = s * kps;
-                w->kv_end = (s + 1) * kps < keys ? (s + 1) * kps : keys;
-                w->split = s;
-                w->nsplits = splits;
-                w->partial = splits > 1 ? nparts + s : -1;
-            }
-            if (splits > 1) nparts += splits;
-        }
-    }
-    qsort(work, (size_t)np, sizeof *work, attn__work_cmp);
-    if (num_partials) *num_partials = nparts;
-    return np;
-}
-
-/* ---- the builders ------------------------------------------------------------- */
-
-typedef struct attn__mla_variant {
-    const char *type_name;
-    attn_mla_query_class cls;
-    int threshold;
-    bool sparse;
-} attn__mla_variant;
-
-typedef struct attn__mla_builder {
-    attn__mla_variant v;
-    int threshold;
-    int num_heads, num_threads;
-    int max_work;
-    attn_mla_work *work;
-    attn_mla_metadata md;
-} attn__mla_builder;
-
-static attn_status attn__mla_create(const attn__mla_variant *v, const attn_builder_init *init,
-                                    void **state)
+attn_status attn__mla_builder_init(attn_mla_query_class cls, int threshold,
+                                   const attn_builder_init *init, int *effective_threshold)
 {
     ATTN__CHECK_NULL(init);
-    ATTN__CHECK_NULL(state);
+    ATTN__CHECK_NULL(effective_threshold);
     if (init->max_num_reqs < 0 || init->max_num_tokens < 0 || init->num_speculative_tokens < 0)
         return attn__fail(ATTN_INVALID_ARGUMENT, "MLA builder: max_num_reqs, max_num_tokens and "
                                                  "num_speculative_tokens must be >= 0");
-    attn__mla_builder *b = calloc(1, sizeof *b);
-    if (!b) return attn__fail(ATTN_OUT_OF_MEMORY, "MLA builder: no memory");
-    b->v = *v;
-    b->threshold = v->threshold;
-    if (v->cls != ATTN_MLA_QUERY_SINGLE && 1 + init->num_speculative_tokens > b->threshold)
-        b->threshold = 1 + init->num_speculative_tokens;
-    b->num_heads = init->layer && init->layer->num_heads > 0 ? init->layer->num_heads : 0;
-    b->num_threads = init->num_threads > 0 ? init->num_threads : attn__pool_default_threads();
-    if (b->num_heads > 0 && !v->sparse) {
-        b->max_work = attn__mla_partition_bound(init->max_num_reqs, init->max_num_tokens,
-                                                b->num_heads, b->num_threads);
-        b->work = calloc((size_t)b->max_work, sizeof *b->work);
-        if (!b->work) {
-            int n = b->max_work;
-            free(b);
-            return attn__fail(ATTN_OUT_OF_MEMORY, "MLA builder: no memory for %d work pieces", n);
-        }
-    }
-    *state = b;
+    if (cls != ATTN_MLA_QUERY_SINGLE && 1 + init->num_speculative_tokens > threshold)
+        threshold = 1 + init->num_speculative_tokens;
+    *effective_threshold = threshold;
     return ATTN_OK;
 }
 
-static void attn__mla_destroy(void *state)
+attn_status attn__mla_fill(const attn_common_metadata *cm, attn_mla_query_class cls, int threshold,
+                           attn_mla_metadata *md)
 {
-    attn__mla_builder *b = state;
-    if (!b) return;
-    free(b->work);
-    free(b);
-}
-
-static attn_status attn__mla_build(void *state, int common_prefix_len,
-                                   const attn_common_metadata *cm, bool fast_build,
-                                   const void **out)
-{
-    (void)common_prefix_len, (void)fast_build;
-    attn__mla_builder *b = state;
-    ATTN__CHECK_NULL(b);
     ATTN__CHECK_NULL(cm);
-    ATTN__CHECK_NULL(out);
+    ATTN__CHECK_NULL(md);
     if (cm->num_reqs < 0 || cm->num_actual_tokens < 0)
         return attn__fail(ATTN_BAD_METADATA, "MLA builder: num_reqs %d / num_actual_tokens %d < 0",
                           cm->num_reqs, cm->num_actual_tokens);
@@ -228,14 +105,13 @@ static attn_status attn__mla_build(void *state, int common_prefix_len,
                               "MLA builder: request %d has query_start_loc %d..%d and seq_len %d",
                               r, qsl[r], qsl[r + 1], cm->seq_lens[r]);
     }
-    attn_mla_metadata *md = &b->md;
     memset(md, 0, sizeof *md);
     md->magic = ATTN_MLA_METADATA_MAGIC;
     md->struct_size = sizeof *md;
     md->common = *cm;
-    md->query_class = b->v.cls;
-    md->reorder_batch_threshold = b->threshold;
-    attn_mla_split_decodes(cm, b->threshold, b->v.cls == ATTN_MLA_QUERY_UNIFORM, &md->num_decodes,
+    md->query_class = cls;
+    md->reorder_batch_threshold = threshold;
+    attn_mla_split_decodes(cm, threshold, cls == ATTN_MLA_QUERY_UNIFORM, &md->num_decodes,
                            &md->num_decode_tokens, &md->num_prefills, &md->num_prefill_tokens);
     for (int r = 0; r < cm->num_reqs; r++) {
         int ql = cm->query_start_loc[r + 1] - cm->query_start_loc[r], sl = cm->seq_lens[r];
@@ -249,53 +125,25 @@ static attn_status attn__mla_build(void *state, int common_prefix_len,
             md->max_prefill_seq_len = sl > md->max_prefill_seq_len ? sl : md->max_prefill_seq_len;
         }
     }
-    if (b->work && md->num_decodes > 0) {
-        int np = attn__mla_partition(cm, 0, md->num_decodes, b->num_heads, b->num_threads, b->work,
-                                     b->max_work, &md->num_partials);
-        if (np >= 0) {
-            md->decode_work = b->work;
-            md->num_decode_work = np;
-            md->work_heads = b->num_heads;
-        } else {
-            md->num_partials = 0; /* larger than the builder was sized for: kernel partitions */
-        }
-    }
-    *out = md;
     return ATTN_OK;
 }
 
-static attn_status attn__mla_build_capture(void *state, const attn_common_metadata *cm,
-                                           const void **out)
+attn_status attn__mla_check_reuse(const void *md_in, size_t min_size, int block_table_stride)
 {
-    return attn__mla_build(state, 0, cm, false, out);
-}
-
-/* Within one step another group's metadata is reused with this group's
- * block table: the split and the partition depend only on lengths. */
-static attn_status attn__mla_update_block_table(void *state, const void *md_in,
-                                                const int32_t *block_table, int block_table_stride,
-                                                const int64_t *slot_mapping, const void **out)
-{
-    attn__mla_builder *b = state;
-    ATTN__CHECK_NULL(b);
     ATTN__CHECK_NULL(md_in);
-    ATTN__CHECK_NULL(out);
     const attn_mla_metadata *src = md_in;
-    if (src->magic != ATTN_MLA_METADATA_MAGIC || src->struct_size != sizeof *src)
+    if (src->magic != ATTN_MLA_METADATA_MAGIC || src->struct_size < min_size)
         return attn__fail(ATTN_BAD_METADATA,
                           "MLA builder: update_block_table needs metadata of an MLA builder");
     if (block_table_stride < 0)
         return attn__fail(ATTN_INVALID_ARGUMENT, "MLA builder: block_table_stride %d < 0",
                           block_table_stride);
-    if (src != &b->md) b->md = *src;
-    b->md.common.block_table = block_table;
-    b->md.common.block_table_stride = block_table_stride;
-    b->md.common.slot_mapping = slot_mapping;
-    *out = &b->md;
     return ATTN_OK;
 }
 
-static int attn__mla_describe(const void *md_in, char *buf, size_t size)
+int attn__mla_describe_with(const void *md_in,
+                            void (*more)(attn__jw *w, const attn_mla_metadata *md), char *buf,
+                            size_t size)
 {
     const attn_mla_metadata *md = md_in;
     attn__sb sb;
@@ -324,10 +172,7 @@ static int attn__mla_describe(const void *md_in, char *buf, size_t size)
         attn__jw_int(&w, md->max_prefill_query_len);
         attn__jw_key(&w, "max_prefill_seq_len");
         attn__jw_int(&w, md->max_prefill_seq_len);
-        attn__jw_key(&w, "decode_work_pieces");
-        attn__jw_int(&w, md->num_decode_work);
-        attn__jw_key(&w, "decode_partials");
-        attn__jw_int(&w, md->num_partials);
+        if (more) more(&w, md);
     }
     attn__jw_obj_end(&w);
     int n = sb.oom ? 0 : (int)sb.len;
@@ -340,8 +185,92 @@ static int attn__mla_describe(const void *md_in, char *buf, size_t size)
     return n;
 }
 
-#define ATTN__MLA_VARIANT(sym, tname, cg, cls_, thr, sp)                                           \
-    static const attn__mla_variant sym##_v = {tname, cls_, thr, sp};                               \
+/* ---- the common builders -------------------------------------------------------- */
+
+typedef struct attn__mla_variant {
+    const char *type_name;
+    attn_mla_query_class cls;
+    int threshold;
+} attn__mla_variant;
+
+typedef struct attn__mla_builder {
+    attn__mla_variant v;
+    int threshold;
+    attn_mla_metadata md;
+} attn__mla_builder;
+
+static attn_status attn__mla_create(const attn__mla_variant *v, const attn_builder_init *init,
+                                    void **state)
+{
+    ATTN__CHECK_NULL(init);
+    ATTN__CHECK_NULL(state);
+    int threshold = 0;
+    attn_status st = attn__mla_builder_init(v->cls, v->threshold, init, &threshold);
+    if (st != ATTN_OK) return st;
+    attn__mla_builder *b = calloc(1, sizeof *b);
+    if (!b) return attn__fail(ATTN_OUT_OF_MEMORY, "MLA builder: no memory");
+    b->v = *v;
+    b->threshold = threshold;
+    *state = b;
+    return ATTN_OK;
+}
+
+static void attn__mla_destroy(void *state)
+{
+    free(state);
+}
+
+static attn_status attn__mla_build(void *state, int common_prefix_len,
+                                   const attn_common_metadata *cm, bool fast_build,
+                                   const void **out)
+{
+    (void)common_prefix_len, (void)fast_build;
+    attn__mla_builder *b = state;
+    ATTN__CHECK_NULL(b);
+    ATTN__CHECK_NULL(cm);
+    ATTN__CHECK_NULL(out);
+    attn_status st = attn__mla_fill(cm, b->v.cls, b->threshold, &b->md);
+    if (st != ATTN_OK) return st;
+    *out = &b->md;
+    return ATTN_OK;
+}
+
+static attn_status attn__mla_build_capture(void *state, const attn_common_metadata *cm,
+                                           const void **out)
+{
+    return attn__mla_build(state, 0, cm, false, out);
+}
+
+/* Within one step another group's metadata is reused with this group's
+ * block table: the split depends only on lengths. */
+static attn_status attn__mla_update_block_table(void *state, const void *md_in,
+                                                const int32_t *block_table, int block_table_stride,
+                                                const int64_t *slot_mapping, const void **out)
+{
+    attn__mla_builder *b = state;
+    ATTN__CHECK_NULL(b);
+    ATTN__CHECK_NULL(out);
+    attn_status st = attn__mla_check_reuse(md_in, sizeof(attn_mla_metadata), block_table_stride);
+    if (st != ATTN_OK) return st;
+    const attn_mla_metadata *src = md_in;
+    if (src != &b->md) {
+        b->md = *src;
+        b->md.struct_size = sizeof b->md; /* a backend's extension is not copied */
+    }
+    b->md.common.block_table = block_table;
+    b->md.common.block_table_stride = block_table_stride;
+    b->md.common.slot_mapping = slot_mapping;
+    *out = &b->md;
+    return ATTN_OK;
+}
+
+static int attn__mla_describe(const void *md, char *buf, size_t size)
+{
+    return attn__mla_describe_with(md, NULL, buf, size);
+}
+
+#define ATTN__MLA_VARIANT(sym, tname, cg, cls_, thr)                                               \
+    static const attn__mla_variant sym##_v = {tname, cls_, thr};                                   \
     static attn_status sym##_create(const attn_builder_init *init, void **state)                   \
     {                                                                                              \
         return attn__mla_create(&sym##_v, init, state);                                            \
@@ -362,19 +291,18 @@ static int attn__mla_describe(const void *md_in, char *buf, size_t size)
 
 /* Declared here: the builders are referenced from descriptors in other
  * folders (weakly by the catalog). */
-extern const attn_builder_ops attn__builder_mla_varlen, attn__builder_mla_flashmla,
-    attn__builder_mla_uniform, attn__builder_mla_single, attn__builder_mla_cpu;
+extern const attn_builder_ops attn__builder_mla, attn__builder_mla_varlen,
+    attn__builder_mla_flashmla, attn__builder_mla_uniform, attn__builder_mla_single,
+    attn__builder_mla_sparse;
 
-ATTN__MLA_VARIANT(attn__builder_mla, "mla", ATTN_CG_UNIFORM_BATCH, ATTN_MLA_QUERY_SINGLE, 1, false)
+ATTN__MLA_VARIANT(attn__builder_mla, "mla", ATTN_CG_UNIFORM_BATCH, ATTN_MLA_QUERY_SINGLE, 1)
 ATTN__MLA_VARIANT(attn__builder_mla_varlen, "mla_varlen", ATTN_CG_UNIFORM_BATCH,
-                  ATTN_MLA_QUERY_VARLEN, 512, false)
+                  ATTN_MLA_QUERY_VARLEN, 512)
 ATTN__MLA_VARIANT(attn__builder_mla_flashmla, "mla_flashmla", ATTN_CG_UNIFORM_BATCH,
-                  ATTN_MLA_QUERY_UNIFORM, 128, false)
+                  ATTN_MLA_QUERY_UNIFORM, 128)
 ATTN__MLA_VARIANT(attn__builder_mla_uniform, "mla_uniform", ATTN_CG_UNIFORM_BATCH,
-                  ATTN_MLA_QUERY_UNIFORM, 1, false)
+                  ATTN_MLA_QUERY_UNIFORM, 1)
 ATTN__MLA_VARIANT(attn__builder_mla_single, "mla_single", ATTN_CG_UNIFORM_SINGLE_TOKEN_DECODE,
-                  ATTN_MLA_QUERY_SINGLE, 1, false)
+                  ATTN_MLA_QUERY_SINGLE, 1)
 ATTN__MLA_VARIANT(attn__builder_mla_sparse, "mla_sparse", ATTN_CG_UNIFORM_BATCH,
-                  ATTN_MLA_QUERY_SINGLE, 1, true)
-ATTN__MLA_VARIANT(attn__builder_mla_cpu, "mla_cpu", ATTN_CG_NEVER, ATTN_MLA_QUERY_VARLEN, 128,
-                  false)
+                  ATTN_MLA_QUERY_SINGLE, 1)

@@ -1,36 +1,38 @@
-/* The MLA family's per-step metadata builders (mla.c, internal).
- *
- * The builders are referenced from descriptors in other folders: the
- * catalog's GPU MLA backends (weakly, backends/catalog/builders_weak.h),
- * CPU_MLA and REFERENCE_MLA (src/backends/). The split-KV decode partition
- * that attn__builder_mla_cpu plans is CPU_MLA's (its decode walks it), so
- * the kernel's row group and key chunk are stated here, where the planner
- * that depends on them sits: the kernels include this header, never the
- * reverse. */
+/* The common MLA builder's steps (mla.c), shared with a backend's own MLA
+ * builder whose metadata starts with attn_mla_metadata and appends its own
+ * fields (CPU_MLA's, src/backends/mla/cpu_mla_builder.c). */
 #ifndef ATTN_METADATA_MLA_BUILDER_H
 #define ATTN_METADATA_MLA_BUILDER_H
 
+#include <stddef.h>
+
 #include "attn/backend.h"
 #include "attn/mla.h"
+#include "util/strbuf.h"
 
+/* The generic MLA builders (mla.c), referenced from descriptors in other
+ * folders (the catalog weakly, backends/catalog/builders_weak.h). */
 extern const attn_builder_ops attn__builder_mla;
-extern const attn_builder_ops attn__builder_mla_cpu;
 extern const attn_builder_ops attn__builder_mla_sparse;
 
-/* Rows per decode group: one group's latent accumulators stay in a thread's
- * scratch ([rows][kv_lora_rank] fp32). */
-#define ATTN__MLA_MAX_ROWS 128
-/* Keys per decode step of the kernels. */
-#define ATTN__MLA_KCHUNK 32
+/* create(): checks init and gives the reorder threshold of a query class
+ * for it (the speculative-decoding raise). */
+attn_status attn__mla_builder_init(attn_mla_query_class cls, int threshold,
+                                   const attn_builder_init *init, int *effective_threshold);
 
-/* Split-KV decode partition of requests [r0, r1) (see attn_mla_work): rows
- * grouped by ATTN__MLA_MAX_ROWS, long key ranges split so that about three
- * pieces per thread exist, pieces ordered largest first. Returns the number
- * of pieces, or -1 when more than max_work would be needed. *num_partials
- * receives the partial slots used. */
-int attn__mla_partition(const attn_common_metadata *cm, int r0, int r1, int H, int nthreads,
-                        attn_mla_work *work, int max_work, int *num_partials);
-/* Upper bound of attn__mla_partition's pieces for a batch shape. */
-int attn__mla_partition_bound(int num_reqs, int num_tokens, int H, int nthreads);
+/* build(): checks cm and fills md (magic, struct_size = sizeof
+ * (attn_mla_metadata), the decode/prefill split and its maxima). On failure
+ * md is unchanged. */
+attn_status attn__mla_fill(const attn_common_metadata *cm, attn_mla_query_class cls, int threshold,
+                           attn_mla_metadata *md);
+
+/* update_block_table(): md_in is MLA metadata of at least min_size bytes
+ * and block_table_stride is usable. */
+attn_status attn__mla_check_reuse(const void *md_in, size_t min_size, int block_table_stride);
+
+/* describe(): the common fields as one JSON object; more (may be NULL)
+ * appends a backend's keys. Returns the length (0 when out of memory). */
+int attn__mla_describe_with(const void *md, void (*more)(attn__jw *w, const attn_mla_metadata *md),
+                            char *buf, size_t size);
 
 #endif

@@ -1,7 +1,8 @@
 /* CPU_MLA and CPU_MLA_SPARSE: MLA on the CPU with real kernels.
  *
  * forward_mqa (decode): the work is cut into pieces (request, row group,
- * key range) - by the MLA builder when it knew the head count, else here -
+ * key range) - once per step by CPU_MLA's builder (cpu_mla_builder.c) when
+ * it knew the head count, else here -
  * and run on the persistent thread pool; a row group is up to
  * ATTN__MLA_MAX_ROWS (token, head) rows, so each cached latent row is loaded
  * once per group for all of its heads. Long contexts are split over key

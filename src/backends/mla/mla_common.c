@@ -501,7 +501,7 @@ attn_status attn__mla_prepare(const char *who, const attn_mla_args *a, attn__mla
     const attn_mla_metadata *md = NULL;
     if (a->metadata) {
         md = a->metadata;
-        if (md->magic != ATTN_MLA_METADATA_MAGIC || md->struct_size != sizeof(attn_mla_metadata))
+        if (md->magic != ATTN_MLA_METADATA_MAGIC || md->struct_size < sizeof(attn_mla_metadata))
             return attn__fail(ATTN_BAD_METADATA,
                               "%s %s: args->metadata is not MLA metadata (build it with an MLA "
                               "builder)",

@@ -14,7 +14,7 @@
 typedef struct {
     const attn__mla_call *c;
     const attn__mla_kern *k;
-    const attn_mla_work *work;
+    const attn__mla_work *work;
     int nwork;
     float *partials; /* slot stride: MAX_ROWS * (R + 2) floats */
     char *thread_ws;
@@ -64,7 +64,7 @@ static void attn__dec_pieces(void *ctx, int64_t begin, int64_t end, int tid)
     int32_t *pos = (int32_t *)(l + ATTN__MLA_MAX_ROWS);
     size_t qesz = c->q_elem == ATTN_ELEM_F32 ? 4 : 2;
     for (int64_t it = begin; it < end; it++) {
-        const attn_mla_work *w = &j->work[it];
+        const attn__mla_work *w = &j->work[it];
         int r = w->req;
         int q0 = cm->query_start_loc[r], n = cm->query_start_loc[r + 1] - q0;
         attn__mla_dec d;
@@ -128,7 +128,7 @@ static void attn__dec_merge(void *ctx, int64_t begin, int64_t end, int tid)
     float *l = m + ATTN__MLA_MAX_ROWS;
     size_t sf = attn__slot_floats(R);
     for (int64_t g = begin; g < end; g++) {
-        const attn_mla_work *w = &j->work[j->split_groups[g]];
+        const attn__mla_work *w = &j->work[j->split_groups[g]];
         int nrows = w->row_end - w->row_begin;
         int p0 = w->partial; /* split 0: the group's slots are p0 .. p0 + nsplits - 1 */
         for (int i = 0; i < nrows; i++) {
@@ -160,7 +160,7 @@ static void attn__dec_merge(void *ctx, int64_t begin, int64_t end, int tid)
 }
 
 /* CPU_MLA_SPARSE: one piece per (token, row group of heads), no key split */
-static int attn__dec_sparse_pieces(const attn__mla_call *c, attn_mla_work *lw)
+static int attn__dec_sparse_pieces(const attn__mla_call *c, attn__mla_work *lw)
 {
     const attn_common_metadata *cm = c->cm;
     int nwork = 0;
@@ -168,7 +168,7 @@ static int attn__dec_sparse_pieces(const attn__mla_call *c, attn_mla_work *lw)
         int n = cm->query_start_loc[r + 1] - cm->query_start_loc[r];
         for (int t = 0; t < n; t++)
             for (int hb = 0; hb < c->H; hb += ATTN__MLA_MAX_ROWS) {
-                attn_mla_work *w = &lw[nwork++];
+                attn__mla_work *w = &lw[nwork++];
                 w->req = r;
                 w->row_begin = t * c->H + hb;
                 w->row_end =
@@ -198,14 +198,15 @@ attn_status attn__cpu_mla_mqa(const attn_mla_args *a, bool sparse)
     int nthreads = attn__pool_threads(pool);
     const attn__mla_kern *k = attn__mla_decode_kern(c.q_elem, c.kv_elem, c.R, c.D);
 
-    /* pieces: the builder's, or made here in the workspace */
-    const attn_mla_work *work = NULL;
+    /* pieces: CPU_MLA's builder's, or made here in the workspace */
+    const attn__mla_work *work = NULL;
     int nwork = 0, nparts = 0, local_max = 0;
-    if (!sparse && c.md && c.md->decode_work && c.md->work_heads == c.H && c.req_begin == 0 &&
+    const attn__cpu_mla_metadata *cmd = sparse ? NULL : attn__cpu_mla_md(c.md);
+    if (cmd && cmd->work && cmd->work_heads == c.H && c.req_begin == 0 &&
         c.req_end == c.md->num_decodes) {
-        work = c.md->decode_work;
-        nwork = c.md->num_decode_work;
-        nparts = c.md->num_partials;
+        work = cmd->work;
+        nwork = cmd->num_work;
+        nparts = cmd->num_partials;
     } else if (sparse) {
         int per_tok = (c.H + ATTN__MLA_MAX_ROWS - 1) / ATTN__MLA_MAX_ROWS;
         local_max = ntok * per_tok;
@@ -216,7 +217,7 @@ attn_status attn__cpu_mla_mqa(const attn_mla_args *a, bool sparse)
     size_t tws = kern_ws +
                  attn__mla_al64(sizeof(float) * ((size_t)ATTN__MLA_MAX_ROWS * (c.R + 2))) +
                  attn__mla_al64(sizeof(int32_t) * (size_t)(sparse ? a->topk : 1));
-    size_t work_bytes = attn__mla_al64(sizeof(attn_mla_work) * (size_t)local_max);
+    size_t work_bytes = attn__mla_al64(sizeof(attn__mla_work) * (size_t)local_max);
     size_t groups_bytes =
         attn__mla_al64(sizeof(int) * (size_t)(local_max > nwork ? local_max : nwork));
 
@@ -229,7 +230,7 @@ attn_status attn__cpu_mla_mqa(const attn_mla_args *a, bool sparse)
     st = attn__mla_ws_acquire(need, &mem);
     if (st != ATTN_OK) return st;
     char *p = mem;
-    attn_mla_work *lw = (attn_mla_work *)p;
+    attn__mla_work *lw = (attn__mla_work *)p;
     p += work_bytes;
     int *groups = (int *)p;
     p += groups_bytes;

@@ -1,6 +1,7 @@
 /* Internal contract of the MLA pieces: call validation shared by
- * REFERENCE_MLA and CPU_MLA, latent-row addressing, and the per-ISA kernel
- * table of CPU_MLA.
+ * REFERENCE_MLA and CPU_MLA, latent-row addressing, CPU_MLA's metadata (the
+ * split-KV decode partition its builder makes) and its per-ISA kernel
+ * table.
  *
  * Every entry point validates its whole input with attn__mla_prepare before
  * it writes anything; kernels below that point trust the call. Scores are
@@ -69,6 +70,61 @@ static inline const int32_t *attn__mla_block_table(const attn_common_metadata *c
 {
     return cm->block_table + (size_t)req * (size_t)cm->block_table_stride;
 }
+
+/* ---- CPU_MLA's metadata (its builder: cpu_mla_builder.c) ------------------ */
+
+extern const attn_builder_ops attn__builder_mla_cpu;
+
+/* Rows per decode group: one group's latent accumulators stay in a thread's
+ * scratch ([rows][kv_lora_rank] fp32). */
+#define ATTN__MLA_MAX_ROWS 128
+/* Keys per decode step of the kernels. */
+#define ATTN__MLA_KCHUNK 32
+
+/* One piece of split-KV decode work: rows [row_begin, row_end) of request
+ * req (row = token_in_request * num_heads + head) over keys
+ * [kv_begin, kv_end). Pieces of one (req, rows) with several KV ranges are
+ * merged through their LSE. */
+typedef struct attn__mla_work {
+    int32_t req;
+    int32_t row_begin, row_end;
+    int32_t kv_begin, kv_end;
+    int32_t split;   /* index among the pieces of the same rows; 0 = first */
+    int32_t nsplits; /* pieces of the same rows */
+    int32_t partial; /* slot in the partial-result area when nsplits > 1, else -1 */
+} attn__mla_work;
+
+/* What CPU_MLA's builder builds once per step: the common MLA metadata
+ * (mla.struct_size = sizeof this struct) and the split-KV partition of the
+ * decodes for num_threads of the builder and num_heads of its layer; no
+ * pieces (work NULL) when the builder had no layer or the batch needs more
+ * than it was sized for - forward_mqa then partitions itself. */
+#define ATTN__CPU_MLA_MD_MAGIC 0x434d4c41u /* "CMLA" */
+typedef struct attn__cpu_mla_metadata {
+    attn_mla_metadata mla;
+    uint32_t magic; /* ATTN__CPU_MLA_MD_MAGIC */
+    const attn__mla_work *work;
+    int num_work;
+    int num_partials; /* partial-result slots the pieces use */
+    int work_heads;   /* num_heads the partition was made for */
+} attn__cpu_mla_metadata;
+
+/* md as CPU_MLA's metadata, or NULL when another builder made it. */
+static inline const attn__cpu_mla_metadata *attn__cpu_mla_md(const attn_mla_metadata *md)
+{
+    const attn__cpu_mla_metadata *c = (const attn__cpu_mla_metadata *)md;
+    return md && md->struct_size == sizeof *c && c->magic == ATTN__CPU_MLA_MD_MAGIC ? c : NULL;
+}
+
+/* Split-KV decode partition of requests [r0, r1): rows grouped by
+ * ATTN__MLA_MAX_ROWS, long key ranges split so that about three pieces per
+ * thread exist, pieces ordered largest first. Returns the number of pieces,
+ * or -1 when more than max_work would be needed. *num_partials receives the
+ * partial slots used. */
+int attn__mla_partition(const attn_common_metadata *cm, int r0, int r1, int H, int nthreads,
+                        attn__mla_work *work, int max_work, int *num_partials);
+/* Upper bound of attn__mla_partition's pieces for a batch shape. */
+int attn__mla_partition_bound(int num_reqs, int num_tokens, int H, int nthreads);
 
 /* The CPU MLA backend objects (cpu_mla.c). */
 extern const attn_backend attn__backend_cpu_mla;
