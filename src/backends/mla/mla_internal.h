@@ -16,7 +16,7 @@
 
 #include "attn/backend.h"
 #include "attn/mla.h"
-/* The MLA builders, the decode partition, ATTN__MLA_MAX_ROWS, ATTN__MLA_KCHUNK. */
+/* The generic MLA builders and their shared steps. */
 #include "metadata/mla_builder.h"
 
 #define ATTN__LOG2E 1.4426950408889634
