@@ -177,6 +177,41 @@ static int32_t block_id(const wcase *w, int maxb, int r, int b)
     return b < pre ? b : pre + r * maxb + b;
 }
 
+/* every block of the pool holds random K and V rows */
+static void fill_cache(trng *g, const wcase *w, int nblocks, tcache *cache)
+{
+    tcache_init(cache, w->kv, nblocks, w->bs, w->kvh, w->D, w->D, false);
+    if (attn__elem_is_fp8(w->kv)) {
+        float base = 1.0f / (w->kv == ATTN_ELEM_FP8_E4M3 ? 300.0f : 20000.0f);
+        cache->view.k_scale = base * 1.1f;
+        cache->view.v_scale = base * 0.9f;
+    }
+    float row[512];
+    for (int id = 0; id < nblocks; id++)
+        for (int o = 0; o < w->bs; o++)
+            for (int h = 0; h < w->kvh; h++)
+                for (int v = 0; v < 2; v++) {
+                    for (int d = 0; d < w->D; d++)
+                        row[d] = trng_normal(g) * 0.6f;
+                    tcache_put(cache, id, o, h, v, row);
+                }
+}
+
+/* the builder made tiles of one wide job (so the wide path runs), no
+ * larger, and the cascade where asked for */
+static void check_tiles(const wcase *w, const attn__cpu_md *m, int maxq, const attn__cpu_isa *avx2)
+{
+    int widest = 0;
+    for (int i = 0; i < m->n_tiles; i++)
+        if (m->tiles[i].nq > widest) widest = m->tiles[i].nq;
+    int tt = attn__cpu_tile_tokens(w->group);
+    CHECK_MSG(widest > tt || maxq <= tt, "%s: widest tile %d tokens, 64-row tiles hold %d", w->name,
+              widest, tt);
+    CHECK_MSG(widest <= attn__cpu_job_tokens(avx2, w->group, w->D), "%s: tile of %d tokens",
+              w->name, widest);
+    CHECK_MSG(!w->prefix || m->use_cascade, "%s: no cascade", w->name);
+}
+
 static void run_case(trng *g, const wcase *w, const attn__cpu_isa *avx2)
 {
     int H = w->kvh * w->group, D = w->D, tokens = 0, maxb = 1, maxq = 0, maxs = 0;
@@ -193,21 +228,7 @@ static void run_case(trng *g, const wcase *w, const attn__cpu_isa *avx2)
     int nblocks = w->prefix / w->bs + w->nreq * maxb + maxb;
     int32_t *bt = calloc((size_t)(w->nreq * maxb), sizeof(int32_t));
     tcache cache;
-    tcache_init(&cache, w->kv, nblocks, w->bs, w->kvh, D, D, false);
-    if (attn__elem_is_fp8(w->kv)) {
-        float base = 1.0f / (w->kv == ATTN_ELEM_FP8_E4M3 ? 300.0f : 20000.0f);
-        cache.view.k_scale = base * 1.1f;
-        cache.view.v_scale = base * 0.9f;
-    }
-    float row[512];
-    for (int id = 0; id < nblocks; id++)
-        for (int o = 0; o < w->bs; o++)
-            for (int h = 0; h < w->kvh; h++)
-                for (int v = 0; v < 2; v++) {
-                    for (int d = 0; d < D; d++)
-                        row[d] = trng_normal(g) * 0.6f;
-                    tcache_put(&cache, id, o, h, v, row);
-                }
+    fill_cache(g, w, nblocks, &cache);
     for (int r = 0; r < w->nreq; r++)
         for (int b = 0; b < maxb; b++)
             bt[r * maxb + b] = block_id(w, maxb, r, b);
@@ -262,17 +283,7 @@ static void run_case(trng *g, const wcase *w, const attn__cpu_isa *avx2)
     if (!(w->flags & NO_MD)) {
         CHECK_OK(attn__builder_cpu.create(&bi, &bstate));
         CHECK_OK(attn__builder_cpu.build(bstate, w->prefix, &cm, false, &md));
-        const attn__cpu_md *m = md;
-        /* the builder made tiles of a wide job, so the wide path runs */
-        int widest = 0;
-        for (int i = 0; i < m->n_tiles; i++)
-            if (m->tiles[i].nq > widest) widest = m->tiles[i].nq;
-        int tt = attn__cpu_tile_tokens(w->group);
-        CHECK_MSG(widest > tt || maxq <= tt, "%s: widest tile %d tokens, 64-row tiles hold %d",
-                  w->name, widest, tt);
-        CHECK_MSG(widest <= attn__cpu_job_tokens(avx2, w->group, D), "%s: tile of %d tokens",
-                  w->name, widest);
-        CHECK_MSG(!w->prefix || m->use_cascade, "%s: no cascade", w->name);
+        check_tiles(w, md, maxq, avx2);
     }
     a.metadata = md;
     const attn__cpu_isa *isas[2] = {avx2, &attn__cpu_isa_portable};
