@@ -222,12 +222,14 @@ pv_direct(attn__cpu_job *j, const char *v, int64_t stride, int n, const float *a
     }
     float *junk = (float *)j->scratch; /* [4][Dv] sink for dead rows, p = 0 */
     const float *zp = junk + 4 * (size_t)ATTN_CPU_MAX_HEAD;
+    bool zeroed = false;
     for (int i = 0; i < 4; i++)
         if (!p[i]) {
+            if (!zeroed) memset(junk + 4 * (size_t)ATTN_CPU_MAX_HEAD, 0, sizeof(float) * (size_t)n);
+            zeroed = true;
             p[i] = zp;
             o[i] = junk + (size_t)i * ATTN_CPU_MAX_HEAD;
         }
-    memset(junk + 4 * (size_t)ATTN_CPU_MAX_HEAD, 0, sizeof(float) * ATTN_CPU_CHUNK);
     __m256 al0 = _mm256_set1_ps(al[0]), al1 = _mm256_set1_ps(al[1]);
     __m256 al2 = _mm256_set1_ps(al[2]), al3 = _mm256_set1_ps(al[3]);
     size_t pts = (size_t)j->pf_stride * es, rb = (size_t)j->Dv * es;
@@ -285,6 +287,15 @@ static inline __attribute__((always_inline)) void chunk_direct(attn__cpu_job *j,
                                                                const void *v, int64_t stride, int n,
                                                                int key0, bool masked, attn_elem e)
 {
+    /* A job's first chunk was not prefetched by a chunk before it: its V
+     * rows (a page of their own in paged layouts, beyond the hardware
+     * prefetcher's reach from K) are requested now, to arrive during QK. */
+    if (j->m[0] == -INFINITY) {
+        size_t es = attn_elem_size(e), ts = (size_t)stride * es, rb = (size_t)j->Dv * es;
+        for (int t = 0; t < n; t++)
+            for (size_t o = 0; o < rb; o += 64)
+                _mm_prefetch((const char *)v + t * ts + o, _MM_HINT_T0);
+    }
     qk_direct(j, k, n, stride, e);
     float alpha[DIRECT_ROWS];
     for (int r = 0; r < j->R; r++)
