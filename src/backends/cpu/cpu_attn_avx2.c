@@ -16,6 +16,7 @@
 
 #include "attn/cpu.h"
 #include "backends/cpu/cpu_attn.h"
+#include "backends/cpu/cpu_avx2_reduce.h"
 
 static bool avx2_usable(void)
 {
@@ -129,22 +130,6 @@ static inline __m128 hsum4x(__m256 a0, __m256 a1, __m256 a2, __m256 a3)
     return _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
 }
 
-static inline float hmax8(__m256 v)
-{
-    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
-    m4 = _mm_max_ss(m4, _mm_shuffle_ps(m4, m4, 1));
-    return _mm_cvtss_f32(m4);
-}
-
-static inline float hadd8(__m256 v)
-{
-    __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s4 = _mm_hadd_ps(s4, s4);
-    s4 = _mm_hadd_ps(s4, s4);
-    return _mm_cvtss_f32(s4);
-}
-
 /* the next chunk's K rows t, t + 1 (spread over the key pairs, so the
  * requests never queue behind each other) */
 static inline void qk_prefetch(const attn__cpu_job *j, int t, size_t es)
@@ -186,8 +171,8 @@ static inline void qk_sums8(float *s, int nr, bool two, __m256 a00, __m256 a10, 
 #define V_BLEND_IN(in, ninf, x)     _mm256_blendv_ps(x, ninf, in)
 #define V_LIVE(x, ninf)             _mm256_cmp_ps(x, ninf, _CMP_NEQ_OQ)
 #define V_KEEP(live, p)             _mm256_and_ps(live, p)
-#define V_RMAX                      hmax8
-#define V_RADD                      hadd8
+#define V_RMAX                      attn__hmax8
+#define V_RADD                      attn__hsum8
 #define V_PAD                       pad8
 #define V_QK_SCALE(j)               ((j)->qk_scale * kv_shift((j)->kv_elem))
 #define CV_QK                       qk_direct

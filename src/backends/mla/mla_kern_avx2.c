@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "attn/cpu.h"
+#include "backends/cpu/cpu_avx2_reduce.h"
 #include "backends/mla/mla_internal.h"
 #include "util/numeric.h"
 
@@ -19,22 +20,6 @@ static inline __m256i v256_tail(int n)
     static const int32_t m[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
     n = n > 8 ? 8 : n < 0 ? 0 : n;
     return _mm256_loadu_si256((const __m256i *)(m + 8 - n));
-}
-
-static inline float v256_hmax(__m256 v)
-{
-    __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
-    m = _mm_max_ss(m, _mm_shuffle_ps(m, m, 1));
-    return _mm_cvtss_f32(m);
-}
-
-static inline float v256_hsum(__m256 v)
-{
-    __m128 m = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    m = _mm_add_ps(m, _mm_movehl_ps(m, m));
-    m = _mm_add_ss(m, _mm_shuffle_ps(m, m, 1));
-    return _mm_cvtss_f32(m);
 }
 
 /* p * 2^e for integral e in [-126, 127]: the exponent field built directly */
@@ -58,8 +43,8 @@ static inline __m256 v256_scale2(__m256 p, __m256 e)
 #define VT_MASKMUL(src, mk, a, b)                                                                  \
     _mm256_blendv_ps(src, _mm256_mul_ps(a, b), _mm256_castsi256_ps(mk))
 #define VT_MASKZ(mk, v) _mm256_and_ps(_mm256_castsi256_ps(mk), v)
-#define VT_HMAX(v)      v256_hmax(v)
-#define VT_HSUM(v)      v256_hsum(v)
+#define VT_HMAX(v)      attn__hmax8(v)
+#define VT_HSUM(v)      attn__hsum8(v)
 #define VT_ROUND(x)     _mm256_round_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
 #define VT_SCALE2(p, e) v256_scale2(p, e)
 #define VT_EXP2_MIN     -126.0f
