@@ -69,7 +69,9 @@ done
 # or beside it must not be found, one of its own or a lower layer must.
 grep -rn '#[[:space:]]*include[[:space:]]*"[^"]*\.\./' "$SRC/src" >&2 &&
     fail 'an #include under src/ climbs out of its folder with ../'
-probe_dir=$(mktemp -d "$B/cli_layers.XXXXXX")
+# one probe folder per build tree (ctest runs this test once per tree)
+probe_dir="$B/cli_layers_probes"
+rm -rf "$probe_dir" && mkdir -p "$probe_dir"
 trap 'rm -rf "$probe_dir"' EXIT
 out=$(python3 - "$cc_json" "$SRC" "$B" "$probe_dir" <<'PY'
 import json, os, shlex, subprocess, sys
@@ -209,6 +211,25 @@ while read -r s; do
     *) fail "libattn.so exports the non-attn symbol $s" ;;
     esac
 done <<<"$exports"
+
+# 5. docs/design.md's table of the layers inside src/ says what
+# cmake/layers.cmake says: the same layers, in the same order, each with the
+# same layers directly below it.
+doc_diff=$(python3 - "$SRC/cmake/layers.cmake" "$SRC/docs/design.md" <<'PY'
+import re, sys
+cm, doc = open(sys.argv[1]).read(), open(sys.argv[2]).read()
+order = re.search(r"set\(ATTN_LAYERS([^)]*)\)", cm).group(1).split()
+deps = {m.group(1): m.group(2).split() for m in
+        re.finditer(r"set\(ATTN_LAYER_(\w+)_DEPS([^)]*)\)", cm)}
+rows = re.findall(r"^\| `attn_(\w+)` +\|[^|]*\| *([^|]*?) *\|", doc, re.M)
+want = [(l, sorted(deps.get(l, []))) for l in order]
+got = [(l, sorted([] if b == "(none)" else b.replace(",", " ").split())) for l, b in rows]
+if got != want:
+    print("cmake: %s\ndocs:  %s" % (want, got))
+PY
+)
+[ -z "$doc_diff" ] || fail "docs/design.md's layer table differs from cmake/layers.cmake:
+$doc_diff"
 
 [ "$fails" -eq 0 ] || { echo "cli_layers: $fails failure(s)"; exit 1; }
 echo "cli_layers: ok ($seen tools/sim compile commands checked, $lib_files libattn files in $layers layers, $(sed -n 's/^PROBES //p' <<<"$out") include probes, $(wc -l <<<"$exports") exports)"

@@ -219,25 +219,29 @@ static inline int attn__cpu_dec_heads(int kvh, int g, bool wide_kv)
     return kvh < ATTN_CPU_DEC_HEADS ? kvh : ATTN_CPU_DEC_HEADS;
 }
 
+/* query tokens that fill `rows` rows for a GQA group of size g (a group
+ * larger than ATTN_CPU_MAX_ROWS is split into row groups) */
+static inline int attn__cpu_rows_tokens(int rows, int g)
+{
+    int gs = g < ATTN_CPU_MAX_ROWS ? g : ATTN_CPU_MAX_ROWS;
+    return rows / gs;
+}
+
 /* query tokens a tile may hold for a GQA group of size g */
 static inline int attn__cpu_tile_tokens(int g)
 {
-    int gs = g < ATTN_CPU_MAX_ROWS ? g : ATTN_CPU_MAX_ROWS;
-    return ATTN_CPU_MAX_ROWS / gs;
+    return attn__cpu_rows_tokens(ATTN_CPU_MAX_ROWS, g);
 }
 
 /* query tokens one job of variant isa may hold for a GQA group of size g
  * and head size d: attn__cpu_tile_tokens, or more for a wide-rows variant */
 static inline int attn__cpu_job_tokens(const attn__cpu_isa *isa, int g, int d)
 {
-    int rows = ATTN_CPU_MAX_ROWS;
-    if (isa->wide_rows > ATTN_CPU_MAX_ROWS && d > 0) {
-        rows = ATTN_CPU_WIDE_BYTES / (8 * d); /* fp32 q + o per row */
-        if (rows > isa->wide_rows) rows = isa->wide_rows;
-        if (rows < ATTN_CPU_MAX_ROWS) rows = ATTN_CPU_MAX_ROWS;
-    }
-    int gs = g < ATTN_CPU_MAX_ROWS ? g : ATTN_CPU_MAX_ROWS;
-    return rows / gs;
+    if (isa->wide_rows <= ATTN_CPU_MAX_ROWS || d <= 0) return attn__cpu_tile_tokens(g);
+    int rows = ATTN_CPU_WIDE_BYTES / (8 * d); /* fp32 q + o per row */
+    if (rows > isa->wide_rows) rows = isa->wide_rows;
+    if (rows < ATTN_CPU_MAX_ROWS) rows = ATTN_CPU_MAX_ROWS;
+    return attn__cpu_rows_tokens(rows, g);
 }
 
 #endif
