@@ -341,6 +341,8 @@ static outcome run_device(attn__ocl *o, const config *c, fixture *f)
     attn_kv_view view = f->cache.view;
     view.data = kvm;
     attn__ocl_step *step = NULL;
+    attn__ocl_kernel *kern = NULL;
+    CHECK_OK(attn__ocl_kernel_create(o, &f->lp, &kern));
     CHECK_OK(attn__ocl_step_create(o, &f->lp, &step));
     attn__ocl_plan plan = {.split_len = c->split_len};
     attn_status st = attn__ocl_step_build(step, &f->cm, f->nblocks, &plan);
@@ -356,7 +358,7 @@ static outcome run_device(attn__ocl *o, const config *c, fixture *f)
                         .out_offset = (int64_t)off,
                         .lse = c->lse ? lm : NULL,
                         .lse_offset = (int64_t)off};
-    if (st == ATTN_OK) st = attn__ocl_forward(o, &fw);
+    if (st == ATTN_OK) st = attn__ocl_forward(kern, &fw);
     CHECK_MSG(st == ATTN_OK, "forward: %s (%s)", attn_status_name(st), attn_last_error());
     void *out = malloc(on * qes + 1);
     float *lse = malloc(sizeof(float) * (rows + 1));
@@ -376,6 +378,7 @@ static outcome run_device(attn__ocl *o, const config *c, fixture *f)
     free(lse);
     free(nan);
     attn__ocl_step_destroy(step);
+    attn__ocl_kernel_destroy(kern);
     attn__ocl_free(kvm);
     attn__ocl_free(qm);
     attn__ocl_free(om);

@@ -225,12 +225,17 @@ static void kv_write_case(attn__ocl *o, trng *g, const wcase *w)
     void *k = malloc(n * esz), *v = malloc(n * esz);
     fill_src(g, k, w->src, n);
     fill_src(g, v, w->src, n);
+    /* sources at element offsets inside bigger buffers (v2: allocation + offset) */
+    int64_t ko = w->layout * 5, vo = w->layout * 3;
     attn__ocl_mem *cm = tocl_upload(o, host.data, bytes);
-    attn__ocl_mem *km = tocl_upload(o, k, n * esz), *vm = tocl_upload(o, v, n * esz);
+    attn__ocl_mem *km = tocl_upload(o, NULL, (n + (size_t)ko) * esz);
+    attn__ocl_mem *vm = tocl_upload(o, NULL, (n + (size_t)vo) * esz);
+    CHECK_OK(attn__ocl_copy_in(o, km, (size_t)ko * esz, k, n * esz));
+    CHECK_OK(attn__ocl_copy_in(o, vm, (size_t)vo * esz, v, n * esz));
     attn_kv_view dview = host.view;
     dview.data = cm;
     CHECK_OK(attn_kv_write(&host.view, slots, ntok, k, v, w->src));
-    CHECK_OK(attn__ocl_kv_write(o, &dview, slots, ntok, km, vm, w->src));
+    CHECK_OK(attn__ocl_kv_write(o, &dview, slots, ntok, km, ko, vm, vo, w->src));
     unsigned char *got = malloc(bytes);
     CHECK_OK(attn__ocl_copy_out(o, got, cm, 0, bytes));
     size_t diff = 0, first = 0;
@@ -243,15 +248,23 @@ static void kv_write_case(attn__ocl *o, trng *g, const wcase *w)
               w->per_head ? ", per-head scales" : "", diff, first);
     /* a slot outside the cache: refused, nothing written */
     slots[ntok / 2] = (int64_t)nb * bs;
-    CHECK_STATUS(attn__ocl_kv_write(o, &dview, slots, ntok, km, vm, w->src), ATTN_INVALID_ARGUMENT);
+    CHECK_STATUS(attn__ocl_kv_write(o, &dview, slots, ntok, km, ko, vm, vo, w->src),
+                 ATTN_INVALID_ARGUMENT);
     CHECK_CONTAINS(attn_last_error(), "outside the cache");
     slots[ntok / 2] = -1;
     /* sources and cache smaller than the call addresses: refused */
     attn__ocl_mem *small = tocl_upload(o, NULL, n * esz - 1);
-    CHECK_STATUS(attn__ocl_kv_write(o, &dview, slots, ntok, small, vm, w->src), ATTN_OUT_OF_RANGE);
+    CHECK_STATUS(attn__ocl_kv_write(o, &dview, slots, ntok, small, 0, vm, vo, w->src),
+                 ATTN_OUT_OF_RANGE);
+    CHECK_STATUS(attn__ocl_kv_write(o, &dview, slots, ntok, km, ko + 1, vm, vo, w->src),
+                 ATTN_OUT_OF_RANGE);
+    CHECK_STATUS(attn__ocl_kv_write(o, &dview, slots, ntok, km, -1, vm, vo, w->src),
+                 ATTN_OUT_OF_RANGE);
     dview.data = small;
-    CHECK_STATUS(attn__ocl_kv_write(o, &dview, slots, ntok, km, vm, w->src), ATTN_OUT_OF_RANGE);
-    CHECK_STATUS(attn__ocl_kv_write(o, &dview, slots, ntok, km, NULL, w->src), ATTN_NULL_ARGUMENT);
+    CHECK_STATUS(attn__ocl_kv_write(o, &dview, slots, ntok, km, ko, vm, vo, w->src),
+                 ATTN_OUT_OF_RANGE);
+    CHECK_STATUS(attn__ocl_kv_write(o, &dview, slots, ntok, km, ko, NULL, 0, w->src),
+                 ATTN_NULL_ARGUMENT);
     CHECK_OK(attn__ocl_copy_out(o, got, cm, 0, bytes));
     CHECK_MSG(memcmp(got, host.data, bytes) == 0, "a refused KV write changed the cache");
     attn__ocl_free(small);
@@ -318,20 +331,27 @@ static void mla_writes(attn__ocl *o)
             fill_src(&g, lat, se, (size_t)ntok * R);
             fill_src(&g, rope, se, (size_t)ntok * P);
             attn__ocl_mem *cm = tocl_upload(o, host, bytes);
-            attn__ocl_mem *lm = tocl_upload(o, lat, (size_t)ntok * R * esz);
-            attn__ocl_mem *rm = tocl_upload(o, rope, (size_t)ntok * P * esz);
+            int64_t lo = d * 7, ro = c * 2; /* element offsets into the sources */
+            attn__ocl_mem *lm = tocl_upload(o, NULL, ((size_t)ntok * R + (size_t)lo) * esz);
+            attn__ocl_mem *rm = tocl_upload(o, NULL, ((size_t)ntok * P + (size_t)ro) * esz);
+            CHECK_OK(attn__ocl_copy_in(o, lm, (size_t)lo * esz, lat, (size_t)ntok * R * esz));
+            CHECK_OK(attn__ocl_copy_in(o, rm, (size_t)ro * esz, rope, (size_t)ntok * P * esz));
             CHECK_OK(attn_mla_write_latent(&kv, slots, ntok, lat, rope, dtypes[d]));
             attn_kv_view dv = kv;
             dv.data = cm;
-            CHECK_OK(attn__ocl_mla_write(o, &dv, slots, ntok, lm, rm, dtypes[d]));
+            CHECK_OK(attn__ocl_mla_write(o, &dv, slots, ntok, lm, lo, rm, ro, R, P, se));
             CHECK_OK(attn__ocl_copy_out(o, got, cm, 0, bytes));
             CHECK_MSG(memcmp(got, host, bytes) == 0, "MLA latent write %s <- %s differs",
                       attn_elem_name(ce), attn_elem_name(se));
             slots[3] = -2;
-            CHECK_STATUS(attn__ocl_mla_write(o, &dv, slots, ntok, lm, rm, dtypes[d]),
+            CHECK_STATUS(attn__ocl_mla_write(o, &dv, slots, ntok, lm, lo, rm, ro, R, P, se),
                          ATTN_OUT_OF_RANGE);
-            CHECK_STATUS(attn__ocl_mla_write(o, &dv, slots, ntok, lm, NULL, dtypes[d]),
+            CHECK_STATUS(attn__ocl_mla_write(o, &dv, slots, ntok, lm, lo, NULL, 0, R, P, se),
                          ATTN_NULL_ARGUMENT);
+            CHECK_STATUS(attn__ocl_mla_write(o, &dv, slots, ntok, lm, lo, rm, ro, R, P + 1, se),
+                         ATTN_INVALID_ARGUMENT);
+            CHECK_STATUS(attn__ocl_mla_write(o, &dv, slots, ntok, lm, lo + 1, rm, ro, R, P, se),
+                         ATTN_OUT_OF_RANGE);
             CHECK_OK(attn__ocl_copy_out(o, got, cm, 0, bytes));
             CHECK_MSG(memcmp(got, host, bytes) == 0, "a refused MLA write changed the cache");
             attn__ocl_free(cm);
@@ -384,6 +404,8 @@ static void forward_misuse(attn__ocl *o)
     big.num_kv_heads = 3;
     CHECK_STATUS(attn__ocl_step_create(o, &big, &s), ATTN_INVALID_ARGUMENT);
     CHECK_OK(attn__ocl_step_create(o, &lp, &s));
+    attn__ocl_kernel *k = NULL;
+    CHECK_OK(attn__ocl_kernel_create(o, &lp, &k));
     int32_t qsl[3] = {0, 1, 5}, seq[2] = {20, 5}, bt[4] = {0, 1, 2, 0};
     attn_common_metadata cm = {.query_start_loc = qsl,
                                .seq_lens = seq,
@@ -409,34 +431,42 @@ static void forward_misuse(attn__ocl *o)
     attn_kv_view kv = c.view;
     kv.data = kvm;
     attn__ocl_fwd f = {.layer = &lp, .common = &cm, .step = s, .kv = &kv, .q = q, .out = out};
-    CHECK_OK(attn__ocl_forward(o, &f));
+    CHECK_OK(attn__ocl_forward(k, &f));
     f.q = small;
-    CHECK_STATUS(attn__ocl_forward(o, &f), ATTN_OUT_OF_RANGE);
+    CHECK_STATUS(attn__ocl_forward(k, &f), ATTN_OUT_OF_RANGE);
     f.q = q;
     f.out_offset = 1;
-    CHECK_STATUS(attn__ocl_forward(o, &f), ATTN_OUT_OF_RANGE);
+    CHECK_STATUS(attn__ocl_forward(k, &f), ATTN_OUT_OF_RANGE);
     f.out_offset = 0;
     f.lse = small;
     f.lse_offset = -1;
-    CHECK_STATUS(attn__ocl_forward(o, &f), ATTN_OUT_OF_RANGE);
+    CHECK_STATUS(attn__ocl_forward(k, &f), ATTN_OUT_OF_RANGE);
     f.lse = NULL;
     kv.data = small; /* the view addresses more than this buffer */
-    CHECK_STATUS(attn__ocl_forward(o, &f), ATTN_OUT_OF_RANGE);
+    CHECK_STATUS(attn__ocl_forward(k, &f), ATTN_OUT_OF_RANGE);
     kv.data = kvm;
+    attn_layer_params other = lp;
+    other.num_heads = 8;
+    f.layer = &other;
+    CHECK_STATUS(attn__ocl_forward(k, &f), ATTN_INVALID_ARGUMENT);
+    float sinks[4] = {0};
+    other = lp;
+    other.sinks = sinks; /* sinks the kernel was not created with */
+    CHECK_STATUS(attn__ocl_forward(k, &f), ATTN_INVALID_ARGUMENT);
+    CHECK_CONTAINS(attn_last_error(), "fixed at create");
+    f.layer = &lp;
+    CHECK_OK(attn__ocl_forward(k, &f));
     qsl[2] = 4; /* other metadata than the step's */
     seq[1] = 4;
     cm.num_actual_tokens = 4;
     cm.max_query_len = 3;
-    CHECK_STATUS(attn__ocl_forward(o, &f), ATTN_BAD_METADATA);
+    CHECK_STATUS(attn__ocl_forward(k, &f), ATTN_BAD_METADATA);
     CHECK_CONTAINS(attn_last_error(), "the step was built for");
-    attn_layer_params other = lp;
-    other.num_heads = 8;
-    f.layer = &other;
-    CHECK_STATUS(attn__ocl_forward(o, &f), ATTN_INVALID_ARGUMENT);
     f.step = NULL;
-    CHECK_STATUS(attn__ocl_forward(o, &f), ATTN_NULL_ARGUMENT);
+    CHECK_STATUS(attn__ocl_forward(k, &f), ATTN_NULL_ARGUMENT);
     CHECK_OK(attn__ocl_sync(o));
     attn__ocl_step_destroy(s);
+    attn__ocl_kernel_destroy(k);
     attn__ocl_free(kvm);
     attn__ocl_free(q);
     attn__ocl_free(out);

@@ -12,8 +12,9 @@
  * The forward call checks what the host can (REFERENCE's argument check,
  * the step against the call, every buffer against the elements it will
  * address) and enqueues one attention launch (and one merge launch when
- * split). Per-head parameters (sinks, ALiBi slopes, KV scales) are uploaded
- * only when they change. */
+ * split). A layer's kernel state holds its per-head parameters on the
+ * device: sinks and ALiBi slopes uploaded once at create, the KV scales
+ * whenever the view's differ from what the device holds. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -307,36 +308,99 @@ static attn_status check_forward(attn__ocl *o, const attn__ocl_fwd *f)
     return st;
 }
 
-/* sinks[H], slopes[H], K scales[KVH], V scales[KVH] on the device. */
-static attn_status upload_params(attn__ocl *o, const attn__ocl_fwd *f)
+/* ---- the layer's kernel state ------------------------------------------------ */
+
+/* params on the device: sinks[H], ALiBi slopes[H] (uploaded at create), K
+ * scales[KVH], V scales[KVH] (uploaded when the view's scales change). */
+struct attn__ocl_kernel {
+    attn__ocl *o;
+    int H, KVH, D, Dv;
+    attn_attn_type type;
+    bool sinks, alibi;
+    attn__ocl_mem *params;
+    float *scales; /* what params holds after its 2 * H floats */
+};
+
+attn_status attn__ocl_kernel_create(attn__ocl *o, const attn_layer_params *layer,
+                                    attn__ocl_kernel **out)
 {
-    const attn_layer_params *l = f->layer;
-    size_t H = (size_t)l->num_heads, KVH = (size_t)l->num_kv_heads, n = 2 * H + 2 * KVH;
-    float *p = malloc(sizeof(float) * n);
-    if (!p) return attn__fail(ATTN_OUT_OF_MEMORY, "OPENCL_ATTN: out of memory");
-    for (size_t h = 0; h < H; h++) {
-        p[h] = l->sinks ? l->sinks[h] : 0.0f;
-        p[H + h] = l->alibi_slopes ? l->alibi_slopes[h] : 0.0f;
-    }
-    for (size_t h = 0; h < KVH; h++) {
-        p[2 * H + h] = attn__kv_scale(f->kv, (int)h, false);
-        p[2 * H + KVH + h] = attn__kv_scale(f->kv, (int)h, true);
-    }
-    if (o->params_host && o->params_count == n && !memcmp(o->params_host, p, sizeof(float) * n)) {
+    ATTN__CHECK_NULL(out);
+    *out = NULL;
+    attn__ocl_step *probe = NULL; /* the step's geometry checks, stated once */
+    attn_status st = attn__ocl_step_create(o, layer, &probe);
+    if (st != ATTN_OK) return st;
+    attn__ocl_step_destroy(probe);
+    attn__ocl_kernel *k = calloc(1, sizeof *k);
+    size_t H = (size_t)layer->num_heads, KVH = (size_t)layer->num_kv_heads;
+    float *p = malloc(sizeof(float) * (2 * H + 2 * KVH));
+    if (k) k->scales = malloc(sizeof(float) * 2 * KVH);
+    if (!k || !p || !k->scales) {
         free(p);
-        return ATTN_OK;
+        attn__ocl_kernel_destroy(k);
+        return attn__fail(ATTN_OUT_OF_MEMORY, "OPENCL_ATTN: out of memory");
     }
-    attn_status st = attn__ocl_scratch(o, &o->params, sizeof(float) * n);
-    if (st == ATTN_OK) st = attn__ocl_copy_in(o, o->params, 0, p, sizeof(float) * n);
-    free(o->params_host);
-    o->params_host = st == ATTN_OK ? p : NULL;
-    o->params_count = st == ATTN_OK ? n : 0;
-    if (st != ATTN_OK) free(p);
+    *k = (attn__ocl_kernel){.o = o,
+                            .H = (int)H,
+                            .KVH = (int)KVH,
+                            .D = layer->head_size,
+                            .Dv = attn__fwd_head_size_v(layer),
+                            .type = layer->attn_type,
+                            .sinks = layer->sinks != NULL,
+                            .alibi = layer->alibi_slopes != NULL,
+                            .scales = k->scales};
+    for (size_t h = 0; h < H; h++) {
+        p[h] = layer->sinks ? layer->sinks[h] : 0.0f;
+        p[H + h] = layer->alibi_slopes ? layer->alibi_slopes[h] : 0.0f;
+    }
+    for (size_t h = 0; h < 2 * KVH; h++)
+        p[2 * H + h] = k->scales[h] = 1.0f;
+    st = attn__ocl_alloc(o, sizeof(float) * (2 * H + 2 * KVH), &k->params);
+    if (st == ATTN_OK)
+        st = attn__ocl_copy_in(o, k->params, 0, p, sizeof(float) * (2 * H + 2 * KVH));
+    free(p);
+    if (st != ATTN_OK) {
+        attn__ocl_kernel_destroy(k);
+        return st;
+    }
+    *out = k;
+    return ATTN_OK;
+}
+
+void attn__ocl_kernel_destroy(attn__ocl_kernel *k)
+{
+    if (!k) return;
+    attn__ocl_free(k->params);
+    free(k->scales);
+    free(k);
+}
+
+/* The view's dequantisation scales (1 for non-fp8 caches), uploaded when
+ * they differ from what the device holds (rarely: they are set per layer). */
+static attn_status update_scales(attn__ocl_kernel *k, const attn_kv_view *kv)
+{
+    float s[2 * KD_MAX_HEAD];
+    bool same = true;
+    float *sc = k->KVH <= KD_MAX_HEAD ? s : malloc(sizeof(float) * 2 * (size_t)k->KVH);
+    if (!sc) return attn__fail(ATTN_OUT_OF_MEMORY, "OPENCL_ATTN: out of memory");
+    for (int h = 0; h < k->KVH; h++) {
+        sc[h] = attn__kv_scale(kv, h, false);
+        sc[k->KVH + h] = attn__kv_scale(kv, h, true);
+    }
+    for (int h = 0; h < 2 * k->KVH; h++)
+        same &= attn__f32_bits(sc[h]) == attn__f32_bits(k->scales[h]);
+    attn_status st = ATTN_OK;
+    if (!same) {
+        size_t bytes = sizeof(float) * 2 * (size_t)k->KVH;
+        st = attn__ocl_copy_in(k->o, k->params, sizeof(float) * 2 * (size_t)k->H, sc, bytes);
+        if (st == ATTN_OK) memcpy(k->scales, sc, bytes);
+    }
+    if (sc != s) free(sc);
     return st;
 }
 
-static attn_status launch_attention(attn__ocl *o, const attn__ocl_fwd *f, int flags)
+static attn_status launch_attention(attn__ocl_kernel *k, const attn__ocl_fwd *f, int flags)
 {
+    attn__ocl *o = k->o;
     const attn__ocl_step *s = f->step;
     const attn_layer_params *l = f->layer;
     const attn_kv_view *kv = f->kv;
@@ -355,7 +419,7 @@ static attn_status launch_attention(attn__ocl *o, const attn__ocl_fwd *f, int fl
     attn__ocl_arg_i32(&a, s->m_tiles);
     attn__ocl_arg_i32(&a, s->m_bt);
     attn__ocl_arg_i32(&a, s->bt_stride);
-    attn__ocl_arg_mem(&a, o->params);
+    attn__ocl_arg_mem(&a, k->params);
     attn__ocl_arg_i32(&a, s->H);
     attn__ocl_arg_i32(&a, s->KVH);
     attn__ocl_arg_i32(&a, s->D);
@@ -387,7 +451,7 @@ static attn_status launch_attention(attn__ocl *o, const attn__ocl_fwd *f, int fl
     attn__ocl_arg_mem(&m, s->meta);
     attn__ocl_arg_i32(&m, s->m_qsl);
     attn__ocl_arg_i32(&m, s->m_tiles);
-    attn__ocl_arg_mem(&m, o->params);
+    attn__ocl_arg_mem(&m, k->params);
     attn__ocl_arg_i32(&m, s->H);
     attn__ocl_arg_i32(&m, s->KVH);
     attn__ocl_arg_i32(&m, s->Dv);
@@ -397,19 +461,27 @@ static attn_status launch_attention(attn__ocl *o, const attn__ocl_fwd *f, int fl
     return attn__ocl_launch(&m, "attn_kd_attention_merge", groups);
 }
 
-attn_status attn__ocl_forward(attn__ocl *o, const attn__ocl_fwd *f)
+attn_status attn__ocl_forward(attn__ocl_kernel *k, const attn__ocl_fwd *f)
 {
-    ATTN__CHECK_NULL(o);
+    ATTN__CHECK_NULL(k);
     ATTN__CHECK_NULL(f);
     ATTN__CHECK_NULL(f->step);
     ATTN__CHECK_NULL(f->kv);
     ATTN__CHECK_NULL(f->q);
     ATTN__CHECK_NULL(f->out);
+    attn__ocl *o = k->o;
     attn_status st = check_forward(o, f);
     if (st != ATTN_OK) return st;
+    const attn_layer_params *l = f->layer;
+    if (l->num_heads != k->H || l->num_kv_heads != k->KVH || l->head_size != k->D ||
+        attn__fwd_head_size_v(l) != k->Dv || l->attn_type != k->type ||
+        (l->sinks != NULL) != k->sinks || (l->alibi_slopes != NULL) != k->alibi)
+        return attn__fail(ATTN_INVALID_ARGUMENT,
+                          "OPENCL_ATTN: the call's layer is not the kernel's (heads, head sizes, "
+                          "attention type, sinks and ALiBi are fixed at create)");
     const attn__ocl_step *s = f->step;
     if (s->ntok == 0) return ATTN_OK;
-    st = upload_params(o, f);
+    st = update_scales(k, f->kv);
     if (st != ATTN_OK) return st;
     if (s->nsplit > 1) {
         size_t bytes = 0;
@@ -419,9 +491,8 @@ attn_status attn__ocl_forward(attn__ocl *o, const attn__ocl_fwd *f)
         st = attn__ocl_scratch(o, &o->part, bytes);
         if (st != ATTN_OK) return st;
     }
-    const attn_layer_params *l = f->layer;
     attn_forward_args a = {.layer = l, .common = f->common};
-    int flags = (attn__fwd_causal(&a) ? KD_F_CAUSAL : 0) | (l->sinks ? KD_F_SINKS : 0) |
-                (l->alibi_slopes ? KD_F_ALIBI : 0) | (f->lse ? KD_F_LSE : 0);
-    return launch_attention(o, f, flags);
+    int flags = (attn__fwd_causal(&a) ? KD_F_CAUSAL : 0) | (k->sinks ? KD_F_SINKS : 0) |
+                (k->alibi ? KD_F_ALIBI : 0) | (f->lse ? KD_F_LSE : 0);
+    return launch_attention(k, f, flags);
 }

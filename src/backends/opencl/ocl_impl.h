@@ -48,11 +48,9 @@ struct attn__ocl {
     attn__ocl_dev *dev;
     attn__cl_command_queue queue;
     attn__cl_kernel k[ATTN__K_COUNT];
-    /* scratch, grown on demand: split-KV partials, per-head parameters,
-     * the write's slots and inverse scales */
-    attn__ocl_mem *part, *params, *slots, *scales;
-    float *params_host; /* what params holds (uploaded only when it changes) */
-    size_t params_count;
+    /* scratch, grown on demand: split-KV partials, the write's slots and
+     * inverse scales */
+    attn__ocl_mem *part, *slots, *scales;
 };
 
 struct attn__ocl_mem {

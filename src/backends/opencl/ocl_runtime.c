@@ -148,10 +148,8 @@ void attn__ocl_close(attn__ocl *o)
     if (!o) return;
     if (o->queue) o->cl->Finish(o->queue);
     attn__ocl_free(o->part);
-    attn__ocl_free(o->params);
     attn__ocl_free(o->slots);
     attn__ocl_free(o->scales);
-    free(o->params_host);
     for (int i = 0; i < ATTN__K_COUNT; i++)
         if (o->k[i]) o->cl->ReleaseKernel(o->k[i]);
     if (o->queue) o->cl->ReleaseCommandQueue(o->queue);

@@ -8,7 +8,6 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "attn/mla.h"
 #include "backends/opencl/ocl_impl.h"
 #include "util/error.h"
 #include "util/numeric.h"
@@ -56,8 +55,8 @@ static attn_status check_kv_view(const attn_kv_view *kv)
 /* Device-side sizes: the cache buffer holds every element the view
  * addresses, each source holds its rows. */
 static attn_status check_sizes(const attn__ocl *o, const attn_kv_view *kv, int dv,
-                               const attn__ocl_mem *srcs[2], const int64_t src_elems[2],
-                               attn_elem src, const char *who)
+                               const attn__ocl_mem *srcs[2], const int64_t src_off[2],
+                               const int64_t src_elems[2], attn_elem src, const char *who)
 {
     const attn__ocl_mem *cache = kv->data;
     int64_t extent = 0, bytes = 0;
@@ -70,19 +69,22 @@ static attn_status check_sizes(const attn__ocl *o, const attn_kv_view *kv, int d
             (long long)bytes, cache->size, cache->dev != o->dev ? " on another device" : "");
     for (int i = 0; i < 2; i++) {
         if (!srcs[i]) continue;
-        if (!attn__mul_i64(src_elems[i], (int64_t)attn_elem_size(src), &bytes) ||
-            srcs[i]->dev != o->dev || (uint64_t)bytes > srcs[i]->size)
+        int64_t end = 0;
+        if (src_off[i] < 0 || !attn__add_i64(src_off[i], src_elems[i], &end) ||
+            !attn__mul_i64(end, (int64_t)attn_elem_size(src), &bytes) || srcs[i]->dev != o->dev ||
+            (uint64_t)bytes > srcs[i]->size)
             return attn__fail(ATTN_OUT_OF_RANGE,
-                              "%s: source %d needs %lld elements of %s; its "
-                              "buffer has %zu bytes",
-                              who, i, (long long)src_elems[i], attn_elem_name(src), srcs[i]->size);
+                              "%s: source %d needs elements [%lld, +%lld) of %s; its buffer has "
+                              "%zu bytes",
+                              who, i, (long long)src_off[i], (long long)src_elems[i],
+                              attn_elem_name(src), srcs[i]->size);
     }
     return ATTN_OK;
 }
 
 typedef struct {
     const attn__ocl_mem *src;
-    int64_t tok_stride, dst_off, s_head;
+    int64_t src_off, tok_stride, dst_off, s_head;
     int nheads, dim, inv_off;
 } write_part;
 
@@ -91,7 +93,7 @@ static attn_status launch_write(attn__ocl *o, const attn_kv_view *kv, attn_elem 
 {
     attn__ocl_args a = {.o = o, .k = o->k[ATTN__K_WRITE]};
     attn__ocl_arg_mem(&a, p->src);
-    attn__ocl_arg_i64(&a, 0);
+    attn__ocl_arg_i64(&a, p->src_off);
     attn__ocl_arg_i32(&a, (int32_t)src);
     attn__ocl_arg_i64(&a, p->tok_stride);
     attn__ocl_arg_mem(&a, (const attn__ocl_mem *)kv->data);
@@ -131,8 +133,8 @@ static float scale_of(const attn_kv_view *kv, int h, bool value)
 }
 
 attn_status attn__ocl_kv_write(attn__ocl *o, const attn_kv_view *kv, const int64_t *slot_mapping,
-                               int num_tokens, const attn__ocl_mem *k, const attn__ocl_mem *v,
-                               attn_elem src)
+                               int num_tokens, const attn__ocl_mem *k, int64_t k_offset,
+                               const attn__ocl_mem *v, int64_t v_offset, attn_elem src)
 {
     ATTN__CHECK_NULL(o);
     ATTN__CHECK_NULL(kv);
@@ -161,8 +163,9 @@ attn_status attn__ocl_kv_write(attn__ocl *o, const attn_kv_view *kv, const int64
     }
     int kvh = kv->num_kv_heads, D = kv->head_size, Dv = v ? kv->head_size_v : 0;
     const attn__ocl_mem *srcs[2] = {k, v};
+    int64_t offs[2] = {k_offset, v_offset};
     int64_t elems[2] = {(int64_t)num_tokens * kvh * D, (int64_t)num_tokens * kvh * Dv};
-    st = check_sizes(o, kv, Dv, srcs, elems, src, "OpenCL KV write");
+    st = check_sizes(o, kv, Dv, srcs, offs, elems, src, "OpenCL KV write");
     if (st != ATTN_OK) return st;
     if ((int64_t)num_tokens * kvh > INT32_MAX / KD_WG)
         return attn__fail(ATTN_UNSUPPORTED, "OpenCL KV write: %d tokens x %d heads in one call",
@@ -176,9 +179,9 @@ attn_status attn__ocl_kv_write(attn__ocl *o, const attn_kv_view *kv, const int64
     st = upload(o, slot_mapping, num_tokens, inv, 2 * kvh);
     free(inv);
     bool raw = src == kv->elem && !is_fp8(kv->elem);
-    write_part pk = {k, (int64_t)kvh * D, kv->k_offset, kv->stride_head, kvh, D, 0};
+    write_part pk = {k, k_offset, (int64_t)kvh * D, kv->k_offset, kv->stride_head, kvh, D, 0};
     if (st == ATTN_OK) st = launch_write(o, kv, src, num_tokens, &pk, raw);
-    write_part pv = {v, (int64_t)kvh * Dv, kv->v_offset, kv->stride_head, kvh, Dv, kvh};
+    write_part pv = {v, v_offset, (int64_t)kvh * Dv, kv->v_offset, kv->stride_head, kvh, Dv, kvh};
     if (st == ATTN_OK && v) st = launch_write(o, kv, src, num_tokens, &pv, raw);
     return st;
 }
@@ -212,22 +215,28 @@ static attn_status check_mla_view(const attn_kv_view *kv)
 }
 
 attn_status attn__ocl_mla_write(attn__ocl *o, const attn_kv_view *kv, const int64_t *slot_mapping,
-                                int num_tokens, const attn__ocl_mem *latent,
-                                const attn__ocl_mem *rope, attn_dtype dtype)
+                                int num_tokens, const attn__ocl_mem *latent, int64_t latent_offset,
+                                const attn__ocl_mem *rope, int64_t rope_offset, int latent_dim,
+                                int rope_dim, attn_elem src)
 {
     ATTN__CHECK_NULL(o);
     ATTN__CHECK_NULL(kv);
     if (num_tokens < 0)
         return attn__fail(ATTN_INVALID_ARGUMENT, "attn_mla_write_latent: num_tokens %d < 0",
                           num_tokens);
-    if ((unsigned)dtype >= ATTN_DTYPE_COUNT)
-        return attn__fail(ATTN_INVALID_ARGUMENT, "attn_mla_write_latent: unknown dtype %d",
-                          (int)dtype);
+    if (src != ATTN_ELEM_F32 && src != ATTN_ELEM_F16 && src != ATTN_ELEM_BF16)
+        return attn__fail(ATTN_INVALID_ARGUMENT,
+                          "attn_mla_write_latent: source element %s is not f32/f16/bf16",
+                          attn_elem_name(src));
     attn_status st = check_mla_view(kv);
     if (st != ATTN_OK || num_tokens == 0) return st;
     ATTN__CHECK_NULL(slot_mapping);
     ATTN__CHECK_NULL(latent);
-    int R = attn_mla_view_latent_dim(kv), P = kv->head_size - R;
+    int R = latent_dim, P = rope_dim;
+    if (R < 1 || P < 0 || R + P != kv->head_size)
+        return attn__fail(ATTN_INVALID_ARGUMENT,
+                          "attn_mla_write_latent: latent %d + rope %d != the view's head_size %d",
+                          R, P, kv->head_size);
     if (P > 0 && !rope)
         return attn__fail(ATTN_NULL_ARGUMENT,
                           "attn_mla_write_latent: argument 'k_rope' is NULL (rope part %d)", P);
@@ -240,13 +249,13 @@ attn_status attn__ocl_mla_write(attn__ocl *o, const attn_kv_view *kv, const int6
                               "cache (%lld slots)",
                               t, (long long)s, (long long)nslots);
     }
-    attn_elem src = attn_dtype_elem(dtype);
     attn_kv_view one = *kv; /* the latent rows as a one-head view */
     one.num_kv_heads = 1;
     one.stride_head = 0;
     const attn__ocl_mem *srcs[2] = {latent, P > 0 ? rope : NULL};
+    int64_t offs[2] = {latent_offset, rope_offset};
     int64_t elems[2] = {(int64_t)num_tokens * R, (int64_t)num_tokens * P};
-    st = check_sizes(o, &one, 0, srcs, elems, src, "OpenCL MLA latent write");
+    st = check_sizes(o, &one, 0, srcs, offs, elems, src, "OpenCL MLA latent write");
     if (st != ATTN_OK) return st;
     if (num_tokens > INT32_MAX / KD_WG)
         return attn__fail(ATTN_UNSUPPORTED, "OpenCL MLA latent write: %d tokens in one call",
@@ -254,9 +263,9 @@ attn_status attn__ocl_mla_write(attn__ocl *o, const attn_kv_view *kv, const int6
     float inv = is_fp8(kv->elem) ? 1.0f / kv->k_scale : 1.0f;
     st = upload(o, slot_mapping, num_tokens, &inv, 1);
     bool raw = src == kv->elem;
-    write_part pl = {latent, R, kv->k_offset, 0, 1, R, 0};
-    if (st == ATTN_OK && R > 0) st = launch_write(o, kv, src, num_tokens, &pl, raw);
-    write_part pr = {rope, P, kv->k_offset + R, 0, 1, P, 0};
+    write_part pl = {latent, latent_offset, R, kv->k_offset, 0, 1, R, 0};
+    if (st == ATTN_OK) st = launch_write(o, kv, src, num_tokens, &pl, raw);
+    write_part pr = {rope, rope_offset, P, kv->k_offset + R, 0, 1, P, 0};
     if (st == ATTN_OK && P > 0) st = launch_write(o, kv, src, num_tokens, &pr, raw);
     return st;
 }

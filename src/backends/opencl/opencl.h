@@ -9,6 +9,8 @@
  * - device memory (attn__ocl_mem): a buffer of the device's process-wide
  *   context, usable by every instance on that device. The host never
  *   dereferences it; tensors are a buffer plus element offsets.
+ * - a kernel (attn__ocl_kernel): one layer's state on an instance (its
+ *   sinks and ALiBi slopes uploaded once).
  * - a step (attn__ocl_step): one batch's metadata on the device, built on
  *   the host from attn_common_metadata (checked, planned) and uploaded once
  *   for all layers of the step.
@@ -86,18 +88,30 @@ attn_status attn__ocl_to_f32(attn__ocl *o, const attn__ocl_mem *src, int64_t off
 /* ---- cache writes ------------------------------------------------------------ */
 
 /* attn_kv_write on the device: kv->data is an attn__ocl_mem *; k and v are
- * [num_tokens][num_kv_heads][head_size(_v)] elements of src from element 0
- * of their buffers. The same result, bit for bit, as the host write. */
+ * [num_tokens][num_kv_heads][head_size(_v)] elements of src starting
+ * k_offset / v_offset elements into their buffers. The same result, bit
+ * for bit, as the host write. (contract v2: attn_device_ops.kv_write with
+ * attn_kv_write_args.) */
 attn_status attn__ocl_kv_write(attn__ocl *o, const attn_kv_view *kv, const int64_t *slot_mapping,
-                               int num_tokens, const attn__ocl_mem *k, const attn__ocl_mem *v,
-                               attn_elem src);
-/* attn_mla_write_latent on the device (latent [tokens][rank], rope
- * [tokens][head_size - rank] elements of dtype). */
+                               int num_tokens, const attn__ocl_mem *k, int64_t k_offset,
+                               const attn__ocl_mem *v, int64_t v_offset, attn_elem src);
+/* attn_mla_write_latent on the device: latent [tokens][latent_dim] and rope
+ * [tokens][rope_dim] (latent_dim + rope_dim == kv->head_size) elements of
+ * src from their offsets. (contract v2: attn_device_ops.mla_write.) */
 attn_status attn__ocl_mla_write(attn__ocl *o, const attn_kv_view *kv, const int64_t *slot_mapping,
-                                int num_tokens, const attn__ocl_mem *latent,
-                                const attn__ocl_mem *rope, attn_dtype dtype);
+                                int num_tokens, const attn__ocl_mem *latent, int64_t latent_offset,
+                                const attn__ocl_mem *rope, int64_t rope_offset, int latent_dim,
+                                int rope_dim, attn_elem src);
 
 /* ---- attention ------------------------------------------------------------------ */
+
+/* A layer's kernel state (contract v2: attn_kernel_ops.create): its
+ * geometry and its sinks / ALiBi slopes, uploaded once here (the arrays
+ * must not change while the state lives). */
+typedef struct attn__ocl_kernel attn__ocl_kernel;
+attn_status attn__ocl_kernel_create(attn__ocl *o, const attn_layer_params *layer,
+                                    attn__ocl_kernel **out);
+void attn__ocl_kernel_destroy(attn__ocl_kernel *k);
 
 /* How a step's work is split: split_len keys per split-KV share (0 =
  * chosen from the device's size), max_splits (0 = no limit, 1 = never
@@ -108,22 +122,26 @@ typedef struct attn__ocl_plan {
 } attn__ocl_plan;
 
 /* A step for layers of this geometry (heads, head sizes; the layer's
- * attention type decides which lengths are the keys). */
+ * attention type decides which lengths are the keys). (contract v2: the
+ * builder; create = builder create, build = builder build, the step is
+ * the metadata the forward gets.) */
 attn_status attn__ocl_step_create(attn__ocl *o, const attn_layer_params *layer,
                                   attn__ocl_step **out);
 void attn__ocl_step_destroy(attn__ocl_step *s);
-/* Checks cm (as attn_common_metadata_check does, against num_blocks),
- * plans the tiles and splits and uploads them; plan NULL = automatic. */
+/* Checks what the kernels will read of cm (lengths, query_start_loc, every
+ * block id against num_blocks), plans the tiles and splits and uploads
+ * them; plan NULL = automatic. */
 attn_status attn__ocl_step_build(attn__ocl_step *s, const attn_common_metadata *cm, int num_blocks,
                                  const attn__ocl_plan *plan);
 /* Split-KV shares of the last build (1 = none). */
 int attn__ocl_step_splits(const attn__ocl_step *s);
 
+/* One forward call (contract v2: attn_forward_args with device handles). */
 typedef struct attn__ocl_fwd {
-    const attn_layer_params *layer;
+    const attn_layer_params *layer; /* the kernel's geometry; scale, soft cap and window count */
     const attn_common_metadata *common; /* the host metadata the step was built from */
     const attn__ocl_step *step;
-    const attn_kv_view *kv; /* data: an attn__ocl_mem * */
+    const attn_kv_view *kv; /* data: an attn__ocl_mem *; scales: host memory */
     const attn__ocl_mem *q; /* [tokens][num_heads][head_size] from element q_offset */
     int64_t q_offset;
     attn__ocl_mem *out; /* [tokens][num_heads][head_size_v] */
@@ -133,6 +151,6 @@ typedef struct attn__ocl_fwd {
 } attn__ocl_fwd;
 
 /* Paged attention with REFERENCE's semantics; enqueued, not waited for. */
-attn_status attn__ocl_forward(attn__ocl *o, const attn__ocl_fwd *f);
+attn_status attn__ocl_forward(attn__ocl_kernel *k, const attn__ocl_fwd *f);
 
 #endif
