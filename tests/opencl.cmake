@@ -20,3 +20,11 @@ foreach(kind nvcc opencl-c)
   set_tests_properties(devkern_${kind} PROPERTIES ENVIRONMENT "${ATTN_TEST_ENV}"
                        SKIP_RETURN_CODE 77 TIMEOUT 300)
 endforeach()
+# No ICD installed: the loader opens but finds no platform.
+if(TARGET test_opencl_absent)
+  file(MAKE_DIRECTORY ${PROJECT_BINARY_DIR}/empty-icd-vendors)
+  add_test(NAME test_opencl_absent_icd COMMAND test_opencl_absent)
+  set_tests_properties(test_opencl_absent_icd PROPERTIES ENVIRONMENT
+    "${ATTN_TEST_ENV};OCL_ICD_VENDORS=${PROJECT_BINARY_DIR}/empty-icd-vendors;ATTN_TEST_OCL_ABSENT=no-icd"
+    SKIP_RETURN_CODE 77 TIMEOUT 120)
+endif()

@@ -25,11 +25,11 @@
 #include "ocl_testutil.h"
 
 #ifdef ATTN_SANITIZED
-#define COST_CAP 1.5e6
-#else
 #define COST_CAP 3.0e6
+#else
+#define COST_CAP 6.0e6
 #endif
-#define N_CONFIGS 108
+#define N_CONFIGS 216
 #define MAX_REQ   6
 #define NAME      "test_opencl_conformance"
 
