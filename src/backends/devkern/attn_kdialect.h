@@ -29,6 +29,7 @@ typedef long kd_i64;
 #define KD_KERNEL                     __kernel
 #define KD_WG_SIZE(n)                 __attribute__((reqd_work_group_size(n, 1, 1)))
 #define KD_GLOBAL                     __global
+#define KD_CONSTANT                   __constant
 #define KD_LOCAL                      __local
 #define KD_LOCAL_ARRAY(type, name, n) __local type name[n]
 #define KD_FUNC                       static inline
@@ -72,6 +73,7 @@ typedef long long kd_i64;
 #define KD_KERNEL     extern "C" __global__
 #define KD_WG_SIZE(n) __launch_bounds__(n)
 #define KD_GLOBAL
+#define KD_CONSTANT const
 #define KD_LOCAL
 #define KD_LOCAL_ARRAY(type, name, n) __shared__ type name[n]
 #define KD_FUNC                       static __device__ __forceinline__

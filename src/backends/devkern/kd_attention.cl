@@ -19,8 +19,10 @@
  *
  * meta (int32, uploaded once per step): query_start_loc at m_qsl, key
  * counts at m_kvlen, the tile plan at m_tiles, the block table at m_bt
- * (bt_stride ids per request). hp (float): sinks[H], ALiBi slopes[H], K
- * scales[KVH], V scales[KVH] (1 for non-fp8 caches). Offsets are in
+ * (bt_stride ids per request). hp (float, constant memory: every
+ * work-item of a group reads the same few values): sinks[H], ALiBi
+ * slopes[H], K scales[KVH], V scales[KVH] (1 for non-fp8 caches; the host
+ * keeps it under the device's constant-buffer size). Offsets are in
  * elements; the cache is addressed as the attn_kv_view describes it. */
 #if !defined(__OPENCL_C_VERSION__) && !defined(__OPENCL_VERSION__)
 #include "attn_kdialect.h"
@@ -94,10 +96,10 @@ KD_KERNEL KD_WG_SIZE(KD_WG) void attn_kd_paged_attention(
     KD_GLOBAL const kd_u8 *KD_RESTRICT q, kd_i64 q_off, KD_GLOBAL const kd_u8 *KD_RESTRICT kv,
     KD_GLOBAL kd_u8 *KD_RESTRICT out, kd_i64 out_off, KD_GLOBAL float *KD_RESTRICT lse,
     kd_i64 lse_off, KD_GLOBAL float *KD_RESTRICT part, KD_GLOBAL const kd_i32 *KD_RESTRICT meta,
-    int m_qsl, int m_kvlen, int m_tiles, int m_bt, int bt_stride,
-    KD_GLOBAL const float *KD_RESTRICT hp, int H, int KVH, int D, int Dv, int q_elem, int kv_elem,
-    kd_i64 k_off, kd_i64 v_off, kd_i64 s_blk, kd_i64 s_tok, kd_i64 s_head, int bs, float scale,
-    float softcap, int window, int flags, int split_len, int bn)
+    int m_qsl, int m_kvlen, int m_tiles, int m_bt, int bt_stride, KD_CONSTANT float *KD_RESTRICT hp,
+    int H, int KVH, int D, int Dv, int q_elem, int kv_elem, kd_i64 k_off, kd_i64 v_off,
+    kd_i64 s_blk, kd_i64 s_tok, kd_i64 s_head, int bs, float scale, float softcap, int window,
+    int flags, int split_len, int bn)
 {
     KD_LOCAL_ARRAY(float, qs, KD_ROWS *KD_MAX_HEAD);
     KD_LOCAL_ARRAY(float, tile, KD_TILE);
@@ -220,7 +222,7 @@ KD_KERNEL KD_WG_SIZE(KD_WG) void attn_kd_attention_merge(
     KD_GLOBAL const float *KD_RESTRICT part, int nsplit, KD_GLOBAL kd_u8 *KD_RESTRICT out,
     kd_i64 out_off, KD_GLOBAL float *KD_RESTRICT lse, kd_i64 lse_off,
     KD_GLOBAL const kd_i32 *KD_RESTRICT meta, int m_qsl, int m_tiles,
-    KD_GLOBAL const float *KD_RESTRICT hp, int H, int KVH, int Dv, int out_elem, int flags)
+    KD_CONSTANT float *KD_RESTRICT hp, int H, int KVH, int Dv, int out_elem, int flags)
 {
     int lid = KD_LOCAL_ID(), t = KD_GROUP_ID(0), h = KD_GROUP_ID(1);
     int req = meta[m_tiles + 2 * t], row0 = meta[m_tiles + 2 * t + 1];

@@ -24,30 +24,31 @@ typedef struct attn__cl_obj *attn__cl_kernel;
 typedef struct attn__cl_obj *attn__cl_event;
 typedef intptr_t attn__cl_context_properties;
 
-#define ATTN__CL_SUCCESS                    0
-#define ATTN__CL_BUILD_PROGRAM_FAILURE      (-11)
-#define ATTN__CL_PLATFORM_NOT_FOUND_KHR     (-1001)
-#define ATTN__CL_TRUE                       1u
-#define ATTN__CL_FALSE                      0u
-#define ATTN__CL_DEVICE_TYPE_ALL            0xFFFFFFFFull
-#define ATTN__CL_DEVICE_TYPE_CPU            (1ull << 1)
-#define ATTN__CL_DEVICE_TYPE_GPU            (1ull << 2)
-#define ATTN__CL_PLATFORM_NAME              0x0902
-#define ATTN__CL_DEVICE_TYPE                0x1000
-#define ATTN__CL_DEVICE_MAX_COMPUTE_UNITS   0x1002
-#define ATTN__CL_DEVICE_MAX_WORK_GROUP_SIZE 0x1004
-#define ATTN__CL_DEVICE_MAX_MEM_ALLOC_SIZE  0x1010
-#define ATTN__CL_DEVICE_LOCAL_MEM_SIZE      0x1023
-#define ATTN__CL_DEVICE_AVAILABLE           0x1027
-#define ATTN__CL_DEVICE_COMPILER_AVAILABLE  0x1028
-#define ATTN__CL_DEVICE_NAME                0x102B
-#define ATTN__CL_DEVICE_VERSION             0x102F
-#define ATTN__CL_DEVICE_HOST_UNIFIED_MEMORY 0x1035
-#define ATTN__CL_DEVICE_OPENCL_C_VERSION    0x103D
-#define ATTN__CL_CONTEXT_PLATFORM           0x1084
-#define ATTN__CL_MEM_READ_WRITE             (1ull << 0)
-#define ATTN__CL_PROGRAM_BUILD_LOG          0x1183
-#define ATTN__CL_KERNEL_WORK_GROUP_SIZE     0x11B0
+#define ATTN__CL_SUCCESS                         0
+#define ATTN__CL_BUILD_PROGRAM_FAILURE           (-11)
+#define ATTN__CL_PLATFORM_NOT_FOUND_KHR          (-1001)
+#define ATTN__CL_TRUE                            1u
+#define ATTN__CL_FALSE                           0u
+#define ATTN__CL_DEVICE_TYPE_ALL                 0xFFFFFFFFull
+#define ATTN__CL_DEVICE_TYPE_CPU                 (1ull << 1)
+#define ATTN__CL_DEVICE_TYPE_GPU                 (1ull << 2)
+#define ATTN__CL_PLATFORM_NAME                   0x0902
+#define ATTN__CL_DEVICE_TYPE                     0x1000
+#define ATTN__CL_DEVICE_MAX_COMPUTE_UNITS        0x1002
+#define ATTN__CL_DEVICE_MAX_WORK_GROUP_SIZE      0x1004
+#define ATTN__CL_DEVICE_MAX_MEM_ALLOC_SIZE       0x1010
+#define ATTN__CL_DEVICE_MAX_CONSTANT_BUFFER_SIZE 0x1020
+#define ATTN__CL_DEVICE_LOCAL_MEM_SIZE           0x1023
+#define ATTN__CL_DEVICE_AVAILABLE                0x1027
+#define ATTN__CL_DEVICE_COMPILER_AVAILABLE       0x1028
+#define ATTN__CL_DEVICE_NAME                     0x102B
+#define ATTN__CL_DEVICE_VERSION                  0x102F
+#define ATTN__CL_DEVICE_HOST_UNIFIED_MEMORY      0x1035
+#define ATTN__CL_DEVICE_OPENCL_C_VERSION         0x103D
+#define ATTN__CL_CONTEXT_PLATFORM                0x1084
+#define ATTN__CL_MEM_READ_WRITE                  (1ull << 0)
+#define ATTN__CL_PROGRAM_BUILD_LOG               0x1183
+#define ATTN__CL_KERNEL_WORK_GROUP_SIZE          0x11B0
 
 /* The entry points, resolved once per process. */
 typedef struct attn__cl_api {

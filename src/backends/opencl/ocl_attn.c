@@ -330,8 +330,14 @@ attn_status attn__ocl_kernel_create(attn__ocl *o, const attn_layer_params *layer
     attn_status st = attn__ocl_step_create(o, layer, &probe);
     if (st != ATTN_OK) return st;
     attn__ocl_step_destroy(probe);
-    attn__ocl_kernel *k = calloc(1, sizeof *k);
     size_t H = (size_t)layer->num_heads, KVH = (size_t)layer->num_kv_heads;
+    if (sizeof(float) * (2 * H + 2 * KVH) > o->dev->max_constant)
+        return attn__fail(ATTN_UNSUPPORTED,
+                          "OPENCL_ATTN: %zu heads / %zu KV heads need %zu bytes of per-head "
+                          "parameters; %.200s's constant buffers hold %llu",
+                          H, KVH, sizeof(float) * (2 * H + 2 * KVH), o->dev->name,
+                          (unsigned long long)o->dev->max_constant);
+    attn__ocl_kernel *k = calloc(1, sizeof *k);
     float *p = malloc(sizeof(float) * (2 * H + 2 * KVH));
     if (k) k->scales = malloc(sizeof(float) * 2 * KVH);
     if (!k || !p || !k->scales) {

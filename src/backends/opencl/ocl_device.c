@@ -44,7 +44,7 @@ static bool dev_init(const attn__cl_api *cl, attn__cl_platform_id p, attn__cl_de
                      attn__ocl_dev *d)
 {
     attn__cl_bool avail = 0, compiler = 0;
-    attn__cl_ulong type = 0, local = 0, alloc = 0;
+    attn__cl_ulong type = 0, local = 0, alloc = 0, constant = 0;
     attn__cl_uint cus = 0;
     size_t wg = 0;
     if (cl->GetDeviceInfo(id, ATTN__CL_DEVICE_AVAILABLE, sizeof avail, &avail, NULL) ||
@@ -57,6 +57,9 @@ static bool dev_init(const attn__cl_api *cl, attn__cl_platform_id p, attn__cl_de
         local = 0;
     if (cl->GetDeviceInfo(id, ATTN__CL_DEVICE_MAX_MEM_ALLOC_SIZE, sizeof alloc, &alloc, NULL))
         alloc = 0;
+    if (cl->GetDeviceInfo(id, ATTN__CL_DEVICE_MAX_CONSTANT_BUFFER_SIZE, sizeof constant, &constant,
+                          NULL))
+        constant = 0;
     if (cl->GetDeviceInfo(id, ATTN__CL_DEVICE_MAX_COMPUTE_UNITS, sizeof cus, &cus, NULL)) cus = 0;
     if (cl->GetDeviceInfo(id, ATTN__CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof wg, &wg, NULL)) wg = 0;
     char dname[256], pname[120];
@@ -72,6 +75,7 @@ static bool dev_init(const attn__cl_api *cl, attn__cl_platform_id p, attn__cl_de
     d->compute_units = cus;
     d->local_mem = local;
     d->max_alloc = alloc;
+    d->max_constant = constant;
     d->max_wg = wg;
     pthread_mutex_init(&d->lock, NULL);
     return true;

@@ -22,7 +22,7 @@ typedef struct attn__ocl_dev {
     char c_version[64];
     bool gpu;
     unsigned compute_units;
-    uint64_t local_mem, max_alloc;
+    uint64_t local_mem, max_alloc, max_constant;
     size_t max_wg;
     pthread_mutex_t lock;  /* context creation and the program list */
     attn__cl_context ctx;  /* created at the first open, never released */
