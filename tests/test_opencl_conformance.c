@@ -1,8 +1,9 @@
 /* OPENCL_ATTN's paged attention (src/backends/devkern/kd_attention.cl on
  * the OpenCL device, PoCL here) against REFERENCE on seeded random
  * configurations: head sizes 64/80/128/256 (and 32/96/192), block sizes
- * 16/32/128, GQA ratios 1/4/8 (and 2/16), fp32/fp16/bf16 activations, KV
- * caches auto / fp8 e4m3 / e5m2 with per-tensor and per-head scales, the
+ * 16/32/128, GQA ratios 1/4/8 (and 2/16), head_size_v != head_size,
+ * fp32/fp16/bf16 activations, KV caches auto (and a 16-bit cache of the
+ * other 16-bit type) / fp8 e4m3 / e5m2 with per-tensor and per-head scales, the
  * FLASH_ATTN layout in HND and NHD stride order and TRITON_ATTN's, block
  * tables in shuffled order, decode / prefill / chunked-prefill / mixed
  * batches, decodes over 3k..8k keys with the split-KV merge (automatic and
@@ -42,7 +43,7 @@ typedef struct {
     attn_dtype dtype;
     attn_elem kv_elem;
     bool per_head_scale;
-    int D, bs, kvh, group, layout;
+    int D, Dv, bs, kvh, group, layout;
     attn_attn_type type;
     bool causal, lse, sinks, softcap, alibi;
     int window;
@@ -73,20 +74,40 @@ enum {
     COV_SPLIT,
     COV_LONG,
     COV_OFFSET,
+    COV_DV,
+    COV_KV_OTHER,
     COV_COUNT
 };
-static const char *cov_names[COV_COUNT] = {
-    "fp32",      "fp16",          "bf16",     "fp8_e4m3", "fp8_e5m2", "per-head scales",
-    "flash-HND", "flash-NHD",     "triton",   "cross",    "encoder",  "non-causal decoder",
-    "window",    "sinks",         "soft-cap", "alibi",    "lse",      "mixed batch",
-    "split-KV",  "context >= 3k", "offsets"};
+static const char *cov_names[COV_COUNT] = {"fp32",
+                                           "fp16",
+                                           "bf16",
+                                           "fp8_e4m3",
+                                           "fp8_e5m2",
+                                           "per-head scales",
+                                           "flash-HND",
+                                           "flash-NHD",
+                                           "triton",
+                                           "cross",
+                                           "encoder",
+                                           "non-causal decoder",
+                                           "window",
+                                           "sinks",
+                                           "soft-cap",
+                                           "alibi",
+                                           "lse",
+                                           "mixed batch",
+                                           "split-KV",
+                                           "context >= 3k",
+                                           "offsets",
+                                           "head_size_v != head_size",
+                                           "16/32-bit cache of another element"};
 static int cov[COV_COUNT], cov_D[4], cov_bs[3], cov_g[3];
 
 static double cost_of(const config *c)
 {
     double x = 0;
     for (int r = 0; r < c->nreq; r++)
-        x += (double)c->qlen[r] * c->kvlen[r] * c->kvh * c->group * 2.0 * c->D;
+        x += (double)c->qlen[r] * c->kvlen[r] * c->kvh * c->group * (double)(c->D + c->Dv);
     return x;
 }
 
@@ -119,6 +140,8 @@ static void gen(trng *g, int idx, config *c)
     int kvk = trng_int(g, 5);
     c->kv_elem =
         kvk <= 2 ? attn_dtype_elem(c->dtype) : (kvk == 3 ? ATTN_ELEM_FP8_E4M3 : ATTN_ELEM_FP8_E5M2);
+    if (kvk == 2 && trng_int(g, 3) == 0) /* a 16/32-bit cache of another element */
+        c->kv_elem = c->dtype == ATTN_DTYPE_BF16 ? ATTN_ELEM_F16 : ATTN_ELEM_BF16;
     c->per_head_scale = attn__elem_is_fp8(c->kv_elem) && trng_int(g, 2);
     /* every (head size, block size, GQA ratio) of the matrix, then extras */
     c->D = head_sizes[idx % 4];
@@ -126,6 +149,7 @@ static void gen(trng *g, int idx, config *c)
     c->group = group_sizes[(idx / 12) % 3];
     if (idx % 9 == 8) c->D = extra_heads[(idx / 9) % 3];
     if (idx % 17 == 16) c->group = trng_int(g, 2) ? 2 : 16;
+    c->Dv = idx % 13 == 12 ? c->D / 2 : c->D; /* head_size_v != head_size */
     static const int kvhs[] = {1, 1, 2, 4};
     c->kvh = kvhs[trng_int(g, 4)];
     c->layout = trng_int(g, TLAYOUT_COUNT);
@@ -174,15 +198,15 @@ static void gen(trng *g, int idx, config *c)
 
 static void describe(const config *c, char *buf, size_t n)
 {
-    int o = snprintf(buf, n,
-                     "%s kv=%s%s D=%d bs=%d heads=%d/%d %s %s%s win=%d%s%s%s%s split=%d off=%lld "
-                     "reqs=[",
-                     attn_dtype_name(c->dtype), attn_elem_name(c->kv_elem),
-                     c->per_head_scale ? "(per-head)" : "", c->D, c->bs, c->kvh * c->group, c->kvh,
-                     tlayout_names[c->layout], attn_attn_type_name(c->type),
-                     c->causal ? "" : " non-causal", c->window, c->sinks ? " sinks" : "",
-                     c->softcap ? " softcap" : "", c->alibi ? " alibi" : "", c->lse ? " lse" : "",
-                     c->split_len, (long long)c->off);
+    int o = snprintf(
+        buf, n,
+        "%s kv=%s%s D=%d/%d bs=%d heads=%d/%d %s %s%s win=%d%s%s%s%s split=%d off=%lld "
+        "reqs=[",
+        attn_dtype_name(c->dtype), attn_elem_name(c->kv_elem),
+        c->per_head_scale ? "(per-head)" : "", c->D, c->Dv, c->bs, c->kvh * c->group, c->kvh,
+        tlayout_names[c->layout], attn_attn_type_name(c->type), c->causal ? "" : " non-causal",
+        c->window, c->sinks ? " sinks" : "", c->softcap ? " softcap" : "", c->alibi ? " alibi" : "",
+        c->lse ? " lse" : "", c->split_len, (long long)c->off);
     for (int r = 0; r < c->nreq && o < (int)n; r++)
         o += snprintf(buf + o, n - (size_t)o, "%s%d/%d", r ? " " : "", c->qlen[r], c->kvlen[r]);
     if (o < (int)n) snprintf(buf + o, n - (size_t)o, "]");
@@ -238,7 +262,7 @@ static void fixture_make(trng *g, const config *c, fixture *f)
     for (int r = 0; r < c->nreq; r++)
         for (int b = 0; b < (c->kvlen[r] + c->bs - 1) / c->bs; b++)
             f->bt[r * maxb + b] = f->perm[next++];
-    tcache_init_layout(&f->cache, c->kv_elem, f->nblocks, c->bs, c->kvh, D, D, c->layout);
+    tcache_init_layout(&f->cache, c->kv_elem, f->nblocks, c->bs, c->kvh, D, c->Dv, c->layout);
     float amax = 1.0f + trng_unif(g, 0.0f, 3.0f);
     if (attn__elem_is_fp8(c->kv_elem)) {
         float base = amax / (c->kv_elem == ATTN_ELEM_FP8_E4M3 ? 300.0f : 20000.0f);
@@ -258,7 +282,7 @@ static void fixture_make(trng *g, const config *c, fixture *f)
         for (int o = 0; o < c->bs; o++)
             for (int h = 0; h < c->kvh; h++)
                 for (int v = 0; v < 2; v++) {
-                    for (int d = 0; d < D; d++)
+                    for (int d = 0; d < (v ? c->Dv : D); d++)
                         row[d] = trng_normal(g) * amax / 2.5f;
                     tcache_put(&f->cache, b, o, h, v, row);
                 }
@@ -274,6 +298,7 @@ static void fixture_make(trng *g, const config *c, fixture *f)
     f->lp = (attn_layer_params){.num_heads = H,
                                 .num_kv_heads = c->kvh,
                                 .head_size = D,
+                                .head_size_v = c->Dv,
                                 .scale = trng_int(g, 2) ? 0.0f : trng_unif(g, 0.05f, 0.3f),
                                 .logits_soft_cap = c->softcap ? trng_unif(g, 2.0f, 30.0f) : 0.0f,
                                 .sliding_window = c->window,
@@ -294,7 +319,7 @@ static void fixture_make(trng *g, const config *c, fixture *f)
                                    .block_size = c->bs,
                                    .encoder_seq_lens =
                                        c->type == ATTN_TYPE_ENCODER_DECODER ? f->enc : NULL};
-    f->ref = calloc(qn + 1, qes);
+    f->ref = calloc((size_t)f->tokens * H * c->Dv + 1, qes);
     f->ref_lse = malloc(sizeof(float) * ((size_t)f->tokens * H + 1));
     attn_forward_args a = {.layer = &f->lp,
                            .common = &f->cm,
@@ -325,17 +350,18 @@ typedef struct {
 static outcome run_device(attn__ocl *o, const config *c, fixture *f)
 {
     outcome res = {.err = INFINITY, .lerr = INFINITY};
-    int H = f->lp.num_heads, D = c->D;
+    int H = f->lp.num_heads;
     attn_elem qe = attn_dtype_elem(c->dtype);
-    size_t qes = attn_elem_size(qe), rows = (size_t)f->tokens * H, on = rows * D;
+    size_t qes = attn_elem_size(qe), rows = (size_t)f->tokens * H, qn = rows * c->D,
+           on = rows * c->Dv;
     size_t off = (size_t)c->off;
     attn__ocl_mem *kvm = tocl_upload(o, f->cache.data, tcache_bytes(&f->cache));
-    attn__ocl_mem *qm = tocl_upload(o, NULL, (off + on) * qes + 4);
+    attn__ocl_mem *qm = tocl_upload(o, NULL, (off + qn) * qes + 4);
     attn__ocl_mem *om = tocl_upload(o, NULL, (off + on) * qes + 4);
     attn__ocl_mem *lm = tocl_upload(o, NULL, (off + rows) * sizeof(float) + 4);
     unsigned char *nan = malloc((off + on) * qes + 4 + (off + rows) * sizeof(float));
     memset(nan, 0xff, (off + on) * qes + 4 + (off + rows) * sizeof(float));
-    if (on) CHECK_OK(attn__ocl_copy_in(o, qm, off * qes, f->q, on * qes));
+    if (qn) CHECK_OK(attn__ocl_copy_in(o, qm, off * qes, f->q, qn * qes));
     CHECK_OK(attn__ocl_copy_in(o, om, 0, nan, (off + on) * qes));
     CHECK_OK(attn__ocl_copy_in(o, lm, 0, nan, (off + rows) * sizeof(float)));
     attn_kv_view view = f->cache.view;
@@ -414,6 +440,8 @@ static void count_coverage(const config *c, const outcome *res)
     cov[COV_SPLIT] += res->splits > 1;
     cov[COV_LONG] += maxkv >= 3000;
     cov[COV_OFFSET] += c->off > 0;
+    cov[COV_DV] += c->Dv != c->D;
+    cov[COV_KV_OTHER] += !attn__elem_is_fp8(c->kv_elem) && c->kv_elem != attn_dtype_elem(c->dtype);
     for (int i = 0; i < 4; i++)
         cov_D[i] += c->D == head_sizes[i];
     for (int i = 0; i < 3; i++) {
@@ -431,6 +459,7 @@ static void planted_off_by_one(attn__ocl *good)
     config c = {.dtype = ATTN_DTYPE_FP32,
                 .kv_elem = ATTN_ELEM_F32,
                 .D = 64,
+                .Dv = 64,
                 .bs = 16,
                 .kvh = 2,
                 .group = 4,
