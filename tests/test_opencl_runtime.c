@@ -462,6 +462,21 @@ static void forward_misuse(attn__ocl *o)
     cm.max_query_len = 3;
     CHECK_STATUS(attn__ocl_forward(k, &f), ATTN_BAD_METADATA);
     CHECK_CONTAINS(attn_last_error(), "the step was built for");
+    /* a step of another instance (another queue), an empty batch */
+    attn__ocl *o2 = tocl_open_or_skip(NAME, NULL);
+    attn__ocl_step *s2 = NULL;
+    CHECK_OK(attn__ocl_step_create(o2, &lp, &s2));
+    qsl[1] = qsl[2] = 0;
+    cm.num_actual_tokens = cm.max_query_len = 0;
+    CHECK_OK(attn__ocl_step_build(s2, &cm, 3, NULL));
+    f.step = s2;
+    CHECK_STATUS(attn__ocl_forward(k, &f), ATTN_BAD_STATE);
+    CHECK_CONTAINS(attn_last_error(), "another instance");
+    CHECK_OK(attn__ocl_step_build(s, &cm, 3, NULL));
+    f.step = s;
+    CHECK_OK(attn__ocl_forward(k, &f));
+    attn__ocl_step_destroy(s2);
+    attn__ocl_close(o2);
     f.step = NULL;
     CHECK_STATUS(attn__ocl_forward(k, &f), ATTN_NULL_ARGUMENT);
     CHECK_OK(attn__ocl_sync(o));

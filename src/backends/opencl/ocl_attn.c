@@ -280,16 +280,17 @@ static attn_status check_forward(attn__ocl *o, const attn__ocl_fwd *f)
     attn_status st = attn__fwd_check(&a);
     if (st != ATTN_OK) return st;
     const attn_layer_params *l = f->layer;
-    if (s->o->dev != o->dev || !s->built)
+    /* one queue orders the step's upload before the launch that reads it */
+    if (s->o != o || !s->built)
         return attn__fail(ATTN_BAD_STATE, "OPENCL_ATTN: the step is %s",
-                          s->built ? "on another device" : "not built");
+                          s->built ? "of another instance (queue)" : "not built");
     if (l->num_heads != s->H || l->num_kv_heads != s->KVH || l->head_size != s->D ||
         attn__fwd_head_size_v(l) != s->Dv || l->attn_type != s->type)
         return attn__fail(ATTN_INVALID_ARGUMENT, "OPENCL_ATTN: the step was made for another layer "
                                                  "geometry");
     const attn_common_metadata *cm = f->common;
     if (cm->num_reqs != s->nreq || cm->num_actual_tokens != s->ntok ||
-        f->kv->block_size != s->block_size || f->kv->num_blocks < s->num_blocks)
+        (s->nreq > 0 && (f->kv->block_size != s->block_size || f->kv->num_blocks < s->num_blocks)))
         return attn__fail(ATTN_BAD_METADATA,
                           "OPENCL_ATTN: the step was built for %d requests / %d tokens over %d "
                           "blocks of %d, the call has %d / %d over %d of %d",

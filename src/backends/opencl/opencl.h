@@ -5,7 +5,10 @@
  * Objects:
  * - an instance (attn__ocl): one device, one in-order queue, its kernels
  *   and scratch. Used by one thread at a time (as a CUDA stream is); open
- *   as many as needed. Every call is enqueued in order on its queue.
+ *   as many as needed. Every call is enqueued in order on its queue; work
+ *   on the same buffers through two instances is ordered only by
+ *   attn__ocl_sync (contract v2: one instance per engine). A kernel state
+ *   and the steps it reads belong to one instance.
  * - device memory (attn__ocl_mem): a buffer of the device's process-wide
  *   context, usable by every instance on that device. The host never
  *   dereferences it; tensors are a buffer plus element offsets.
