@@ -46,18 +46,14 @@ static int keys_per_tile(int D, int Dv)
     return bn < KD_MAX_BN ? bn : KD_MAX_BN;
 }
 
-attn_status attn__ocl_step_create(attn__ocl *o, const attn_layer_params *layer,
-                                  attn__ocl_step **out)
+/* The layer geometries the kernels take (steps and kernel states alike). */
+static attn_status check_geometry(const attn_layer_params *layer)
 {
-    ATTN__CHECK_NULL(o);
-    ATTN__CHECK_NULL(layer);
-    ATTN__CHECK_NULL(out);
-    *out = NULL;
     int Dv = attn__fwd_head_size_v(layer);
     if (layer->num_heads < 1 || layer->num_kv_heads < 1 ||
         layer->num_heads % layer->num_kv_heads != 0 || layer->num_heads > ATTN_MAX_HEADS)
         return attn__fail(ATTN_INVALID_ARGUMENT,
-                          "OpenCL step: num_heads (%d) must be a positive multiple of "
+                          "OPENCL_ATTN: num_heads (%d) must be a positive multiple of "
                           "num_kv_heads (%d)",
                           layer->num_heads, layer->num_kv_heads);
     if (layer->head_size < 8 || layer->head_size > KD_MAX_HEAD || layer->head_size % 8 || Dv < 8 ||
@@ -65,6 +61,21 @@ attn_status attn__ocl_step_create(attn__ocl *o, const attn_layer_params *layer,
         return attn__fail(ATTN_UNSUPPORTED,
                           "OPENCL_ATTN: head sizes %d/%d; the kernels take multiples of 8 up to %d",
                           layer->head_size, Dv, KD_MAX_HEAD);
+    if ((unsigned)layer->dtype >= ATTN_DTYPE_COUNT)
+        return attn__fail(ATTN_INVALID_ARGUMENT, "OPENCL_ATTN: bad dtype %d", (int)layer->dtype);
+    return ATTN_OK;
+}
+
+attn_status attn__ocl_step_create(attn__ocl *o, const attn_layer_params *layer,
+                                  attn__ocl_step **out)
+{
+    ATTN__CHECK_NULL(o);
+    ATTN__CHECK_NULL(layer);
+    ATTN__CHECK_NULL(out);
+    *out = NULL;
+    attn_status st = check_geometry(layer);
+    if (st != ATTN_OK) return st;
+    int Dv = attn__fwd_head_size_v(layer);
     attn__ocl_step *s = calloc(1, sizeof *s);
     if (!s) return attn__fail(ATTN_OUT_OF_MEMORY, "OpenCL step: out of memory");
     s->o = o;
@@ -325,12 +336,12 @@ struct attn__ocl_kernel {
 attn_status attn__ocl_kernel_create(attn__ocl *o, const attn_layer_params *layer,
                                     attn__ocl_kernel **out)
 {
+    ATTN__CHECK_NULL(o);
+    ATTN__CHECK_NULL(layer);
     ATTN__CHECK_NULL(out);
     *out = NULL;
-    attn__ocl_step *probe = NULL; /* the step's geometry checks, stated once */
-    attn_status st = attn__ocl_step_create(o, layer, &probe);
+    attn_status st = check_geometry(layer);
     if (st != ATTN_OK) return st;
-    attn__ocl_step_destroy(probe);
     size_t H = (size_t)layer->num_heads, KVH = (size_t)layer->num_kv_heads;
     if (sizeof(float) * (2 * H + 2 * KVH) > o->dev->max_constant)
         return attn__fail(ATTN_UNSUPPORTED,
