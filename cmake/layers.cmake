@@ -17,7 +17,7 @@
 # ATTN_LAYER_<layer>_DIRS: its folders under src/; _DEPS: the layers
 # directly below it (what it sees is the closure). docs/design.md has the table.
 set(ATTN_LAYERS util platform model catalog registry plugin metadata kvcache cp
-                kernels selftest select engine)
+                kernels opencl selftest select engine)
 set(ATTN_LAYER_util_DIRS util)
 set(ATTN_LAYER_util_DEPS)
 set(ATTN_LAYER_platform_DIRS platform)
@@ -38,6 +38,10 @@ set(ATTN_LAYER_cp_DIRS cp)
 set(ATTN_LAYER_cp_DEPS util)
 set(ATTN_LAYER_kernels_DIRS backends/cpu backends/mla backends/reference)
 set(ATTN_LAYER_kernels_DEPS catalog metadata)
+# OPENCL_ATTN: the kernel dialect sources (no .c) and the OpenCL runtime;
+# it shares REFERENCE's checks and semantics (backends/reference).
+set(ATTN_LAYER_opencl_DIRS backends/devkern backends/opencl)
+set(ATTN_LAYER_opencl_DEPS kernels)
 set(ATTN_LAYER_selftest_DIRS selftest)
 set(ATTN_LAYER_selftest_DEPS kernels)
 set(ATTN_LAYER_select_DIRS select)

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Every C source and header of the project is as clang-format leaves it
+# Every C source and header of the project, and every device kernel source
+# (*.cl, the kernel dialect), is as clang-format leaves it
 # (style: .clang-format at the root). Exit 77 = skipped. With --fix
 # (make format) the same files are rewritten in place instead.
 set -u
@@ -18,7 +19,7 @@ if [ -z "$want" ] || [ "$have" != "$want" ]; then
     exit 77
 fi
 cd "$src" || exit 1
-mapfile -t files < <(find include common src sim tools bench tests examples fuzz -name '*.[ch]' | sort)
+mapfile -t files < <(find include common src sim tools bench tests examples fuzz -name '*.[ch]' -o -name '*.cl' | sort)
 if [ "$fix" = 1 ]; then
     exec "$cf" -i "${files[@]}"
 fi
