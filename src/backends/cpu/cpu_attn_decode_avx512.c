@@ -8,7 +8,7 @@
 enum { SD_K_PAIR, SD_K_VBMI, SD_K_NAT8, SD_KINDS };
 #define SD_MODE_pair SD_PAIR /* bf16 */
 #define SD_W_pair    2
-#define SD_MODE_vbmi SD_VBMI /* fp8 through the byte tables: R <= 4 (registers) */
+#define SD_MODE_vbmi SD_VBMI /* fp8 through the byte tables: the listed R (registers) */
 #define SD_W_vbmi    1
 #define SD_MODE_nat8 SD_NAT /* fp8 otherwise (e4m3 and e5m2: sd_tab) */
 #define SD_W_nat8    1
@@ -37,11 +37,13 @@ SD_FMA_KERNELS(SD_DEFINE)
 static sd_kernel *const sd_fma[SD_KINDS][ATTN_CPU_SD_ROWS] = {SD_FMA_KERNELS(SD_ENTRY)};
 #undef SD_ENTRY
 
+/* fp8 jobs take the table kernels where the list has one for their R
+ * (four tables + the rows' vectors fill the registers beyond R = 4) */
 static int sd_kind(const attn__cpu_job *j)
 {
     if (j->kv_elem == ATTN_ELEM_BF16) return SD_K_PAIR;
     const uint8_t *hi, *lo;
-    if (j->R <= 4 && j->D % 64 == 0 && j->Dv % 64 == 0 &&
+    if (sd_fma[SD_K_VBMI][j->R - 1] && j->D % 64 == 0 && j->Dv % 64 == 0 &&
         attn__cpu_fp8_bf16_tables(j->kv_elem == ATTN_ELEM_FP8_E4M3, &hi, &lo))
         return SD_K_VBMI;
     return SD_K_NAT8;
