@@ -3,7 +3,9 @@
 #   scripts/fuzz.sh build BUILD_DIR JOBS          build them
 #   scripts/fuzz.sh smoke BUILD_DIR JOBS SECONDS  run each for SECONDS over its
 #       committed seed corpus (fuzz/corpus/<name>/, read-only: new inputs go to
-#       a temporary folder), JOBS at a time; any crash or sanitizer report fails
+#       a temporary folder), JOBS at a time; any crash or sanitizer report fails,
+#       and so does a fuzzer without seeds or one that ran fewer inputs before
+#       fuzzing than it has seeds (each seed must run, with the CPU's own kernels)
 #   scripts/fuzz.sh run BUILD_DIR NAME SECONDS    one long run, corpus kept in
 #       BUILD_DIR/fuzz-corpus/NAME; prints libFuzzer's final stats
 set -euo pipefail
@@ -33,11 +35,23 @@ smoke)
     trap 'rm -rf "$tmp"' EXIT
     names=$(cd fuzz && ls fuzz_*.c | sed 's/\.c$//')
     one() { # one NAME: 0 = clean
-        local n=$1
+        local n=$1 seeds inited
+        seeds=$(find "fuzz/corpus/$n" -type f 2>/dev/null | wc -l)
+        if [ "$seeds" -eq 0 ]; then
+            echo "fuzz-smoke: $n FAILED: no seed corpus in fuzz/corpus/$n"
+            return 1
+        fi
         mkdir -p "$tmp/$n"
         if "$B/fuzz/$n" -max_total_time="$S" -timeout=25 -rss_limit_mb=2048 -print_final_stats=1 \
             -artifact_prefix="$tmp/$n/" "$tmp/$n" "fuzz/corpus/$n" >"$tmp/$n.log" 2>&1; then
-            echo "fuzz-smoke: $n ok ($(grep -o 'stat::number_of_executed_units: [0-9]*' "$tmp/$n.log" | grep -o '[0-9]*$') runs)"
+            # libFuzzer's "#N INITED": inputs run before fuzzing (the seeds + an empty one)
+            inited=$(sed -n 's/^#\([0-9]*\)[[:space:]]*INITED.*/\1/p' "$tmp/$n.log" | head -1)
+            if [ -z "$inited" ] || [ "$inited" -lt "$seeds" ]; then
+                echo "fuzz-smoke: $n FAILED: ran ${inited:-no} inputs before fuzzing, $seeds seeds"
+                tail -20 "$tmp/$n.log"
+                return 1
+            fi
+            echo "fuzz-smoke: $n ok ($seeds seeds, $(grep -o 'stat::number_of_executed_units: [0-9]*' "$tmp/$n.log" | grep -o '[0-9]*$') runs)"
         else
             echo "fuzz-smoke: $n FAILED"
             tail -40 "$tmp/$n.log"

@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # `attn serve --dcp N` under mpirun on loopback: the same per-step output
 # checksums as one process (llama-3.1-8b, 50 steps; fewer under the
-# sanitizers) with the same KV token capacity from half the pool per rank
+# sanitizers) within the documented error of the CPU_ATTN kernel variant
+# that ran (attn platforms --json: each rank and the single process round
+# their own partial results, and the variants that round probabilities to
+# bf16 differ by about that much) with the same KV token capacity from
+# half the pool per rank
 # (the scheduler's blocks hold block_size tokens on each rank, as vLLM's
 # block_size * dcp_world_size), the per-rank report, the startup failure of a mixed fleet (one
 # rank without FlashAttention installed) naming each rank's choice on every
@@ -32,22 +36,33 @@ steps=50
 [ -n "${ATTN_SANITIZED:-}" ] && steps=8
 "$ATTN" serve --model llama-3.1-8b --steps $steps --json >"$tmp/one.json" 2>"$tmp/one.err"
 check "serve without DCP" test $? -eq 0
+"$ATTN" platforms --json >"$tmp/platforms.json" 2>"$tmp/platforms.err"
+check "attn platforms --json" test $? -eq 0
 # the same token capacity over 2 ranks: half the blocks per rank
 half=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["num_blocks"] // 2)' "$tmp/one.json")
 "${MPI[@]}" -np 2 "$ATTN" serve --model llama-3.1-8b --steps $steps --dcp 2 --num-blocks "$half" \
     --json >"$tmp/dcp.json" 2>"$tmp/dcp.err"
 rc=$?
 check "serve --dcp 2 under mpirun exits 0 (got $rc: $(tail -3 "$tmp/dcp.err"))" test $rc -eq 0
-python3 - "$tmp/one.json" "$tmp/dcp.json" "$steps" <<'PY' || fail=1
+python3 - "$tmp/one.json" "$tmp/dcp.json" "$steps" "$tmp/platforms.json" <<'PY' || fail=1
 import json, sys
 one, dcp, steps = json.load(open(sys.argv[1])), json.load(open(sys.argv[2])), int(sys.argv[3])
 a = [s["output_checksum"] for s in one["steps"]]
 b = [s["output_checksum"] for s in dcp["steps"]]
 assert len(a) == len(b) == steps, (len(a), len(b))
-# Same outputs: the merge reassociates fp32 sums, so a few bf16 outputs of a
-# step may round to the neighbouring value; anything beyond that is a bug.
+# The tolerance: the documented error against REFERENCE of the CPU_ATTN
+# variant both runs used, for this model's activations (bf16)
+kern = {g["kernel"]["variant"] for r in (one, dcp) for g in r["groups"]}
+assert len(kern) == 1 and None not in kern, ("one kernel variant in both runs", kern)
+variant = kern.pop()
+dtypes = {g["selection"]["config"]["dtype"] for g in one["groups"]}
+assert dtypes == {"bf16"}, dtypes
+table = json.load(open(sys.argv[4]))["local"]["cpu_attn_variants"]
+tol = [v["error_vs_reference"]["fp16_bf16"] for v in table if v["name"] == variant]
+assert len(tol) == 1 and tol[0] > 0, ("documented error of", variant, table)
+tol = tol[0]
 worst = max(abs(x - y) / max(1.0, abs(x)) for x, y in zip(a, b))
-assert worst < 1e-3, ("checksums differ", worst, a[:4], b[:4])
+assert worst <= tol, ("checksums differ", variant, worst, tol, a[:4], b[:4])
 d = dcp["final"]["dcp"]
 assert d["world_size"] == 2 and len(d["ranks"]) == 2, d
 r0, r1 = d["ranks"]
@@ -72,7 +87,8 @@ print("dcp pool: %d tokens, %d bytes per rank vs %d bytes in one process; blocks
       (dcp["kv_token_capacity"], dcp["kv_bytes"], one["kv_bytes"], used2, used1))
 # each rank holds about half of the KV tokens
 assert abs(r0["kv_tokens_peak"] - r1["kv_tokens_peak"]) <= 64 * 2, d
-print("dcp checksums: %d steps, worst relative difference %.2g" % (len(a), worst))
+print("dcp checksums: %d steps, variant %s, worst relative difference %.2g (documented error %g)"
+      % (len(a), variant, worst, tol))
 PY
 
 # a mixed fleet: rank 1 has no FlashAttention, so it would run FLASHINFER

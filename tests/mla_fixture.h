@@ -21,6 +21,52 @@
  * lays them out); a test may change it before mla_fx_init. */
 static int fx_row_pad = 8;
 
+/* Whether this run also takes the checks that use the automatic variant
+ * choice (set by mla_fx_variants) */
+static bool fx_autos = true;
+
+/* The CPU_MLA variants a run of an MLA test takes, into vars / *nv: every
+ * usable one; or the one named by argv[1] or ATTN_TEST_VARIANT ("active":
+ * the best usable one, which also takes the automatic-choice checks);
+ * "--variants" lists every variant compiled in, one a line with
+ * active|usable|unusable (tests/cpu_variants.cmake makes a ctest of each).
+ * -1 to go on, else the exit status: 77 when this CPU cannot run the
+ * variant named. */
+static inline int mla_fx_variants(int argc, char **argv, const attn__mla_kern **vars, int *nv)
+{
+    const char *only = argc > 1 ? argv[1] : getenv("ATTN_TEST_VARIANT");
+    const attn__mla_kern *best[8];
+    int nb = attn__mla_variants(best, 8);
+    if (only && !strcmp(only, "--variants")) {
+        for (int i = 0; attn__mla_variant_at(i); i++) {
+            const attn__mla_kern *k = attn__mla_variant_at(i);
+            printf("%s %s\n", k->name,
+                   nb > 0 && k == best[0] ? "active"
+                   : k->usable()          ? "usable"
+                                          : "unusable");
+        }
+        return 0;
+    }
+    *nv = nb;
+    memcpy(vars, best, sizeof(best[0]) * (size_t)nb);
+    if (!only) return -1;
+    if (!strcmp(only, "active")) only = best[0]->name;
+    for (int i = 0; attn__mla_variant_at(i); i++) {
+        const attn__mla_kern *k = attn__mla_variant_at(i);
+        if (strcmp(k->name, only)) continue;
+        if (!k->usable()) {
+            printf("SKIP variant %s: not usable on this CPU (features or ATTN_CPU_MASK)\n", only);
+            return 77;
+        }
+        vars[0] = k;
+        *nv = 1;
+        fx_autos = k == best[0];
+        return -1;
+    }
+    fprintf(stderr, "no CPU_MLA variant named '%s' (--variants lists them)\n", only);
+    return 2;
+}
+
 typedef struct mla_fx {
     int H, R, P, N, V, D, bs, nb;
     attn_dtype dt;

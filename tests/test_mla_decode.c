@@ -11,7 +11,10 @@
  *  3. the split-KV pieces of CPU_MLA's builder give the same bits as the
  *     pieces forward_mqa makes itself.
  * Tolerances (max |error| over max |reference|): fp32 1e-4, bf16 / fp16
- * 2e-2; LSE absolute: fp32 1e-4, bf16 / fp16 2e-2. */
+ * 2e-2; LSE absolute: fp32 1e-4, bf16 / fp16 2e-2.
+ * `test_mla_decode VARIANT` runs one variant (exit 77 where this CPU lacks
+ * it; parts 1 and 3, which use the automatic choice, only for the best
+ * usable one), `--variants` lists them (see mla_fx_variants). */
 #include "mla_fixture.h"
 #include "util/threadpool.h"
 
@@ -44,6 +47,7 @@ static const char *variant_name(const attn__mla_kern *k)
 static void check_absorbed_vs_naive(const attn__mla_kern *k, attn_dtype dt, const batch_t *b, int H,
                                     int R, int P, int N, int V, int bs, uint64_t seed)
 {
+    if (!fx_autos) return;
     mla_fx f;
     mla_fx_init(&f, H, R, P, N, V, dt, attn_dtype_elem(dt), bs, b->nreq, b->q, b->s, seed);
     size_t nrow = (size_t)f.T * H;
@@ -165,6 +169,10 @@ static void check_fp8_widening(void)
         printf("  fp8 widening: amx variant not usable here (skipped)\n");
         return;
     }
+    bool mine = false;
+    for (int vi = 0; vi < nv; vi++)
+        mine |= vars[vi] == &attn__mla_kern_amx;
+    if (!mine) return; /* another variant's run */
     static const attn_elem es[] = {ATTN_ELEM_FP8_E4M3, ATTN_ELEM_FP8_E5M2};
     for (int ei = 0; ei < 2; ei++) {
         uint8_t codes[256];
@@ -193,6 +201,7 @@ static void check_fp8_widening(void)
  * partition), over a batch long enough for split pieces and their merge. */
 static void check_builder_pieces(void)
 {
+    if (!fx_autos) return;
     static const int q[] = {1, 1, 1}, s[] = {3000, 9000, 40};
     mla_fx f;
     mla_fx_init(&f, 16, 64, 32, 32, 32, ATTN_DTYPE_BF16, ATTN_ELEM_BF16, 16, 3, q, s, 99);
@@ -234,11 +243,14 @@ static void check_builder_pieces(void)
     mla_fx_free(&f);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
-    nv = attn__mla_variants(vars, 8);
-    printf("CPU_MLA decode variants usable here: %d (%s)\n", nv,
-           attn__backend_cpu_mla.kernel->variant());
+    int rc = mla_fx_variants(argc, argv, vars, &nv);
+    if (rc >= 0) return rc;
+    printf("CPU_MLA decode variants this run takes: %d (", nv);
+    for (int vi = 0; vi < nv; vi++)
+        printf("%s%s", vi ? ", " : "", vars[vi]->name);
+    printf("; automatic choice here: %s)\n", attn__backend_cpu_mla.kernel->variant());
     uint64_t seed = 1234;
 
     /* 1. absorbed == naive decompressed (DeepSeek per-head dims, few heads;

@@ -96,11 +96,40 @@ static void test_variant(void)
     CHECK_STR(attn_cpu_attn_variant(), before);
 }
 
+/* The variant table: one active variant (the one calls use), portable
+ * last and always usable, a positive documented error for every class;
+ * an index out of range or a NULL is refused with out unchanged. */
+static void test_variant_table(void)
+{
+    int n = attn_cpu_attn_variant_count(), active = 0;
+    CHECK(n >= 1);
+    for (int i = 0; i < n; i++) {
+        attn_cpu_attn_variant_info v;
+        CHECK_OK(attn_cpu_attn_variant_get(i, &v));
+        CHECK(v.name && v.name[0]);
+        CHECK(v.err_fp32 > 0 && v.err_fp8_kv > 0 && v.err_half > 0 && v.err_half < 0.1);
+        CHECK(!v.active || v.usable);
+        if (v.active) {
+            active++;
+            CHECK_STR(v.name, attn_cpu_attn_variant());
+        }
+        if (i == n - 1) CHECK(!strcmp(v.name, "portable") && v.usable);
+    }
+    CHECK(active == 1);
+    attn_cpu_attn_variant_info keep = {.name = "unchanged"};
+    CHECK_STATUS(attn_cpu_attn_variant_get(n, &keep), ATTN_INVALID_ARGUMENT);
+    CHECK_CONTAINS(attn_last_error(), "there are");
+    CHECK_STATUS(attn_cpu_attn_variant_get(-1, &keep), ATTN_INVALID_ARGUMENT);
+    CHECK_STR(keep.name, "unchanged");
+    CHECK(attn_cpu_attn_variant_get(0, NULL) != ATTN_OK);
+}
+
 int main(void)
 {
     test_probes();
     test_cpu_text();
     test_limits();
     test_variant();
+    test_variant_table();
     return attn_test_finish("test_tools_api");
 }

@@ -56,6 +56,25 @@ ATTN_API const char *attn_cpu_attn_variant(void);
  * run it; the variant in use is then unchanged. */
 ATTN_API attn_status attn_cpu_attn_force_variant(const char *name);
 
+/* A CPU_ATTN kernel variant: whether this CPU (after ATTN_CPU_MASK) can
+ * run it, whether calls run it now, and its documented error against
+ * REFERENCE (max |out - ref| / max |ref| over a call's output) for fp32
+ * activations over a 16/32-bit cache, fp32 over an fp8 cache, and
+ * fp16/bf16 activations. The conformance test holds each variant to it;
+ * two runs of one variant that split the same work differently (one
+ * process and DCP ranks) are expected to agree within it. */
+typedef struct attn_cpu_attn_variant_info {
+    const char *name;
+    bool usable;
+    bool active;
+    double err_fp32, err_fp8_kv, err_half;
+} attn_cpu_attn_variant_info;
+/* The variants compiled in, best first. */
+ATTN_API int attn_cpu_attn_variant_count(void);
+/* Variant i (0 <= i < attn_cpu_attn_variant_count()) into out;
+ * ATTN_INVALID_ARGUMENT for another i (out unchanged). */
+ATTN_API attn_status attn_cpu_attn_variant_get(int i, attn_cpu_attn_variant_info *out);
+
 ATTN_EXTERN_C_END
 
 #endif

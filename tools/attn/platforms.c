@@ -1,6 +1,8 @@
 /* `attn platforms [--json] [--machine M]`: this machine as detected (CPU
- * identity and features, then CUDA, ROCm and OpenCL: devices or why there
- * are none), the platform selection would use, and the machine catalog.
+ * identity and features, the CPU_ATTN kernel variants it can run with
+ * their documented errors, then CUDA, ROCm and OpenCL: devices or why
+ * there are none), the platform selection would use, and the machine
+ * catalog.
  * With --machine M the named simulated machine is described instead of this
  * one. Exit 0; 2 on a usage error or an unknown machine; 3 when the
  * process-wide platform (ATTN_PLATFORM) cannot be made. */
@@ -9,6 +11,7 @@
 #include <string.h>
 
 #include "attn/attn.h"
+#include "attn/cpu_perf.h"
 #include "attn/probe.h"
 #include "cli.h"
 #include "util/json.h"
@@ -19,11 +22,13 @@ static int attn__platforms_usage(FILE *f)
     fprintf(f,
             "usage: attn platforms [--json] [--machine M]\n\n"
             "Show this machine's platforms as detected (CPU vendor, model, cores and usable ISA\n"
-            "features; CUDA, ROCm and OpenCL devices, or why there are none), then the machine\n"
-            "catalog.\n\n"
+            "features; the CPU_ATTN kernel variants, which run here, and each one's documented\n"
+            "error against REFERENCE; CUDA, ROCm and OpenCL devices, or why there are none),\n"
+            "then the machine catalog.\n\n"
             "options:\n"
             "  --json         one JSON object: {\"local\": {...}, \"current\": {...}, \"catalog\": "
             "[...]}\n"
+            "                 (local.cpu_attn_variants: name, usable, active, error_vs_reference)\n"
             "                 (with --machine: {\"machine\": {...}, \"catalog\": [...]})\n"
             "  --machine M    describe machine M instead of this one: a catalog name, cuda:X.Y,\n"
             "                 rocm:gfxNNN, xpu, cpu, local, opencl, or a JSON machine spec file\n"
@@ -99,6 +104,49 @@ static void attn__print_cpu(const attn_cpu_info *ci, bool real)
             attn__print_wrapped("present, not usable (OS state or dependency): ", list, 12);
         }
     }
+}
+
+/* CPU_ATTN's kernel variants: usable here, active, and the documented
+ * error against REFERENCE per class of call */
+static void attn__print_cpu_variants(void)
+{
+    printf("  CPU_ATTN  kernel variants (error vs REFERENCE: fp32 / fp32 + fp8 KV / fp16, bf16)\n");
+    for (int i = 0; i < attn_cpu_attn_variant_count(); i++) {
+        attn_cpu_attn_variant_info v;
+        if (attn_cpu_attn_variant_get(i, &v) != ATTN_OK) continue;
+        printf("            %-12s %-10s %.0e / %.0e / %.0e\n", v.name,
+               v.active   ? "active"
+               : v.usable ? "usable"
+                          : "not usable",
+               v.err_fp32, v.err_fp8_kv, v.err_half);
+    }
+}
+
+static void attn__json_cpu_variants(attn__jw *w)
+{
+    attn__jw_arr_begin(w);
+    for (int i = 0; i < attn_cpu_attn_variant_count(); i++) {
+        attn_cpu_attn_variant_info v;
+        if (attn_cpu_attn_variant_get(i, &v) != ATTN_OK) continue;
+        attn__jw_obj_begin(w);
+        attn__jw_key(w, "name");
+        attn__jw_str(w, v.name);
+        attn__jw_key(w, "usable");
+        attn__jw_bool(w, v.usable);
+        attn__jw_key(w, "active");
+        attn__jw_bool(w, v.active);
+        attn__jw_key(w, "error_vs_reference");
+        attn__jw_obj_begin(w);
+        attn__jw_key(w, "fp32");
+        attn__jw_num(w, v.err_fp32);
+        attn__jw_key(w, "fp32_fp8_kv");
+        attn__jw_num(w, v.err_fp8_kv);
+        attn__jw_key(w, "fp16_bf16");
+        attn__jw_num(w, v.err_half);
+        attn__jw_obj_end(w);
+        attn__jw_obj_end(w);
+    }
+    attn__jw_arr_end(w);
 }
 
 static void attn__print_gpu(const char *label, const attn_gpu_probe *pr, bool rocm)
@@ -424,6 +472,8 @@ static int attn__platforms_local(bool json)
         attn__jw_obj_begin(&w);
         attn__jw_key(&w, "cpu");
         attn__json_cpu(&w, ci);
+        attn__jw_key(&w, "cpu_attn_variants");
+        attn__json_cpu_variants(&w);
         attn__jw_key(&w, "cuda");
         attn__json_gpu(&w, &cu, false);
         attn__jw_key(&w, "rocm");
@@ -454,6 +504,7 @@ static int attn__platforms_local(bool json)
 
     printf("This machine\n");
     attn__print_cpu(ci, true);
+    attn__print_cpu_variants();
     attn__print_gpu("CUDA", &cu, false);
     attn__print_gpu("ROCm", &ro, true);
     attn__print_opencl(&cl);

@@ -146,6 +146,28 @@ bool attn__cpu_fp8_bf16_tables(int e4m3, const uint8_t **hi, const uint8_t **lo)
  * run it. */
 int attn__cpu_attn_variant_count(void);
 const attn__cpu_isa *attn__cpu_attn_variant(int i);
+
+/* The classes of call a variant's error is documented for */
+typedef enum {
+    ATTN_CPU_ERR_FP32 = 0,   /* fp32 activations over a 16/32-bit cache */
+    ATTN_CPU_ERR_FP8_KV = 1, /* fp32 activations over an fp8 cache */
+    ATTN_CPU_ERR_HALF = 2,   /* fp16 / bf16 activations */
+    ATTN_CPU_ERR_CLASSES
+} attn__cpu_err_class;
+
+static inline attn__cpu_err_class attn__cpu_err_class_of(attn_elem q, attn_elem kv)
+{
+    if (q != ATTN_ELEM_F32) return ATTN_CPU_ERR_HALF;
+    return kv == ATTN_ELEM_FP8_E4M3 || kv == ATTN_ELEM_FP8_E5M2 ? ATTN_CPU_ERR_FP8_KV
+                                                                : ATTN_CPU_ERR_FP32;
+}
+
+/* Variant i's documented error against REFERENCE for a class of call
+ * (cpu_variants.c states them): max |out - ref| / max |ref| over a call's
+ * output, and the bound on the LSE's absolute error.
+ * test_cpu_attn_conformance holds the variant to it; attn/cpu_perf.h
+ * publishes it (attn platforms). -1 for an i out of range. */
+double attn__cpu_attn_variant_error(int i, attn__cpu_err_class c);
 /* Best usable variant, chosen once per process from the CPU features. */
 const attn__cpu_isa *attn__cpu_attn_active(void);
 /* Tests/benchmarks: force a variant by name (NULL = back to automatic).

@@ -1,7 +1,8 @@
 /* attn/cpu_perf.h: the public face of the machine measurement
  * (cpu_machine.c), the phase limits (cpu_limits.c) and the CPU_ATTN variant
- * choice (cpu_attn.c), for `attn bench` and applications that report
- * figures against the same limits. */
+ * choice and the variants' documented errors (cpu_variants.c), for `attn
+ * bench`, `attn platforms` and applications that report figures against
+ * the same limits. */
 #include "attn/cpu_perf.h"
 
 #include "backends/cpu/cpu_attn.h"
@@ -41,4 +42,27 @@ const char *attn_cpu_attn_variant(void)
 attn_status attn_cpu_attn_force_variant(const char *name)
 {
     return attn__cpu_attn_force_variant(name);
+}
+
+int attn_cpu_attn_variant_count(void)
+{
+    return attn__cpu_attn_variant_count();
+}
+
+attn_status attn_cpu_attn_variant_get(int i, attn_cpu_attn_variant_info *out)
+{
+    ATTN__CHECK_NULL(out);
+    const attn__cpu_isa *isa = attn__cpu_attn_variant(i);
+    if (!isa)
+        return attn__fail(ATTN_INVALID_ARGUMENT, "CPU_ATTN variant %d: there are %d (0..%d)", i,
+                          attn__cpu_attn_variant_count(), attn__cpu_attn_variant_count() - 1);
+    *out = (attn_cpu_attn_variant_info){
+        .name = isa->name,
+        .usable = isa->usable(),
+        .active = isa == attn__cpu_attn_active(),
+        .err_fp32 = attn__cpu_attn_variant_error(i, ATTN_CPU_ERR_FP32),
+        .err_fp8_kv = attn__cpu_attn_variant_error(i, ATTN_CPU_ERR_FP8_KV),
+        .err_half = attn__cpu_attn_variant_error(i, ATTN_CPU_ERR_HALF),
+    };
+    return ATTN_OK;
 }

@@ -53,6 +53,11 @@ void attn__mla_force_variant(const attn__mla_kern *k)
     attn__mla_forced = k;
 }
 
+const attn__mla_kern *attn__mla_variant_at(int i)
+{
+    return i >= 0 && i < ATTN__MLA_NKERN ? attn__mla_all[i] : NULL;
+}
+
 int attn__mla_variants(const attn__mla_kern **out, int max)
 {
     int n = 0;

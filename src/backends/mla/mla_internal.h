@@ -252,6 +252,9 @@ const attn__mla_kern *attn__mla_decode_kern(attn_elem q, attn_elem kv, int R, in
 const attn__mla_kern *attn__mla_prefill_kern(void);
 /* Variants usable here, best first; for tests and benches. */
 int attn__mla_variants(const attn__mla_kern **out, int max);
+/* Variant i of every one compiled in, best first (NULL past the last);
+ * tests list them all, usable here or not. */
+const attn__mla_kern *attn__mla_variant_at(int i);
 /* Run CPU_MLA with one variant forced (NULL = automatic); tests only. */
 void attn__mla_force_variant(const attn__mla_kern *k);
 
