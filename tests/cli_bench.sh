@@ -109,16 +109,20 @@ if hasattr(os, "sched_getaffinity") and os.path.isdir("/sys/devices/system/cpu/c
     seen = {}
     for cpu in os.sched_getaffinity(0):
         for idx in glob.glob("/sys/devices/system/cpu/cpu%d/cache/index*" % cpu):
-            rd = lambda n: open(os.path.join(idx, n)).read().strip()
-            if rd("type") == "Instruction":
+            def rd(name, default=None):
+                try:
+                    return open(os.path.join(idx, name)).read().strip()
+                except OSError:
+                    return default
+            size, lv = rd("size"), rd("level")
+            if rd("type") == "Instruction" or not size or not lv:
                 continue
-            size = rd("size")
             b = int(size.rstrip("KMG")) << {"K": 10, "M": 20, "G": 30}.get(size[-1], 0)
-            lv = int(rd("level"))
+            lv = int(lv)
             if lv > level:
                 level, seen = lv, {}
             if lv == level:
-                seen[rd("shared_cpu_list")] = b
+                seen[rd("shared_cpu_list") or "cpu%d" % cpu] = b
     llc = sum(seen.values())
     assert m["llc_bytes"] == llc, (m["llc_bytes"], llc)
 else:
