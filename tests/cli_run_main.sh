@@ -1,15 +1,14 @@
 #!/usr/bin/env bash
 # `make run` (scripts/run-main.sh) keeps the build's output off the screen:
-# with a stand-in cmake on PATH that prints compiler noise, the screen shows
-# one line about the build and then the story (attn simulate, attn select
-# --explain, run with this build's attn), while the noise is in the build's
-# log; when the build fails, the story does not run and the end of the log
-# (with the compiler's error) goes to stderr, exit 1.
+# with a stand-in cmake on PATH that prints compiler noise and makes a
+# stand-in attn (it prints its arguments; cli_simulate and cli_select test
+# the real story), the screen shows one line about the build and then the
+# story (attn simulate --verify --html, attn select --explain), while the
+# noise is in the build's log; when the build fails, the story does not run
+# and the end of the log (with the compiler's error) goes to stderr, exit 1.
 set -u
-ATTN=${ATTN_BIN:?}
 SRC=${ATTN_SOURCE_DIR:?}
-unset ATTN_PLATFORM ATTN_BACKEND ATTN_PLUGIN_PATH ATTN_PLUGINS CMAKE_ARGS
-export ATTN_LOG=error
+unset CMAKE_ARGS
 fails=0
 fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
 tmp=$(mktemp -d)
@@ -19,7 +18,7 @@ mkdir -p "$tmp/fakebin"
 cat >"$tmp/fakebin/cmake" <<EOF
 #!/usr/bin/env bash
 # stands in for cmake: configure (-S . -B DIR) marks DIR configured; --build
-# DIR prints a build's worth of noise and puts an attn (this build's) there
+# DIR prints a build's worth of noise and puts a stand-in attn there
 if [ "\$1" = --build ]; then
     for i in \$(seq 1 99); do echo "[ \$i%] Building C object src/noise_\$i.c.o"; done
     if [ -n "\${FAKE_BUILD_FAIL:-}" ]; then
@@ -27,7 +26,7 @@ if [ "\$1" = --build ]; then
         exit 2
     fi
     mkdir -p "\$2/bin"
-    printf '#!/bin/sh\nexec "%s" "\$@"\n' "$ATTN" >"\$2/bin/attn"
+    printf '#!/bin/sh\necho "attn ran: \$*"\n' >"\$2/bin/attn"
     chmod +x "\$2/bin/attn"
     echo "[100%] Built target attn_cli"
 else
@@ -43,8 +42,10 @@ grep -q "Building C object" "$tmp/out" "$tmp/err" && fail "compiler output on th
 [ "$(grep -c "built $tmp/b/bin/attn in [0-9]* s" "$tmp/out")" = 1 ] || fail "no build line: $(head -3 "$tmp/out")"
 grep -q "Building C object src/noise_99.c.o" "$tmp/b/make-run-build.log" || fail "the log lacks the build output"
 grep -q "Which attention kernel runs?" "$tmp/out" || fail "the story did not run"
+grep -qx "attn ran: simulate --verify --html $tmp/b/simulate.html" "$tmp/out" ||
+    fail "attn simulate did not run: $(cat "$tmp/out")"
 grep -q "The same question, asked of this machine" "$tmp/out" || fail "select --explain part missing"
-[ -s "$tmp/b/simulate.html" ] || fail "no side-by-side page"
+grep -qx "attn ran: select --explain" "$tmp/out" || fail "attn select --explain did not run"
 
 PATH="$tmp/fakebin:$PATH" FAKE_BUILD_FAIL=1 bash "$SRC/scripts/run-main.sh" "$tmp/c" >"$tmp/out" 2>"$tmp/err"
 rc=$?
