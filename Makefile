@@ -22,21 +22,22 @@ configure: deps $(BUILD)/CMakeCache.txt
 build: configure
 	cmake --build $(BUILD) -j$(JOBS)
 
-run: build
-	@bash scripts/run-main.sh $(BUILD)
+# builds quietly (compiler output in $(BUILD)/make-run-build.log), then the story
+run: deps
+	@JOBS=$(JOBS) CMAKE_ARGS="$(CMAKE_ARGS)" bash scripts/run-main.sh $(BUILD)
 
-test: build
-	cd $(BUILD) && ctest --output-on-failure -j$(JOBS)
-	$(MAKE) san
-	$(MAKE) fuzz-smoke
+# The three stages (normal ctest, the same suite under ASan + UBSan,
+# fuzz-smoke) each run whatever the others did; one summary of every
+# failure at the end, exit non-zero if any stage failed (scripts/test-all.sh;
+# stage logs in build-test-logs/).
+TEST_ALL = BUILD=$(BUILD) BUILD_SAN=$(BUILD_SAN) BUILD_FUZZ=$(BUILD_FUZZ) JOBS=$(JOBS) \
+	FUZZ_SECONDS=$(FUZZ_SECONDS) CMAKE_ARGS="$(CMAKE_ARGS)" bash scripts/test-all.sh
+test: deps
+	@$(TEST_ALL)
 
 # Same suite under AddressSanitizer + UndefinedBehaviorSanitizer.
 san: deps
-	cmake -S . -B $(BUILD_SAN) -DCMAKE_BUILD_TYPE=Debug -DATTN_SANITIZE=ON $(CMAKE_ARGS)
-	cmake --build $(BUILD_SAN) -j$(JOBS)
-	cd $(BUILD_SAN) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
-	  UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ATTN_SANITIZED=1 \
-	  ctest --output-on-failure -j$(JOBS)
+	@$(TEST_ALL) sanitizer
 
 # libFuzzer harnesses (fuzz/, clang): build them; run each for FUZZ_SECONDS
 # over its committed seed corpus (make test runs this smoke). Long runs:
@@ -84,7 +85,7 @@ parity: build
 	  --write-cases tests/data/vllm-0.32.0-cases.json $(PARITY_ARGS)
 
 clean:
-	rm -rf $(BUILD) $(BUILD_SAN) $(BUILD_FUZZ) $(BUILD_TSAN)
+	rm -rf $(BUILD) $(BUILD_SAN) $(BUILD_FUZZ) $(BUILD_TSAN) build-test-logs
 
 # DCP decode figures under mpirun on loopback (needs Open MPI: make deps):
 # 1 rank with 2 threads vs 2 ranks with 1 thread each, contexts 16k and 64k.

@@ -212,7 +212,9 @@ warn "ATTN_NUM_THREADS='-3' is not an integer" ATTN_NUM_THREADS=-3 -- "${LOC[@]}
 warn "ATTN_LOG='loud' is not one of error|warn|info|debug" ATTN_LOG=loud -- "${SEL[@]}"
 warn "ATTN_SELFTEST='maybe' is not 0 or 1" ATTN_SELFTEST=maybe -- select --head-size 64 --json
 warn "ATTN_PLUGINS names 'no_such_plugin'" ATTN_PLUGINS=no_such_plugin -- "${SEL[@]}"
-warn "ATTN_CPU_MASK='avx9000' ignored" ATTN_CPU_MASK=avx9000 -- "${SEL[@]}"
+warn "ATTN_CPU_MASK='avx9000': unknown name 'avx9000'" ATTN_CPU_MASK=avx9000 -- "${SEL[@]}"
+warn "kernel variants: amx-bf16 avx512-bf16 avx512 avx2" ATTN_CPU_MASK=-avx9000 -- "${SEL[@]}"
+warn "the portable variant needs no CPU feature" ATTN_CPU_MASK=-portable -- "${SEL[@]}"
 row 2 "--threads" -- bench --threads 100000
 
 echo "bad-input matrix (CLI, environment, files): $rows rows, $fails failed"

@@ -19,7 +19,7 @@ check "interleaved owners" has "$out" "  000011110000"
 # 1000 tokens, interleave 4, 2 ranks: rank 0 holds 500, rank 1 500
 check "rank 0 share" has "$out" "rank 0: 500 KV tokens"
 check "rank 1 share" has "$out" "rank 1: 500 KV tokens"
-out=$("$ATTN" simulate --dcp 3 --machine cpu --context 10 --json 2>&1)
+out=$("$ATTN" simulate --dcp 3 --machine cpu --context 10 --json 2>/dev/null)
 check "json shares" python3 -c '
 import json, sys
 d = json.loads(sys.argv[1])

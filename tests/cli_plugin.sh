@@ -24,7 +24,11 @@ check() { # check DESCRIPTION COMMAND...
 }
 has() { printf '%s' "$1" | grep -qE -- "$2"; }
 hasnt() { ! printf '%s' "$1" | grep -qE -- "$2"; }
-squash() { printf '%s' "$1" | tr -d ' \n'; } # compact JSON for grep
+# jtrue JSON EXPR: the Python expression EXPR over d, the parsed JSON, holds
+jtrue() {
+    python3 -c 'import json, sys; d = json.loads(sys.argv[1]); sys.exit(0 if eval(sys.argv[2]) else 1)' \
+        "$1" "$2" 2>/dev/null
+}
 
 [ -f "$PLUG/libattn_example.so" ] || { echo "FAIL: $PLUG/libattn_example.so not built" >&2; exit 1; }
 
@@ -35,20 +39,21 @@ custom=$(printf '%s\n' "$out" | grep -E '^CUSTOM ')
 check "backends: CUSTOM resolves: $custom" has "$custom" '^CUSTOM +resolves +object:CUSTOM'
 check "backends: CUSTOM comes from the plugin: $custom" has "$custom" '\[plugin attn_example\]'
 
-out=$(ATTN_PLUGIN_PATH="$PLUG" "$ATTN" backends --json 2>&1); rc=$?
-json=$(squash "$out")
+json=$(ATTN_PLUGIN_PATH="$PLUG" "$ATTN" backends --json 2>/dev/null); rc=$?
 check "backends --json exits 0 (got $rc)" test "$rc" -eq 0
-check "backends --json: CUSTOM registered by attn_example" \
-    has "$json" '"name":"CUSTOM"[^}]*"registered":true[^}]*"plugin":"attn_example"'
-check "backends --json: plugin report says loaded" \
-    has "$json" '"plugins":\[\{"name":"attn_example","path":"[^"]*libattn_example.so","loaded":true,"skipped_by_allowlist":false,"error":null,"registered":\["CUSTOM"\]\}\]'
+check "backends --json: CUSTOM registered by attn_example" jtrue "$json" \
+    '[(b["registered"], b["plugin"]) for b in d["backends"] if b["name"] == "CUSTOM"] == [(True, "attn_example")]'
+check "backends --json: plugin report says loaded" jtrue "$json" \
+    '(len(d["plugins"]) == 1 and d["plugins"][0]["path"].endswith("/libattn_example.so") and
+      {k: v for k, v in d["plugins"][0].items() if k != "path"} == {"name": "attn_example",
+      "loaded": True, "skipped_by_allowlist": False, "error": None, "registered": ["CUSTOM"]})'
 
 out=$(ATTN_PLUGIN_PATH="$PLUG" "$ATTN" select --backend CUSTOM 2>&1); rc=$?
 check "select --backend CUSTOM exits 0 (got $rc): $out" test "$rc" -eq 0
 check "select names CUSTOM: $out" has "$out" 'CUSTOM'
 out=$(ATTN_PLUGIN_PATH="$PLUG" "$ATTN" select --backend CUSTOM --json 2>/dev/null); rc=$?
 check "select --backend CUSTOM --json exits 0 (got $rc)" test "$rc" -eq 0
-check "select --json: selected CUSTOM" has "$(squash "$out")" '"selected":"CUSTOM"'
+check "select --json: selected CUSTOM" jtrue "$out" 'd["selected"] == "CUSTOM"'
 out=$(ATTN_PLUGINS="attn_example" ATTN_PLUGIN_PATH="$PLUG" "$ATTN" select --backend CUSTOM \
     --json 2>/dev/null); rc=$?
 check "allowlisted: select --backend CUSTOM exits 0 (got $rc)" test "$rc" -eq 0
@@ -68,9 +73,10 @@ for allow in someother ""; do
     check "ATTN_PLUGINS='$allow': CUSTOM not registered: $custom" \
         has "$custom" '^CUSTOM +not resolvable +\(not registered\)'
     check "ATTN_PLUGINS='$allow': no plugin owner: $custom" hasnt "$custom" '\[plugin'
-    out=$(ATTN_PLUGINS="$allow" ATTN_PLUGIN_PATH="$PLUG" "$ATTN" backends --json 2>&1)
-    check "ATTN_PLUGINS='$allow': report says skipped" has "$(squash "$out")" \
-        '"name":"attn_example","path":"[^"]*","loaded":false,"skipped_by_allowlist":true,"error":null'
+    out=$(ATTN_PLUGINS="$allow" ATTN_PLUGIN_PATH="$PLUG" "$ATTN" backends --json 2>/dev/null)
+    check "ATTN_PLUGINS='$allow': report says skipped" jtrue "$out" \
+        '[(p["loaded"], p["skipped_by_allowlist"], p["error"]) for p in d["plugins"]
+          if p["name"] == "attn_example"] == [(False, True, None)]'
 
     out=$(ATTN_PLUGINS="$allow" ATTN_PLUGIN_PATH="$PLUG" "$ATTN" select --backend CUSTOM 2>&1)
     rc=$?
@@ -80,9 +86,9 @@ for allow in someother ""; do
     out=$(ATTN_PLUGINS="$allow" ATTN_PLUGIN_PATH="$PLUG" "$ATTN" select --backend CUSTOM \
         --json 2>/dev/null)
     check "ATTN_PLUGINS='$allow': select --json: nothing selected" \
-        has "$(squash "$out")" '"selected":null'
+        jtrue "$out" 'd["selected"] is None'
     check "ATTN_PLUGINS='$allow': select --json: error kind not-registered" \
-        has "$(squash "$out")" '"error":\{"kind":"not-registered"'
+        jtrue "$out" 'd["error"]["kind"] == "not-registered"'
 done
 
 # ---- a broken plugin next to the good one -----------------------------------
@@ -92,8 +98,9 @@ check "bad_abi beside: select --backend CUSTOM exits 0 (got $rc)" test "$rc" -eq
 check "bad_abi beside: failure logged: $out" has "$out" \
     'Failed to load plugin attn_test_bad_abi: ABI version mismatch'
 out=$(ATTN_PLUGIN_PATH="$BIN/test-plugins/bad_abi:$PLUG" "$ATTN" backends --json 2>/dev/null)
-check "bad_abi beside: report carries the reason" has "$(squash "$out")" \
-    '"name":"attn_test_bad_abi","path":"[^"]*","loaded":false,"skipped_by_allowlist":false,"error":"ABIversionmismatch'
+check "bad_abi beside: report carries the reason" jtrue "$out" \
+    '[(p["loaded"], p["skipped_by_allowlist"], p["error"].startswith("ABI version mismatch"))
+      for p in d["plugins"] if p["name"] == "attn_test_bad_abi"] == [(False, False, True)]'
 
 echo "cli_plugin: $((checks - fails)) passed, $fails failed"
 [ "$fails" -eq 0 ]

@@ -1,10 +1,13 @@
 /* CPU detection and ATTN_CPU_MASK. The mask is read once per process, so
  * the environment path runs this binary again as a child with the variable
- * set and compares what it reports with attn_cpu_parse_mask. */
+ * set and compares what it reports with attn_cpu_parse_mask; the mask's
+ * vocabulary holds every CPU_ATTN variant name, and masking one leaves the
+ * variants below it as they were. */
 #include <pthread.h>
 #include <stdint.h>
 #include <unistd.h>
 
+#include "backends/cpu/cpu_attn.h"
 #include "platform/detect.h"
 #include "test.h"
 
@@ -141,6 +144,15 @@ static void test_parse_mask(void)
     CHECK(mask_of("-avx512,-avx2") == (BIT(AVX2) | avx512 | amx));
     CHECK(mask_of(" -AVX2 , -F16C ") == (BIT(AVX2) | BIT(F16C) | avx512 | amx));
     CHECK(mask_of("-avx512_vnni,") == BIT(AVX512_VNNI));
+    /* one vocabulary: variant names, feature names, case, '-' and '_' aside */
+    CHECK(mask_of("-avx512bf16") == BIT(AVX512_BF16));
+    CHECK(mask_of("-avx512-bf16") == BIT(AVX512_BF16));
+    CHECK(mask_of("-AVX512_BF16") == BIT(AVX512_BF16));
+    CHECK(mask_of("-amx-bf16") == BIT(AMX_BF16));
+    CHECK(mask_of("-amxbf16") == BIT(AMX_BF16));
+    CHECK(mask_of("avx-512") == (avx512 | amx));
+    CHECK(mask_of("-sse42") == mask_of("-sse4_2"));
+    CHECK(mask_of("-amx-bf16,-avx512-bf16") == (BIT(AMX_BF16) | BIT(AVX512_BF16)));
 
     static const struct {
         const char *in, *frag;
@@ -149,7 +161,10 @@ static void test_parse_mask(void)
         {"-avx2,-bogus", "'bogus'"},
         {"+avx2", "'+avx2'"},
         {"-", "'-'"},
-        {"avx-512", "'avx-512'"},
+        {"-avx512bf17", "kernel variants: amx-bf16 avx512-bf16 avx512 avx2; groups: amx none"},
+        {"-avx512bf17", "features: sse4_2 avx avx2"},
+        {"-portable", "the portable variant needs no CPU feature"},
+        {"-amx,-portable", "'portable'"},
         {"-avx2 -fma", "'avx2 -fma'"},
         {"-aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", "too long"}};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -178,12 +193,22 @@ static void test_feature_parse(void)
     CHECK_STR(buf, "-");
 }
 
+/* bit i: CPU_ATTN variant i is usable in this process */
+static unsigned variants_usable(void)
+{
+    unsigned v = 0;
+    for (int i = 0; i < attn__cpu_attn_variant_count(); i++)
+        if (attn__cpu_attn_variant(i)->usable()) v |= 1u << i;
+    return v;
+}
+
 static void child_report(void)
 {
     const attn_cpu_info *ci = attn_cpu_info_get();
-    printf("present=%llx usable=%llx masked=%llx avx512f=%d\n", (unsigned long long)ci->present,
-           (unsigned long long)ci->usable, (unsigned long long)ci->masked,
-           attn_cpu_has(ATTN_CPU_AVX512F));
+    printf("present=%llx usable=%llx masked=%llx avx512f=%d variants=%x active=%s\n",
+           (unsigned long long)ci->present, (unsigned long long)ci->usable,
+           (unsigned long long)ci->masked, attn_cpu_has(ATTN_CPU_AVX512F), variants_usable(),
+           attn__cpu_attn_active()->name);
 }
 
 static void run_mask_child(const char *mask, uint64_t *usable, uint64_t *masked, char **text)
@@ -220,14 +245,59 @@ static void test_env_mask(void)
         CHECK(!strstr(out, "WARNING"));
         free(out);
     }
-    /* A bad value is reported and ignored: nothing is hidden. */
+    /* A bad name is reported with the accepted ones and skipped; the names
+     * around it still hide. */
     uint64_t u, m;
     char *out;
     run_mask_child("-avx2,-bogus", &u, &m, &out);
-    CHECK(m == 0 && u == ci->usable);
-    CHECK_CONTAINS(out, "ATTN_CPU_MASK='-avx2,-bogus' ignored");
-    CHECK_CONTAINS(out, "'bogus'");
+    CHECK(m == (mask_of("-avx2") & ci->present) && u == (ci->usable & ~mask_of("-avx2")));
+    CHECK_CONTAINS(out, "ATTN_CPU_MASK='-avx2,-bogus': unknown name 'bogus'");
+    CHECK_CONTAINS(out, "kernel variants: amx-bf16 avx512-bf16 avx512 avx2");
+    CHECK_CONTAINS(out, "that name is ignored, hidden here: ");
     free(out);
+}
+
+/* Every CPU_ATTN variant name is a mask name: masking variant i makes it
+ * and the variants above it unusable, leaves those below it as they are
+ * here, and the first of those runs. The portable floor cannot be masked. */
+static void test_variant_names_mask(void)
+{
+    if (!self_path[0]) {
+        printf("test_platform_cpu: SKIP variant-name child runs (no /proc/self/exe)\n");
+        return;
+    }
+    unsigned here = variants_usable();
+    int n = attn__cpu_attn_variant_count();
+    for (int i = 0; i < n; i++) {
+        const char *name = attn__cpu_attn_variant(i)->name;
+        uint64_t bits = 0;
+        if (!strcmp(name, "portable")) {
+            CHECK_STATUS(attn_cpu_parse_mask(name, &bits), ATTN_INVALID_ARGUMENT);
+            CHECK(i == n - 1);
+            continue;
+        }
+        CHECK_OK(attn_cpu_parse_mask(name, &bits));
+        char mask[80], *out = NULL;
+        snprintf(mask, sizeof mask, "-%s", name);
+        uint64_t u, m;
+        run_mask_child(mask, &u, &m, &out);
+        unsigned v = 0;
+        char active[32] = "";
+        const char *line = out ? strstr(out, "variants=") : NULL;
+        CHECK_MSG(line && sscanf(line, "variants=%x active=%31s", &v, active) == 2, "child: %s",
+                  out ? out : "(none)");
+        unsigned above = (2u << i) - 1; /* variants 0..i */
+        CHECK_MSG((v & above) == 0, "%s: variants 0x%x still usable", mask, v & above);
+        CHECK_MSG((v & ~above) == (here & ~above), "%s: variants below changed: 0x%x, here 0x%x",
+                  mask, v, here);
+        int first = i + 1;
+        while (first < n && !(v >> first & 1))
+            first++;
+        CHECK_MSG(first < n && !strcmp(active, attn__cpu_attn_variant(first)->name), "%s: runs %s",
+                  mask, active);
+        CHECK(!strstr(out, "WARNING"));
+        free(out);
+    }
 }
 
 static void *thread_get(void *arg)
@@ -263,5 +333,6 @@ int main(int argc, char **argv)
     test_parse_mask();
     test_feature_parse();
     test_env_mask();
+    test_variant_names_mask();
     return attn_test_finish("test_platform_cpu");
 }

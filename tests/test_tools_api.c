@@ -94,6 +94,20 @@ static void test_variant(void)
     CHECK_STR(attn_cpu_attn_variant(), "portable");
     CHECK_OK(attn_cpu_attn_force_variant(NULL));
     CHECK_STR(attn_cpu_attn_variant(), before);
+    /* the list of variants: the active one is on it, portable last */
+    int n = 0;
+    bool seen = false;
+    while (attn_cpu_attn_variant_name(n)) {
+        seen = seen || !strcmp(attn_cpu_attn_variant_name(n), before);
+        n++;
+    }
+    CHECK(seen && n >= 1);
+    CHECK_STR(attn_cpu_attn_variant_name(n - 1), "portable");
+    CHECK(attn_cpu_attn_variant_name(-1) == NULL);
+#if defined(__x86_64__)
+    CHECK(n == 5);
+    CHECK_STR(attn_cpu_attn_variant_name(0), "amx-bf16");
+#endif
 }
 
 /* The variant table: one active variant (the one calls use), portable

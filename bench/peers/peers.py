@@ -154,7 +154,7 @@ class VllmCpu:
     def __init__(self, torch):
         from vllm.platforms import current_platform
 
-        current_platform.import_kernels()  # _C_AVX2 on this CPU
+        current_platform.import_kernels()  # the _C library vLLM built for this CPU
         from vllm.v1.attention.backends.cpu_attn import _get_attn_isa
 
         self.torch = torch

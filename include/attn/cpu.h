@@ -1,7 +1,9 @@
 /* CPU identity and usable ISA features. A feature counts only when the CPU
  * has it AND the OS saves its register state (XGETBV on x86). ATTN_CPU_MASK
- * ("-avx512,-avx2" or "none") hides features so fallbacks can be tested on
- * capable hardware; the mask is read once per process. */
+ * ("-avx512,-avx2", "-amx-bf16" or "none") hides features so fallbacks can
+ * be tested on capable hardware; the mask is read once per process, and a
+ * name it does not know is reported (with the names it knows) and skipped
+ * while the other names still hide. */
 #ifndef ATTN_CPU_H
 #define ATTN_CPU_H
 
@@ -54,8 +56,14 @@ typedef struct attn_cpu_info {
 ATTN_API const attn_cpu_info *attn_cpu_info_get(void);
 ATTN_API bool attn_cpu_has(attn_cpu_feature f);
 ATTN_API const char *attn_cpu_feature_name(attn_cpu_feature f);
-/* Parse a mask string ("-avx512,-avx2"; "avx512" is a group meaning every
- * avx512* feature; "none" hides everything). Exposed for tests. */
+/* Parse a mask string: comma-separated names, each hiding what it names
+ * and everything that depends on it. Names are the CPU kernel variants
+ * (amx-bf16, avx512-bf16, avx512, avx2: each hides the feature that sets
+ * it apart from the variant below; portable cannot be hidden), the groups
+ * amx and none (everything), and the feature tokens above, matched
+ * ignoring case, '-' and '_' ("-avx512bf16"). A leading '-' is optional.
+ * ATTN_INVALID_ARGUMENT naming the accepted names on any unknown name;
+ * *masked_bits is then unchanged. */
 ATTN_API attn_status attn_cpu_parse_mask(const char *s, uint64_t *masked_bits);
 /* Space-separated feature tokens of bits (bit per attn_cpu_feature) into
  * buf, truncated to size; "-" when bits is 0. */

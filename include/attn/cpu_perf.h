@@ -20,7 +20,8 @@ typedef struct attn_cpu_machine {
     double read_gbps;    /* best of the passes, 1e9 bytes/s */
     double peak_gflops;  /* fp32 FMA, 2 flops per lane */
     size_t buffer_bytes; /* the streamed buffer */
-    uint64_t llc_bytes;  /* last-level cache size reported by the OS (0 unknown) */
+    uint64_t llc_bytes;  /* last-level cache of the CPUs this process may run on,
+                          * summed over its instances (sysfs or cpuid; 0 unknown) */
 } attn_cpu_machine;
 
 typedef enum attn_cpu_limit_kind {
@@ -35,9 +36,12 @@ typedef struct attn_cpu_limit {
     double value;     /* 0: not measured on this machine */
 } attn_cpu_limit;
 
-/* Streams a buffer of buffer_bytes on every pool thread (0: max(1 GiB,
- * 4 x LLC), capped at a quarter of memory) and runs the FMA loop. Takes
- * about a second. */
+/* The default streamed buffer is ATTN_CPU_PROBE_LLC_TIMES x llc_bytes, at
+ * least 1 GiB, at most a quarter of memory: even a cache that keeps part
+ * of a cyclic stream then serves at most 1/8 of it. */
+#define ATTN_CPU_PROBE_LLC_TIMES 8
+/* Streams a buffer of buffer_bytes on every pool thread (0: the default
+ * above) and runs the FMA loop. Takes about a second. */
 ATTN_API attn_status attn_cpu_measure_machine(size_t buffer_bytes, attn_cpu_machine *out);
 /* The limit of a phase (prefill, or decode; hot: KV reused, cache-resident)
  * for CPU_ATTN variant `variant` (NULL: the active one) on machine m, as
@@ -51,6 +55,10 @@ ATTN_API double attn_cpu_limit_fraction(const attn_cpu_limit *l, double gbps, do
 /* The CPU_ATTN kernel variant calls run with now: "amx-bf16",
  * "avx512-bf16", "avx512", "avx2" or "portable". */
 ATTN_API const char *attn_cpu_attn_variant(void);
+/* The i-th CPU_ATTN kernel variant of this build, best first (i from 0:
+ * "amx-bf16", "avx512-bf16", "avx512", "avx2", "portable" on x86-64);
+ * NULL past the last. Whether this CPU runs it: attn_cpu_attn_force_variant. */
+ATTN_API const char *attn_cpu_attn_variant_name(int i);
 /* Forces a variant by name for this process (NULL: back to automatic).
  * ATTN_NOT_FOUND for an unknown name, ATTN_UNSUPPORTED when this CPU cannot
  * run it; the variant in use is then unchanged. */

@@ -154,57 +154,143 @@ static uint64_t attn__cpu_group(const char *prefix)
     return bits;
 }
 
-attn_status attn_cpu_parse_mask(const char *s, uint64_t *masked_bits)
+/* ATTN_CPU_MASK's vocabulary, one table with the feature tokens after it:
+ * the CPU kernel variants (CPU_ATTN's names; CPU_MLA's amx is the group),
+ * each hiding the feature that sets it apart from the variant below it,
+ * and the groups. Hiding a feature hides what depends on it
+ * (attn__cpu_hide_closure), so "avx512" is every avx512* feature and AMX.
+ * tests/test_platform_cpu.c checks these names against CPU_ATTN's own. */
+static const struct {
+    const char *name;
+    uint64_t bits; /* 0: cannot be hidden */
+    bool variant;
+} attn__cpu_mask_words[] = {
+    {"amx-bf16", B(AMX_BF16), true}, {"avx512-bf16", B(AVX512_BF16), true},
+    {"avx512", B(AVX512F), true},    {"avx2", B(AVX2), true},
+    {"portable", 0, true},           {"amx", B(AMX_TILE), false},
+    {"none", UINT64_MAX, false},
+};
+#define MASK_WORDS ((int)(sizeof attn__cpu_mask_words / sizeof attn__cpu_mask_words[0]))
+
+/* Names match ignoring case, '-' and '_': "avx512bf16" is the avx512-bf16
+ * variant and the avx512_bf16 feature, which hide the same thing. */
+static bool attn__cpu_word_eq(const char *a, const char *b)
 {
-    ATTN__CHECK_NULL(s);
-    ATTN__CHECK_NULL(masked_bits);
+    for (;;) {
+        while (*a == '-' || *a == '_')
+            a++;
+        while (*b == '-' || *b == '_')
+            b++;
+        if (tolower((unsigned char)*a) != tolower((unsigned char)*b)) return false;
+        if (!*a) return true;
+        a++;
+        b++;
+    }
+}
+
+/* The accepted names, for error messages. */
+static void attn__cpu_mask_vocabulary(char *buf, size_t size)
+{
+    size_t o = 0;
+    o += (size_t)snprintf(buf, size, "kernel variants:");
+    for (int i = 0; i < MASK_WORDS && o < size; i++)
+        if (attn__cpu_mask_words[i].variant && attn__cpu_mask_words[i].bits)
+            o += (size_t)snprintf(buf + o, size - o, " %s", attn__cpu_mask_words[i].name);
+    if (o < size) o += (size_t)snprintf(buf + o, size - o, "; groups:");
+    for (int i = 0; i < MASK_WORDS && o < size; i++)
+        if (!attn__cpu_mask_words[i].variant)
+            o += (size_t)snprintf(buf + o, size - o, " %s", attn__cpu_mask_words[i].name);
+    if (o < size) o += (size_t)snprintf(buf + o, size - o, "; features: ");
+    if (o < size) attn__cpu_feature_list(attn__cpu_all_features(), buf + o, size - o);
+}
+
+/* One name of a mask -> the bits it hides (before the closure). */
+static attn_status attn__cpu_mask_word(const char *name, uint64_t *bits)
+{
+    for (int i = 0; i < MASK_WORDS; i++) {
+        if (!attn__cpu_word_eq(name, attn__cpu_mask_words[i].name)) continue;
+        if (!attn__cpu_mask_words[i].bits)
+            return attn__fail(ATTN_INVALID_ARGUMENT,
+                              "CPU mask name '%s': the %s variant needs no CPU feature, so no "
+                              "mask hides it ('none' leaves only it)",
+                              name, attn__cpu_mask_words[i].name);
+        *bits = attn__cpu_mask_words[i].bits;
+        return ATTN_OK;
+    }
+    for (int f = 0; f < ATTN_CPU_FEATURE_COUNT; f++)
+        if (attn__cpu_word_eq(name, attn__cpu_tokens[f])) {
+            *bits = 1ull << f;
+            return ATTN_OK;
+        }
+    char known[640];
+    attn__cpu_mask_vocabulary(known, sizeof known);
+    return attn__fail(ATTN_INVALID_ARGUMENT,
+                      "unknown name '%s' in CPU mask (accepted, ignoring case, '-' and '_': %s)",
+                      name, known);
+}
+
+/* One comma-separated token at p (len bytes) -> the bits it hides. */
+static attn_status attn__cpu_mask_token(const char *p, size_t len, uint64_t *bits)
+{
+    *bits = 0;
+    while (len && isspace((unsigned char)*p)) {
+        p++;
+        len--;
+    }
+    while (len && isspace((unsigned char)p[len - 1]))
+        len--;
+    char tok[64];
+    if (len >= sizeof tok)
+        return attn__fail(ATTN_INVALID_ARGUMENT, "CPU mask token '%.*s...' is too long", 32, p);
+    memcpy(tok, p, len);
+    tok[len] = '\0';
+    if (tok[0] == '+')
+        return attn__fail(ATTN_INVALID_ARGUMENT,
+                          "CPU mask token '%s': a mask can only hide features (write '-%s')", tok,
+                          tok + 1);
+    const char *name = tok[0] == '-' ? tok + 1 : tok;
+    if (*name == '\0')
+        return tok[0] == '-'
+                   ? attn__fail(ATTN_INVALID_ARGUMENT, "CPU mask token '-' names no feature")
+                   : ATTN_OK;
+    return attn__cpu_mask_word(name, bits);
+}
+
+/* Every token of s; lenient: a bad token is skipped (the error still
+ * describes the first one) and the others apply. */
+static attn_status attn__cpu_mask_parse(const char *s, bool lenient, uint64_t *masked_bits)
+{
     uint64_t hidden = 0;
-    const char *p = s;
-    while (*p) {
+    attn_status first = ATTN_OK;
+    char first_error[1024] = "";
+    for (const char *p = s; *p;) {
         const char *end = strchr(p, ',');
         size_t len = end ? (size_t)(end - p) : strlen(p);
-        while (len && isspace((unsigned char)*p)) {
-            p++;
-            len--;
-        }
-        while (len && isspace((unsigned char)p[len - 1]))
-            len--;
-        char tok[64];
-        if (len >= sizeof tok)
-            return attn__fail(ATTN_INVALID_ARGUMENT, "CPU mask token '%.*s...' is too long", 32, p);
-        memcpy(tok, p, len);
-        tok[len] = '\0';
-        const char *name = tok[0] == '-' ? tok + 1 : tok;
-        if (tok[0] == '+')
-            return attn__fail(ATTN_INVALID_ARGUMENT,
-                              "CPU mask token '%s': a mask can only hide features (write '-%s')",
-                              tok, tok + 1);
-        if (*name == '\0') {
-            if (tok[0] == '-')
-                return attn__fail(ATTN_INVALID_ARGUMENT, "CPU mask token '-' names no feature");
-        } else if (!strcasecmp(name, "none")) {
-            hidden |= attn__cpu_all_features();
-        } else if (!strcasecmp(name, "avx512")) {
-            hidden |= attn__cpu_group("avx512");
-        } else if (!strcasecmp(name, "amx")) {
-            hidden |= attn__cpu_group("amx");
-        } else {
-            attn_cpu_feature f = ATTN_CPU_FEATURE_COUNT;
-            if (attn__cpu_feature_parse(name, &f) != ATTN_OK) {
-                char known[512];
-                attn__cpu_feature_list(attn__cpu_all_features(), known, sizeof known);
-                return attn__fail(ATTN_INVALID_ARGUMENT,
-                                  "unknown CPU feature '%s' in mask (features: %s; groups: avx512, "
-                                  "amx, none)",
-                                  name, known);
+        uint64_t bits;
+        attn_status st = attn__cpu_mask_token(p, len, &bits);
+        if (st != ATTN_OK) {
+            if (!lenient) return st;
+            if (first == ATTN_OK) {
+                first = st;
+                snprintf(first_error, sizeof first_error, "%s", attn_last_error());
             }
-            hidden |= 1ull << f;
         }
+        hidden |= bits;
         if (!end) break;
         p = end + 1;
     }
     *masked_bits = attn__cpu_hide_closure(hidden);
-    return ATTN_OK;
+    return first == ATTN_OK ? ATTN_OK : attn__fail(first, "%s", first_error);
+}
+
+attn_status attn_cpu_parse_mask(const char *s, uint64_t *masked_bits)
+{
+    ATTN__CHECK_NULL(s);
+    ATTN__CHECK_NULL(masked_bits);
+    uint64_t m;
+    attn_status st = attn__cpu_mask_parse(s, false, &m);
+    if (st == ATTN_OK) *masked_bits = m;
+    return st;
 }
 
 /* Collapses runs of spaces and trims, in place (cpuid brand strings are
@@ -401,10 +487,14 @@ static void attn__cpu_init(void)
     attn__cpu_masked = *ci;
     const char *env = getenv("ATTN_CPU_MASK");
     uint64_t mask = 0;
-    if (env && *env && attn_cpu_parse_mask(env, &mask) != ATTN_OK) {
-        attn_log(ATTN_LOG_WARN, "ATTN_CPU_MASK='%s' ignored: %s", env, attn_last_error());
+    /* a bad name is reported and skipped; the names around it still hide
+     * (dropping the whole mask would run kernels the user meant to hide) */
+    if (env && *env && attn__cpu_mask_parse(env, true, &mask) != ATTN_OK) {
+        char hidden[512];
+        attn__cpu_feature_list(mask & ci->present, hidden, sizeof hidden);
+        attn_log(ATTN_LOG_WARN, "ATTN_CPU_MASK='%s': %s; that name is ignored, hidden here: %s",
+                 env, attn_last_error(), hidden);
         attn_clear_error();
-        mask = 0;
     }
     attn__cpu_masked.masked = mask & ci->present;
     attn__cpu_masked.usable = ci->usable & ~mask;

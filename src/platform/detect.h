@@ -13,6 +13,7 @@
 #ifndef ATTN_PLATFORM_DETECT_H
 #define ATTN_PLATFORM_DETECT_H
 
+#include <sched.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -64,5 +65,20 @@ const attn_cpu_info *attn__cpu_info_unmasked(void);
 void attn__cpu_write_json(attn__jw *w, const attn_cpu_info *ci);
 /* Space-separated feature tokens of bits into buf ("-" when empty). */
 void attn__cpu_feature_list(uint64_t bits, char *buf, size_t size);
+
+/* The last-level cache of the CPUs this process may run on (cpu_cache.c). */
+typedef struct attn__cpu_llc {
+    int level;               /* 3 on most x86 parts; 0 unknown */
+    int instances;           /* distinct LLCs among the process's CPUs */
+    uint64_t instance_bytes; /* the largest of them */
+    uint64_t total_bytes;    /* summed over the instances; 0 unknown */
+    const char *source;      /* "sysfs", "cpuid" or "none" */
+} attn__cpu_llc;
+/* Detected once per process (affinity set, sysfs then cpuid); never NULL. */
+const attn__cpu_llc *attn__cpu_llc_get(void);
+/* The sysfs scan under root (a /sys/devices/system/cpu), over the cpuN
+ * folders in cpus (NULL: all). Nothing readable is total_bytes 0, not an
+ * error; only running out of memory fails. */
+attn_status attn__cpu_llc_scan(const char *root, const cpu_set_t *cpus, attn__cpu_llc *out);
 
 #endif

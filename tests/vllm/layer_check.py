@@ -10,14 +10,16 @@ import sys
 
 import torch
 
-try:
-    import vllm._C_AVX2  # noqa: F401  (what vLLM's CPU platform imports on AVX2 machines)
-except ImportError:
-    pass
-from vllm import _custom_ops as ops
+from vllm.platforms import current_platform
 
-import libattn
-from libattn.vllm_plugin.backend import cache_view
+# vLLM loads the kernel library built for this CPU (_C, _C_AVX512 or
+# _C_AVX2) itself; importing one by name loads a second copy on any other
+# CPU, and torch aborts on the second registration of the _C namespace.
+current_platform.import_kernels()
+from vllm import _custom_ops as ops  # noqa: E402
+
+import libattn  # noqa: E402
+from libattn.vllm_plugin.backend import cache_view  # noqa: E402
 
 TOL = 1e-5
 

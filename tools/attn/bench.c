@@ -6,10 +6,11 @@
  * second backend on the same shapes and reports the speedup.
  *
  * Every call reads its KV blocks cold: the blocks of consecutive repeats
- * come from a pool much larger than the last-level cache, as the layers of
- * a real model would. Bytes are the KV cache bytes the call must read at
- * least once; flops count 2 per multiply-add of QK and PV over the keys each
- * query actually sees (causal work skipped is not credited). */
+ * come from a pool as large as the bandwidth buffer (sized from the
+ * last-level cache, attn/cpu_perf.h), as the layers of a real model would. Bytes are the KV cache
+ * bytes the call must read at least once; flops count 2 per multiply-add of QK and PV over the keys
+ * each query actually sees (causal work skipped is not credited). */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,8 +18,20 @@
 #include "bench.h"
 #include "cli.h"
 
+/* The CPU_ATTN variants of this build, best first, comma-separated. */
+static void variant_names(char *buf, size_t size)
+{
+    size_t o = 0;
+    buf[0] = '\0';
+    for (int i = 0; attn_cpu_attn_variant_name(i) && o < size; i++)
+        o += (size_t)snprintf(buf + o, size - o, "%s%s", i ? ", " : "",
+                              attn_cpu_attn_variant_name(i));
+}
+
 static int usage(FILE *f)
 {
+    char variants[128];
+    variant_names(variants, sizeof variants);
     fprintf(f,
             "usage: attn bench [--backend NAME] [--vs NAME] [--full] [--json]\n"
             "                  [--phase decode|prefill] [--batch LIST] [--context LIST]\n"
@@ -51,14 +64,15 @@ static int usage(FILE *f)
             "  --max-seconds S  time budget per shape and backend (default 3)\n"
             "  --block-size N   KV block size (default 128, the CPU default)\n"
             "  --threads N      worker threads (sets ATTN_NUM_THREADS)\n"
-            "  --variant NAME   force a CPU_ATTN kernel variant (avx512-bf16, avx512,\n"
-            "                   avx2, portable)\n"
-            "  --buffer-mb N    bandwidth buffer and minimum KV pool size (default: max of\n"
-            "                   1 GiB and 4x the LLC); smaller pools make KV cache-resident\n"
+            "  --variant NAME   force a CPU_ATTN kernel variant (default: the best this CPU\n"
+            "                   runs): %s\n"
+            "  --buffer-mb N    bandwidth buffer and minimum KV pool size (default: %dx the\n"
+            "                   LLC of all its instances, at least 1 GiB, at most a quarter\n"
+            "                   of memory); smaller pools make KV cache-resident\n"
             "  --hot            reuse the same KV blocks every call (cache-resident:\n"
             "                   shows the compute limit; not the default)\n"
             "A progress line goes to stderr. The default run takes well under a minute.\n",
-            BENCH_HEADS, BENCH_KV_HEADS, BENCH_HEAD);
+            BENCH_HEADS, BENCH_KV_HEADS, BENCH_HEAD, variants, ATTN_CPU_PROBE_LLC_TIMES);
     return f == stdout ? ATTN_EXIT_OK : ATTN_EXIT_USAGE;
 }
 
@@ -221,7 +235,9 @@ static int resolve_backends(const args_t *a, backend_t *bes, int nbe)
     }
     attn_platform_free(plat);
     if (a->variant && attn_cpu_attn_force_variant(a->variant) != ATTN_OK) {
-        fprintf(stderr, "attn bench: --variant: %s\n", attn_last_error());
+        char names[128];
+        variant_names(names, sizeof names);
+        fprintf(stderr, "attn bench: --variant: %s (variants: %s)\n", attn_last_error(), names);
         return ATTN_EXIT_USAGE;
     }
     for (int i = 0; i < nbe; i++) {
@@ -256,10 +272,12 @@ static int build_shapes(const args_t *a, shape_t *shapes)
     return ns;
 }
 
-/* One KV pool per backend and dtype: >= 1 GiB (or --buffer-mb) and >= the
+/* One KV pool per backend and dtype: at least the bandwidth buffer m
+ * streamed (sized from the LLC, or --buffer-mb), so decode reads its KV
+ * from as far as the bandwidth it is held against, and at least the
  * largest shape; a second backend with the same layout shares the first's. */
 static int make_pools(const args_t *a, const backend_t *bes, int nbe, const shape_t *shapes, int ns,
-                      pool_t pools[2][MAX_KV])
+                      const attn_cpu_machine *m, pool_t pools[2][MAX_KV])
 {
     const opts_t *o = &a->o;
     for (int bi = 0; bi < nbe; bi++)
@@ -274,9 +292,8 @@ static int make_pools(const args_t *a, const backend_t *bes, int nbe, const shap
             if (!need) continue;
             double esz = a->kvs[k] == ATTN_KV_AUTO || a->kvs[k] == ATTN_KV_BFLOAT16 ? 2.0 : 1.0;
             double blk_bytes = 2.0 * o->block_size * BENCH_KV_HEADS * BENCH_HEAD * esz;
-            double min_bytes = o->buffer_bytes ? (double)o->buffer_bytes : (double)(1 << 30);
-            int gib = (int)(min_bytes / blk_bytes);
-            if (need < gib) need = gib;
+            double least = (double)m->buffer_bytes / blk_bytes;
+            if (need < least) need = least < INT32_MAX ? (int)least : INT32_MAX;
             if (bi == 1 && bes[1].b->desc->required_layout == bes[0].b->desc->required_layout) {
                 pools[1][k] = pools[0][k]; /* same layout: share the memory */
                 continue;
@@ -331,7 +348,7 @@ int attn_cmd_bench(int argc, char **argv)
     memset(pools, 0, sizeof pools);
     result_t *res = calloc((size_t)ns * 2, sizeof(result_t));
     if (!res) return ATTN_EXIT_ERROR;
-    rc = make_pools(&a, bes, nbe, shapes, ns, pools);
+    rc = make_pools(&a, bes, nbe, shapes, ns, &m, pools);
     if (rc == ATTN_EXIT_OK) {
         measure_all(&a, bes, nbe, shapes, ns, pools, &m, res);
         bench_run run = {&a.o, &m, bes, nbe, shapes, ns, res};

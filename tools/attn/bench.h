@@ -30,6 +30,7 @@ typedef struct {
     attn_cpu_limit limit;  /* what binds the phase (attn/cpu_perf.h) */
     double limit_fraction; /* < 0: the limit has no value here */
     int repeats;
+    size_t pool_bytes; /* the KV pool the calls read from */
     bool ok;
     char error[256];
 } result_t;
@@ -46,7 +47,7 @@ typedef struct {
     bool json;
     bool progress;
     bool hot;            /* reuse the same blocks: cache-resident KV, compute-bound figures */
-    size_t buffer_bytes; /* 0: default (>= 1 GiB); also the KV pool's minimum */
+    size_t buffer_bytes; /* 0: sized from the LLC (attn/cpu_perf.h); also the KV pools' least */
 } opts_t;
 
 /* A KV pool per dtype (and per backend layout), filled once. */

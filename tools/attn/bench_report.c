@@ -23,6 +23,8 @@ static void json_result(attn__jw *w, const char *backend, const shape_t *sh, con
     attn__jw_int(w, sh->qlen);
     attn__jw_key(w, "kv_dtype");
     attn__jw_str(w, bench_kv_label(sh->kv));
+    attn__jw_key(w, "kv_pool_bytes");
+    attn__jw_int(w, (long long)r->pool_bytes);
     if (!r->ok) {
         attn__jw_key(w, "error");
         attn__jw_str(w, r->error);
@@ -150,10 +152,11 @@ int bench_report_json(const bench_run *r)
 void bench_report_text(const bench_run *r)
 {
     const attn_cpu_machine *m = r->m;
-    printf("machine: %s, %d threads; read %.1f GB/s (%zu MiB buffer); peak %.1f GFLOP/s "
-           "(%s fp32 FMA); CPU_ATTN variant %s\n",
+    printf("machine: %s, %d threads; read %.1f GB/s (%zu MiB buffer, LLC %llu MiB); peak %.1f "
+           "GFLOP/s (%s fp32 FMA); CPU_ATTN variant %s\n",
            attn_cpu_info_get()->model, m->threads, m->read_gbps, m->buffer_bytes >> 20,
-           m->peak_gflops, m->isa, attn_cpu_attn_variant());
+           (unsigned long long)(m->llc_bytes >> 20), m->peak_gflops, m->isa,
+           attn_cpu_attn_variant());
     printf("model: %d query heads, %d KV heads, head size %d, bf16; block size %d\n", BENCH_HEADS,
            BENCH_KV_HEADS, BENCH_HEAD, r->o->block_size);
     attn_cpu_limit ld, lp;

@@ -286,6 +286,7 @@ void bench_measure(const backend_t *be, const shape_t *sh, pool_t *pool, const o
                    const attn_cpu_machine *m, result_t *res)
 {
     memset(res, 0, sizeof *res);
+    res->pool_bytes = pool->bytes;
     inputs_t in = {0};
     if (inputs_make(be->b, sh, pool, o, &in, res)) {
         int n = time_calls(be->b, sh, pool, o, &in, res);

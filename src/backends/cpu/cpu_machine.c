@@ -10,9 +10,9 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "attn/cpu.h"
+#include "platform/detect.h"
 #include "util/error.h"
 #include "util/threadpool.h"
 
@@ -23,26 +23,15 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static uint64_t llc_bytes(void)
+uint64_t attn__cpu_probe_bytes(uint64_t llc_bytes, uint64_t memory_bytes)
 {
-    uint64_t best = 0;
-    for (int i = 0; i < 8; i++) {
-        char path[96], buf[64];
-        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/size", i);
-        FILE *f = fopen(path, "r");
-        if (!f) continue;
-        if (fgets(buf, sizeof buf, f)) {
-            char *end = NULL;
-            uint64_t v = strtoull(buf, &end, 10);
-            if (end && (*end == 'K' || *end == 'k'))
-                v <<= 10;
-            else if (end && (*end == 'M' || *end == 'm'))
-                v <<= 20;
-            if (v > best) best = v;
-        }
-        fclose(f);
-    }
-    return best;
+    uint64_t b = (uint64_t)1 << 30;
+    if (llc_bytes > UINT64_MAX / ATTN_CPU_PROBE_LLC_TIMES)
+        b = UINT64_MAX;
+    else if (llc_bytes > b / ATTN_CPU_PROBE_LLC_TIMES)
+        b = llc_bytes * ATTN_CPU_PROBE_LLC_TIMES;
+    if (memory_bytes && b > memory_bytes / 4) b = memory_bytes / 4;
+    return b;
 }
 
 typedef enum { ISA_SCALAR, ISA_AVX2, ISA_AVX512 } isa_t;
@@ -144,13 +133,10 @@ attn_status attn__cpu_measure_machine(size_t buffer_bytes, attn__cpu_machine *ou
     isa_t isa = best_isa();
     out->threads = T;
     out->isa = isa == ISA_AVX512 ? "avx512" : isa == ISA_AVX2 ? "avx2" : "scalar";
-    out->llc_bytes = llc_bytes();
+    out->llc_bytes = attn__cpu_llc_get()->total_bytes;
     if (buffer_bytes == 0) {
-        buffer_bytes = (size_t)1 << 30;
-        if (out->llc_bytes * 4 > buffer_bytes) buffer_bytes = (size_t)out->llc_bytes * 4;
-        long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
-        if (pages > 0 && psz > 0 && buffer_bytes > (size_t)pages * (size_t)psz / 4)
-            buffer_bytes = (size_t)pages * (size_t)psz / 4;
+        uint64_t b = attn__cpu_probe_bytes(out->llc_bytes, attn_cpu_info_get()->memory_bytes);
+        buffer_bytes = b > SIZE_MAX ? SIZE_MAX : (size_t)b;
     }
     buffer_bytes = buffer_bytes / ((size_t)T * 256) * ((size_t)T * 256);
     if (buffer_bytes == 0) return attn__fail(ATTN_INVALID_ARGUMENT, "bandwidth buffer too small");

@@ -1,6 +1,6 @@
 /* Machine figures the benchmark reports against, measured in the same run:
  * the sustained read bandwidth (every pool thread streams its slice of a
- * buffer much larger than the last-level cache, with and without software
+ * buffer many times the last-level cache, with and without software
  * prefetch; the best pass counts, so kernels are measured against the most
  * this machine delivers) and the peak FMA rate
  * (every pool thread runs a register-resident FMA loop with the widest
@@ -16,8 +16,13 @@
 /* The figures are public (attn/cpu_perf.h); one definition. */
 typedef attn_cpu_machine attn__cpu_machine;
 
-/* buffer_bytes 0 = max(1 GiB, 4 x LLC), capped at a quarter of memory. */
+/* buffer_bytes 0 = attn__cpu_probe_bytes(the LLC of every CPU the process
+ * may run on, memory). */
 attn_status attn__cpu_measure_machine(size_t buffer_bytes, attn__cpu_machine *out);
+
+/* The default streamed buffer (attn/cpu_perf.h), which `attn bench` also
+ * takes as its KV pools' least size; memory_bytes 0: unknown. */
+uint64_t attn__cpu_probe_bytes(uint64_t llc_bytes, uint64_t memory_bytes);
 
 /* ISA kernels (cpu_machine_*.c): sum of n bytes (n multiple of 256), with
  * software prefetch pf bytes ahead (0 = hardware prefetch only), and

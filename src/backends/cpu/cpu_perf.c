@@ -39,6 +39,12 @@ const char *attn_cpu_attn_variant(void)
     return attn__cpu_attn_active()->name;
 }
 
+const char *attn_cpu_attn_variant_name(int i)
+{
+    const attn__cpu_isa *v = attn__cpu_attn_variant(i);
+    return v ? v->name : NULL;
+}
+
 attn_status attn_cpu_attn_force_variant(const char *name)
 {
     return attn__cpu_attn_force_variant(name);
