@@ -18,7 +18,10 @@ static const attn_backend_desc *desc_of(const char *name)
 
 static void test_entries(void)
 {
-    CHECK(attn__catalog_count() == 36);
+    /* Derived, not stated: before any registration the registry lists the
+     * catalog and nothing else. */
+    int n = attn__catalog_count();
+    CHECK(n > 0 && n == attn_registry_count() && n == attn_backend_catalog_count());
     for (int i = 0; i < attn__catalog_count(); i++) {
         const attn__catalog_entry *e = attn__catalog_at(i);
         CHECK_STR(attn_registry_name(i), e->name);
@@ -40,7 +43,7 @@ static void test_entries(void)
                    !strcmp(e->name, "REFERENCE_MLA") || !strcmp(e->name, "REFERENCE_MLA_SPARSE");
         CHECK_MSG(cpu == (b->kernel != NULL), "%s: kernel %p", e->name, (const void *)b->kernel);
     }
-    CHECK(attn__catalog_at(-1) == NULL && attn__catalog_at(36) == NULL);
+    CHECK(attn__catalog_at(-1) == NULL && attn__catalog_at(n) == NULL);
     CHECK(attn__catalog_find(NULL) == NULL && attn__catalog_find("flash_attn") == NULL);
     const char *why = NULL;
     CHECK(attn__catalog_builtin("CUSTOM", &why) == NULL);

@@ -98,6 +98,33 @@ struct attn_backend_desc {
     attn_lse_base lse_base; /* base of the LSE returned with can_return_lse_for_decode */
     bool supports_pcp;      /* prefill context parallelism */
     bool supports_dcp;      /* decode context parallelism */
+
+    /* ---- appended after the first release (attn/abi.h) --------------------
+     * Zero means vLLM's base-class default. A descriptor whose struct_size
+     * ends before these fields (built against an older libattn) could not
+     * state them and is not refused for them: it reads sliding window, R-SWA
+     * and non-causal DCP as supported, the rest as zero. */
+    bool supports_sliding_window; /* has_sliding_window (vLLM default false) */
+    bool supports_rswa;           /* use_rswa: R-SWA (default false) */
+    /* use_mla && use_non_causal && use_dcp: the builder takes non-causal
+     * multi-token MLA queries under DCP (default false). */
+    bool supports_non_causal_dcp;
+    /* Negated so that zero is vLLM's default (supported): the KV layout
+     * cannot serve a KV connector; the kernels plan from the CPU query
+     * lengths, so adaptive verification (device/CPU query-length mismatch)
+     * is refused. */
+    bool rejects_kv_connector;
+    bool rejects_query_lens_mismatch;
+    /* Its code imports vLLM's FlashAttention package (vllm.vllm_flash_attn),
+     * which on a CUDA machine loads only with fa2 or fa3 installed: without
+     * them the backend is an ImportError there. */
+    bool imports_vllm_flash_attn;
+    /* (optional) machine-dependent refinements, like the hooks above: of
+     * supports_mm_prefix, supports_non_causal, and of accepting adaptive
+     * verification (!rejects_query_lens_mismatch). */
+    bool (*supports_mm_prefix_fn)(const attn_check_ctx *c);
+    bool (*supports_non_causal_fn)(const attn_check_ctx *c);
+    bool (*supports_query_lens_mismatch_fn)(const attn_check_ctx *c);
 };
 
 /* ---- kernels -------------------------------------------------------------- */

@@ -62,6 +62,33 @@ ATTN_API attn_status attn_backend_resolve(const attn_platform *p, const char *na
 ATTN_API int attn_backend_validate(const attn_backend_desc *d, const attn_platform *p,
                                    const attn_selector_config *cfg, char reasons[][ATTN_REASON_MAX],
                                    int max);
+/* The table attn_backend_validate walks: one check per row, in vLLM's order
+ * (validate_configuration). Row i (0 <= i < count) has a key ("head_size",
+ * "sink", ..., "combination": the JSON key and docs column of `attn
+ * backends`) and is asked by the selector-config bools
+ * attn_backend_check_asks(i, 0..2) (all set; none: every config). Its
+ * reason is attn_backend_check_reason(i) (for the rows worded from the
+ * config, the forms it takes: "MLA not supported | non-MLA not supported",
+ * "<type>" for a value). A flag row is a yes/no capability of the
+ * descriptor, with a fixed reason. Its static answer is the descriptor's machine-independent
+ * statement (ATTN_FACT_REFINED: yes, narrowed on some machines by a hook);
+ * attn_backend_check_on is the answer on platform p, exactly as the selector
+ * gives it for the CLI's default config (head size 128, bf16, auto KV) with
+ * the row's inputs set: ATTN_FACT_YES or ATTN_FACT_NO. ATTN_FACT_NONE for a
+ * row that is no flag, a bad index or a bad descriptor. */
+typedef enum attn_fact {
+    ATTN_FACT_NONE = -1,
+    ATTN_FACT_NO = 0,
+    ATTN_FACT_YES = 1,
+    ATTN_FACT_REFINED = 2
+} attn_fact;
+ATTN_API int attn_backend_check_count(void);
+ATTN_API const char *attn_backend_check_key(int i);
+ATTN_API const char *attn_backend_check_asks(int i, int j);
+ATTN_API bool attn_backend_check_is_flag(int i);
+ATTN_API const char *attn_backend_check_reason(int i);
+ATTN_API attn_fact attn_backend_check_static(const attn_backend_desc *d, int i);
+ATTN_API attn_fact attn_backend_check_on(const attn_backend_desc *d, const attn_platform *p, int i);
 /* get_preferred_block_size(default) of reference §3. */
 ATTN_API int attn_backend_preferred_block_size(const attn_backend_desc *d, const attn_platform *p,
                                                int default_size);

@@ -213,6 +213,11 @@ bool attn__platform_mi300_class(const attn_platform *p)
            (!strcmp(p->gfx_arch, ATTN__MI300_ARCH_A) || !strcmp(p->gfx_arch, ATTN__MI300_ARCH_B));
 }
 
+bool attn__rocm_aiter_found(const attn_platform *p)
+{
+    return attn__platform_mi300_class(p) && ((p->installed >> ATTN_COMPONENT_AITER) & 1u);
+}
+
 uint64_t attn_platform_memory_bytes(const attn_platform *p)
 {
     return p ? p->memory_bytes : 0;

@@ -50,6 +50,34 @@ bool attn__desc_kv_ok(const attn_backend_desc *d, const attn_check_ctx *c, attn_
 bool attn__desc_block_ok(const attn_backend_desc *d, const attn_check_ctx *c, int bs);
 bool attn__desc_cc_ok(const attn_backend_desc *d, const attn_check_ctx *c);
 
+/* The yes/no capabilities of a descriptor, each a static field (the
+ * machine-independent statement) and an optional hook that refines it per
+ * machine. Order: vLLM's validate_configuration. */
+typedef enum attn__flag {
+    ATTN__FLAG_MM_PREFIX,
+    ATTN__FLAG_SINK,
+    ATTN__FLAG_PER_HEAD_QUANT_SCALES,
+    ATTN__FLAG_SLIDING_WINDOW,
+    ATTN__FLAG_RSWA,
+    ATTN__FLAG_NON_CAUSAL,
+    ATTN__FLAG_NON_CAUSAL_DCP,
+    ATTN__FLAG_BATCH_INVARIANCE,
+    ATTN__FLAG_KV_CONNECTOR,
+    ATTN__FLAG_PCP,
+    ATTN__FLAG_DCP,
+    ATTN__FLAG_QUERY_LENS_MISMATCH,
+    ATTN__FLAG_COUNT
+} attn__flag;
+typedef bool (*attn__flag_hook)(const attn_check_ctx *c);
+/* The static statement (fields past an older descriptor's struct_size read
+ * as attn/backend.h states), the hook (NULL: none), and the answer on c
+ * (the hook when there is one, else the static field). */
+bool attn__desc_flag_static(const attn_backend_desc *d, attn__flag f);
+attn__flag_hook attn__desc_flag_hook(const attn_backend_desc *d, attn__flag f);
+bool attn__desc_flag_ok(const attn_backend_desc *d, const attn_check_ctx *c, attn__flag f);
+/* imports_vllm_flash_attn, read as false past an older descriptor's end. */
+bool attn__desc_imports_fa(const attn_backend_desc *d);
+
 /* ---- FlashAttention version resolution (reference §5d) ------------------ */
 
 /* Whether FA version v (2, 3, 4) is supported on the platform. */

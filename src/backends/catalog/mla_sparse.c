@@ -21,7 +21,7 @@ static const int attn__sp_heads[] = {512, 576};
     .is_mla = true, .is_sparse = true, .attn_types = ATTN_TYPE_BIT(ATTN_TYPE_DECODER),             \
     .kv_stride_order = attn__stride_order_mla, .kv_cache_shape = attn__kv_shape_mla,               \
     .builder = &attn__builder_mla_sparse, .platforms = "CUDA", ATTN__BLOCKS(attn__sp_blocks_64),   \
-    .cg_support = ATTN_CG_UNIFORM_BATCH, .supports_pcp = true
+    .cg_support = ATTN_CG_UNIFORM_BATCH, .supports_pcp = true, .imports_vllm_flash_attn = true
 
 static bool attn__sp_major(const attn_check_ctx *c, int major)
 {

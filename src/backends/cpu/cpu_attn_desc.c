@@ -43,6 +43,7 @@ const attn_backend_desc attn__desc_cpu_attn = {
     .heads = {.sizes = cpu_head_sizes,
               .n_sizes = (int)(sizeof cpu_head_sizes / sizeof cpu_head_sizes[0])},
     .supports_batch_invariance = false,
+    .supports_sliding_window = true,
     .required_layout = ATTN_LAYOUT_HND,
     .kv_cache_shape = cpu_kv_shape,
     .kv_stride_order = NULL,
