@@ -96,6 +96,38 @@ ATTN_API int attn_backend_preferred_block_size(const attn_backend_desc *d, const
 ATTN_API bool attn_backend_supports_block_size(const attn_backend_desc *d, const attn_platform *p,
                                                int block_size);
 
+/* ---- platform rules a backend registers --------------------------------
+ * vLLM's platforms (CUDA, ROCm, XPU) and libattn's CPU platform select by
+ * their own rules. Every other platform kind (the OpenCL platform) selects
+ * by the rules registered for it: its priority list is the backends
+ * registered for its kind and the layer's kind (standard or MLA), lowest
+ * priority first, equal priorities in registration order; each is then
+ * resolved and validated like any candidate, and the selection fails with
+ * "No valid attention backend found for <kind> with <config>. Reasons:
+ * {...}" when none is valid (when none is registered, the reasons are empty
+ * and the message says so). A built-in backend module, a program, or a
+ * plugin (attn_plugin_api.register_platform_rule, from its init) registers
+ * after registering the backend's name; a rule of a plugin whose init fails
+ * is rolled back with its names. The struct follows the struct_size rule
+ * (attn/abi.h). */
+typedef struct attn_platform_rule {
+    uint32_t struct_size;    /* sizeof(attn_platform_rule): attn/abi.h */
+    attn_platform_kind kind; /* a kind without its own rules: ATTN_PLATFORM_OPENCL */
+    const char *backend;     /* a registered backend name (any case) */
+    int priority;            /* lower is tried first */
+    bool mla;                /* a candidate for MLA layers; else for standard layers */
+} attn_platform_rule;
+/* ATTN_INVALID_ARGUMENT for a kind with its own rules, ATTN_UNKNOWN_BACKEND
+ * for a name not registered, ATTN_ALREADY_EXISTS for a second rule of the
+ * same (kind, backend, mla); nothing changes on failure. */
+ATTN_API attn_status attn_register_platform_rule(const attn_platform_rule *rule);
+/* Whether kind selects by registered rules (false for CPU, CUDA, ROCm, XPU). */
+ATTN_API bool attn_platform_kind_uses_registered_rules(attn_platform_kind kind);
+/* The rules in effect, in registration order (i in [0, count)); the
+ * backend name in *out is the registry's (canonical, valid for the process). */
+ATTN_API int attn_platform_rule_count(void);
+ATTN_API attn_status attn_platform_rule_at(int i, attn_platform_rule *out);
+
 ATTN_EXTERN_C_END
 
 #endif

@@ -116,6 +116,11 @@ static void attn__reg_bump(void)
     atomic_fetch_add_explicit(&attn__reg_gen, 1, memory_order_release);
 }
 
+void attn__registry_changed(void)
+{
+    attn__reg_bump();
+}
+
 uint64_t attn__registry_generation(void)
 {
     return atomic_load_explicit(&attn__reg_gen, memory_order_acquire);
@@ -412,6 +417,7 @@ typedef struct attn__saved {
 
 struct attn__registry_snapshot {
     int n;
+    int rules; /* platform rules registered at the snapshot */
     attn__saved saved[];
 };
 
@@ -423,6 +429,7 @@ attn__registry_snapshot *attn__registry_snapshot_take(void)
     attn__registry_snapshot *s = malloc(sizeof *s + sizeof(attn__saved) * (size_t)n);
     if (s) {
         s->n = n;
+        s->rules = attn_platform_rule_count();
         attn__saved *saved = s->saved;
         for (int i = 0; i < n; i++) {
             saved[i].e = attn__reg_tab[i];
@@ -459,6 +466,7 @@ void attn__registry_snapshot_restore(attn__registry_snapshot *s)
     attn__reg_n = s->n;
     attn__reg_bump();
     pthread_rwlock_unlock(&attn__reg_lock);
+    attn__rules_truncate(s->rules);
     free(s);
 }
 

@@ -145,6 +145,8 @@ extern const attn__platform_ops attn__rules_cuda;
 extern const attn__platform_ops attn__rules_rocm;
 extern const attn__platform_ops attn__rules_cpu;
 extern const attn__platform_ops attn__rules_xpu;
+/* Platforms without rules of their own: the rules registered for their kind. */
+extern const attn__platform_ops attn__rules_registered;
 
 /* ROCm's AITER switches (reference §6b), exposed for tests and --explain
  * (attn__rocm_aiter_found: platform/platform_impl.h). */

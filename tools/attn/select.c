@@ -1,8 +1,9 @@
 /* `attn select`: choose the attention backend for one configuration.
  *
  * Exit codes: 0 a backend was chosen, 3 the selection failed (the message
- * is vLLM's), 2 usage error (bad option, unknown machine, invalid kv-cache
- * dtype — the last is vLLM's parse-time assertion text). Output: the chosen
+ * is vLLM's; also a named platform that is absent, with its reason), 2
+ * usage error (bad option, unknown machine, invalid kv-cache dtype — the
+ * last is vLLM's parse-time assertion text). Output: the chosen
  * name (default), a readable table (--explain) or one JSON object (--json).
  * ATTN_BACKEND gives the default --backend. `--model NAME|config.json`
  * hands over to the model command's implementation when it is built in. */
@@ -12,6 +13,7 @@
 
 #include "attn/attn.h"
 #include "cli.h"
+#include "util/strbuf.h"
 
 int attn_cli_select_model(const char *model, int argc, char **argv);
 #pragma weak attn_cli_select_model
@@ -147,15 +149,50 @@ static int attn__select_parse(int argc, char **argv, attn__select_opts *o)
     return -1;
 }
 
+/* A failure before there is a selection, with --json as the selection's
+ * JSON writes one: {"machine", "selected": null, "error": {...}}. */
+static int attn__select_early_error(const attn__select_opts *o, const char *kind, attn_status st,
+                                    const char *message, int rc)
+{
+    if (!o->json) {
+        fprintf(stderr, "attn select: %s\n", message);
+        return rc;
+    }
+    const char *env = getenv("ATTN_PLATFORM");
+    attn__sb sb;
+    attn__jw w;
+    attn_cli_json_begin(&sb, &w);
+    attn__jw_key(&w, "machine");
+    attn__jw_str(&w, o->machine ? o->machine : env && *env ? env : "local");
+    attn__jw_key(&w, "selected");
+    attn__jw_null(&w);
+    attn__jw_key(&w, "error");
+    attn__jw_obj_begin(&w);
+    attn__jw_key(&w, "kind");
+    attn__jw_str(&w, kind);
+    attn__jw_key(&w, "status");
+    attn__jw_str(&w, attn_status_name(st));
+    attn__jw_key(&w, "message");
+    attn__jw_str(&w, message);
+    attn__jw_obj_end(&w);
+    int prc = attn_cli_json_end(&sb, &w, "select");
+    return prc == ATTN_EXIT_OK ? rc : prc;
+}
+
+/* A platform that is named but absent (no OpenCL ICD, no CUDA driver) fails
+ * the selection with its reason (exit 3); a bad machine name is a usage
+ * error. */
 static int attn__select_platform(const attn__select_opts *o, const attn_platform **p,
                                  attn_platform **owned)
 {
-    if (attn_cli_machine(o->machine, o->installed, o->settings, o->num_settings, p, owned) !=
-        ATTN_OK) {
-        fprintf(stderr, "attn select: %s\n", attn_last_error());
-        return ATTN_EXIT_USAGE;
-    }
-    return -1;
+    attn_status st =
+        attn_cli_machine(o->machine, o->installed, o->settings, o->num_settings, p, owned);
+    if (st == ATTN_OK) return -1;
+    if (st == ATTN_PLATFORM_UNAVAILABLE)
+        return attn__select_early_error(o, "platform-unavailable", st, attn_last_error(),
+                                        ATTN_EXIT_FAILED);
+    fprintf(stderr, "attn select: %s\n", attn_last_error());
+    return ATTN_EXIT_USAGE;
 }
 
 int attn_cmd_select(int argc, char **argv)

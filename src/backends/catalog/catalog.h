@@ -26,6 +26,13 @@ typedef struct attn__catalog_entry {
     const attn_backend *(*builtin)(void);
     /* Human notes for `attn backends` and docs/backends.md (dynamic rules). */
     const char *notes;
+    /* (optional) the platform rule of a built-in backend for a platform
+     * without rules of its own: the kind (ATTN_PLATFORM_UNSPECIFIED: none)
+     * and its priority there; standard or MLA layers as its descriptor is.
+     * Registered with the catalog (src/registry/rules.c), e.g.
+     * {"OPENCL_ATTN", "builtin:OPENCL_ATTN", fn, "notes", ATTN_PLATFORM_OPENCL, 0}. */
+    attn_platform_kind rule_kind;
+    int rule_priority;
 } attn__catalog_entry;
 
 int attn__catalog_count(void);
