@@ -30,7 +30,7 @@ python3 - "$tmp/h100.json" "$tmp/h100fa2.json" "$tmp/local.json" <<'PY' || fail 
 import json, sys
 h100, fa2, local = (json.load(open(p)) for p in sys.argv[1:4])
 names = [b["name"] for b in h100["backends"]]
-head = ["FLASH_ATTN", "FLASH_ATTN_DIFFKV", "TRITON_ATTN", "ROCM_ATTN", "ROCM_AITER_MLA"]
+head = ["FLASH_ATTN", "FLASH_ATTN_DIFFKV", "TRITON_ATTN", "TRITON_ATTN_DIFFKV", "TRITON_FLASH_ATTN"]
 assert names[:5] == head, names[:5]
 for n in ["CPU_ATTN", "TURBOQUANT", "CUSTOM", "TRITON_FLASHINFER", "TRITON_FLASH_ATTN", "CPU_MLA",
           "REFERENCE", "NO_ATTENTION", "TORCH_SDPA"]:

@@ -52,6 +52,20 @@ grep -qF "Unknown attention backend: 'FOO'. Valid options are: FLASH_ATTN, FLASH
 [ $? = 3 ] || fail "unregistered CUSTOM not 3"
 grep -qF "Backend CUSTOM must be registered before use." "$tmp/err" || fail "CUSTOM message"
 
+# vLLM 0.32.0's AttentionConfig: the MSA aliases select automatically.
+expect_out FLASH_ATTN 0 "$ATTN" select --machine h100 --backend cutlass_msa
+expect_out TRITON_MLA 0 "$ATTN" select --machine cuda:12.0 --backend TRITON_MSA --use-mla \
+    --head-size 576
+# An invalid kv-cache dtype with --json: a JSON error of kind invalid-config.
+"$ATTN" select --machine h100 --kv-cache-dtype fp9 --json >"$tmp/kv.json" 2>"$tmp/err"
+[ $? = 2 ] || fail "bad kv dtype --json not 2"
+python3 - "$tmp/kv.json" <<'PY' || fail "bad kv dtype --json: $(cat "$tmp/kv.json" "$tmp/err")"
+import json, sys
+e = json.load(open(sys.argv[1]))["error"]
+assert e["kind"] == "invalid-config", e
+assert e["message"].startswith("Invalid kv_cache_dtype: fp9. Valid values are: ('auto', "), e
+PY
+
 # ATTN_BACKEND is the default --backend; --backend wins over it.
 expect_out TRITON_ATTN 0 env ATTN_BACKEND=triton_attn "$ATTN" select --machine h100
 expect_out FLEX_ATTENTION 0 env ATTN_BACKEND=triton_attn "$ATTN" select --machine h100 \

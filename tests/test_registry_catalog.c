@@ -27,10 +27,13 @@ static void test_entries(void)
         CHECK_STR(attn_registry_name(i), e->name);
         const attn_backend *b = e->builtin ? e->builtin() : NULL;
         bool none = !strcmp(e->name, "TORCH_SDPA") || !strcmp(e->name, "NO_ATTENTION") ||
-                    !strcmp(e->name, "CUSTOM");
+                    !strcmp(e->name, "CUSTOM") || e->auto_alias;
         CHECK_MSG(none == (b == NULL), "%s: built-in object %s", e->name, b ? "present" : "absent");
         CHECK_MSG(none == (e->default_locator == NULL) || !strcmp(e->name, "NO_ATTENTION"),
                   "%s: default locator", e->name);
+        CHECK_MSG(e->auto_alias ==
+                      (!strcmp(e->name, "CUTLASS_MSA") || !strcmp(e->name, "TRITON_MSA")),
+                  "%s: auto alias", e->name);
         if (!b) continue;
         CHECK_MSG(attn__backend_check_abi(b, e->name) == ATTN_OK, "%s: %s", e->name,
                   attn_last_error());

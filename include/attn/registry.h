@@ -19,7 +19,9 @@ ATTN_EXTERN_C_BEGIN
 ATTN_API int attn_registry_count(void);
 ATTN_API const char *attn_registry_name(int i);
 ATTN_API bool attn_registry_contains(const char *name);
-/* "FLASH_ATTN, FLASH_ATTN_DIFFKV, ..." — the valid options text. */
+/* "FLASH_ATTN, FLASH_ATTN_DIFFKV, ..." — vLLM's valid options text: its
+ * enum's members in its order, then names registered at run time (libattn's
+ * own catalog names are accepted but, as in vLLM, not listed). */
 ATTN_API const char *attn_registry_valid_names(void);
 
 /* The backend catalog: every name libattn knows without registration

@@ -195,9 +195,14 @@ const char *attn_registry_valid_names(void)
     attn__sb sb;
     attn__sb_init(&sb);
     pthread_rwlock_rdlock(&attn__reg_lock);
+    /* vLLM's text: its enum's members in order, then names registered at
+     * run time (its register() appends members); libattn's own are not in it. */
+    bool first = true;
     for (int i = 0; i < attn__reg_n; i++) {
-        if (i) attn__sb_puts(&sb, ", ");
-        attn__sb_puts(&sb, attn__reg_tab[i]->name);
+        const attn__catalog_entry *cat = attn__reg_tab[i]->cat;
+        if (cat && cat->libattn_only) continue;
+        attn__sb_printf(&sb, "%s%s", first ? "" : ", ", attn__reg_tab[i]->name);
+        first = false;
     }
     pthread_rwlock_unlock(&attn__reg_lock);
     const char *text = sb.oom || !sb.data ? NULL : attn__intern(sb.data);
@@ -206,6 +211,12 @@ const char *attn_registry_valid_names(void)
     atomic_store_explicit(&cached, text, memory_order_release);
     atomic_store_explicit(&cached_gen, gen, memory_order_release);
     return text;
+}
+
+bool attn__registry_auto_alias(const char *stable)
+{
+    const attn__catalog_entry *c = attn__catalog_find(stable);
+    return c && c->auto_alias;
 }
 
 attn_status attn__registry_unknown(const char *name)

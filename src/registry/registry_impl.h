@@ -23,6 +23,10 @@ bool attn__registry_canon(const char *name, char *buf, size_t size);
 /* Stable pointer to the registered name equal to canon, or NULL. */
 const char *attn__registry_lookup(const char *canon);
 
+/* A name vLLM's AttentionConfig turns into automatic selection (CUTLASS_MSA,
+ * TRITON_MSA). */
+bool attn__registry_auto_alias(const char *stable);
+
 /* "Unknown attention backend: 'NAME'. Valid options are: ..." */
 attn_status attn__registry_unknown(const char *name);
 

@@ -33,10 +33,15 @@ static const attn_backend_desc *attn__sel_desc_of(const attn_backend *b, const c
     return cat ? cat->desc : NULL;
 }
 
-/* vLLM's text for a failed backend import on a simulated machine: the
- * first missing Python package as ModuleNotFoundError prints it. */
-static const char *attn__sel_import_reason(attn_selection *s, const attn_backend_desc *d)
+/* vLLM's text for a failed backend import: the module vLLM names but does
+ * not ship, else on a simulated machine the first missing Python package,
+ * as ModuleNotFoundError prints them. */
+static const char *attn__sel_import_reason(attn_selection *s, const char *name,
+                                           const attn_backend_desc *d)
 {
+    const attn__catalog_entry *e = attn__catalog_find(name);
+    if (e && e->absent_module)
+        return attn__sel_printf(s, "ModuleNotFoundError: No module named '%s'", e->absent_module);
     uint32_t need = d ? d->import_requires : 0;
     uint32_t missing = s->platform ? need & ~s->platform->installed : 0;
     for (int k = 0; k < ATTN_COMPONENT_COUNT; k++)
@@ -99,7 +104,7 @@ attn_status attn__sel_consider_ex(attn_selection *s, const char *name, int prior
         /* ROCm's selector records a bare "ImportError" reason, the others
          * the exception's text. */
         bool rocm = s->platform && s->platform->kind == ATTN_PLATFORM_ROCM;
-        c->reasons[c->num_reasons++] = rocm ? "ImportError" : attn__sel_import_reason(s, d);
+        c->reasons[c->num_reasons++] = rocm ? "ImportError" : attn__sel_import_reason(s, stable, d);
         c->import_failed = !rocm;
         return ATTN_OK;
     }

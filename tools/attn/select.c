@@ -3,7 +3,8 @@
  * Exit codes: 0 a backend was chosen, 3 the selection failed (the message
  * is vLLM's; also a named platform that is absent, with its reason), 2
  * usage error (bad option, unknown machine, invalid kv-cache dtype — the
- * last is vLLM's parse-time assertion text). Output: the chosen
+ * last is vLLM's parse-time assertion text; with --json it is a JSON error
+ * of kind invalid-config). Output: the chosen
  * name (default), a readable table (--explain) or one JSON object (--json).
  * ATTN_BACKEND gives the default --backend. `--model NAME|config.json`
  * hands over to the model command's implementation when it is built in. */
@@ -55,8 +56,11 @@ static void attn__select_usage(FILE *f)
 }
 
 /* argv[*i] as one of the config table's options: 0 when it is none of
- * them, -1 when it set its field (or *bad), else the exit code. */
-static int attn__select_field(int argc, char **argv, int *i, attn_selector_config *cfg, bool *bad)
+ * them, -1 when it set its field (or *bad), else the exit code. An invalid
+ * kv-cache dtype is vLLM's assertion, kept in kv_error for the caller to
+ * report once it knows whether --json was asked for. */
+static int attn__select_field(int argc, char **argv, int *i, attn_selector_config *cfg, bool *bad,
+                              char *kv_error, size_t kv_error_size)
 {
     const char *cmd = "select";
     for (int k = 0; k < attn_selector_config_num_fields(); k++) {
@@ -75,8 +79,10 @@ static int attn__select_field(int argc, char **argv, int *i, attn_selector_confi
             return ATTN_EXIT_USAGE;
         if (attn_selector_config_set(cfg, f->name, v) == ATTN_OK) return -1;
         /* An invalid kv-cache dtype is reported in vLLM's own words. */
-        if (f->type == ATTN_FIELD_KV_DTYPE)
-            return attn_cli_usage_error(cmd, "%s", attn_last_error());
+        if (f->type == ATTN_FIELD_KV_DTYPE) {
+            if (!kv_error[0]) snprintf(kv_error, kv_error_size, "%s", attn_last_error());
+            return -1;
+        }
         return attn_cli_usage_error(cmd, "%s: %s", f->cli_flag, attn_last_error());
     }
     return 0;
@@ -90,6 +96,7 @@ typedef struct attn__select_opts {
     const char *per_kind[ATTN_KIND_COUNT];
     attn_selector_config cfg;
     bool explain, json;
+    char kv_error[1024]; /* vLLM's "Invalid kv_cache_dtype: ..." when given one */
 } attn__select_opts;
 
 static int attn__select_parse(int argc, char **argv, attn__select_opts *o)
@@ -111,7 +118,8 @@ static int attn__select_parse(int argc, char **argv, attn__select_opts *o)
             o->explain = true;
         } else if (attn_cli_flag(argv, i, "--json")) {
             o->json = true;
-        } else if ((rc = attn__select_field(argc, argv, &i, &o->cfg, &bad)) != 0) {
+        } else if ((rc = attn__select_field(argc, argv, &i, &o->cfg, &bad, o->kv_error,
+                                            sizeof o->kv_error)) != 0) {
             if (rc > 0) return rc;
         } else if (attn_cli_opt(argc, argv, &i, "--machine", &v, &bad)) {
             o->machine = v;
@@ -200,6 +208,11 @@ int attn_cmd_select(int argc, char **argv)
     attn__select_opts o;
     int rc = attn__select_parse(argc, argv, &o);
     if (rc >= 0) return rc;
+    if (o.kv_error[0]) {
+        if (!o.json) return attn_cli_usage_error("select", "%s", o.kv_error);
+        return attn__select_early_error(&o, "invalid-config", ATTN_INVALID_ARGUMENT, o.kv_error,
+                                        ATTN_EXIT_USAGE);
+    }
     if (o.model) {
         if (!attn_cli_select_model) {
             fprintf(stderr, "attn select: --model is not built into this binary\n");

@@ -1,8 +1,9 @@
 /* The catalog of known backends (internal).
  *
- * One entry per registry name, in declaration order: vLLM's
- * AttentionBackendEnum (reference §4), then libattn's additions
- * (TRITON_FLASHINFER, TRITON_FLASH_ATTN, CPU_MLA, REFERENCE). Each entry
+ * One entry per registry name, in declaration order: vLLM 0.32.0's
+ * AttentionBackendEnum, every member in its order, then libattn's own names
+ * (REFERENCE, CPU_MLA_SPARSE, REFERENCE_MLA, REFERENCE_MLA_SPARSE:
+ * libattn_only). Each entry
  * carries its default locator and, when libattn holds a descriptor for it,
  * the built-in backend object. GPU descriptors have no kernel (kernel NULL):
  * on simulated machines serving emulates them with the CPU kernels. The CPU
@@ -33,6 +34,16 @@ typedef struct attn__catalog_entry {
      * {"OPENCL_ATTN", "builtin:OPENCL_ATTN", fn, "notes", ATTN_PLATFORM_OPENCL, 0}. */
     attn_platform_kind rule_kind;
     int rule_priority;
+    /* (optional) the Python module vLLM's enum names for it but its wheel
+     * does not ship: a failed import is vLLM's "ModuleNotFoundError: No
+     * module named '<module>'" (libattn's own account stays the detail). */
+    const char *absent_module;
+    /* (optional) a name vLLM's AttentionConfig turns into automatic
+     * selection (the MiniMax M3 MSA decode-kernel aliases). */
+    bool auto_alias;
+    /* libattn's own name, not a member of vLLM's enum: accepted, but not in
+     * vLLM's "Valid options are" text. */
+    bool libattn_only;
 } attn__catalog_entry;
 
 int attn__catalog_count(void);
@@ -179,5 +190,21 @@ const attn_backend *attn__builtin_flash_attn_mla_sparse(void);
 const attn_backend *attn__builtin_ultraquant(void);
 const attn_backend *attn__builtin_flashinfer_mla_sparse_sm90(void);
 const attn_backend *attn__builtin_flashinfer_mla_sparse_sm120(void);
+const attn_backend *attn__builtin_triton_attn_diffkv(void);
+const attn_backend *attn__builtin_rocm_segmented_attn(void);
+const attn_backend *attn__builtin_amx_mla(void);
+const attn_backend *attn__builtin_hpc_attn(void);
+const attn_backend *attn__builtin_b12x(void);
+const attn_backend *attn__builtin_flashmla_sparse_dsv4(void);
+const attn_backend *attn__builtin_flashinfer_mla_sparse_dsv4(void);
+const attn_backend *attn__builtin_rocm_flashmla_sparse_dsv4(void);
+const attn_backend *attn__builtin_flashmla_sparse_dsv41(void);
+const attn_backend *attn__builtin_flashinfer_mla_sparse_dsv41(void);
+const attn_backend *attn__builtin_flashmla_mega_attn_dsv41(void);
+const attn_backend *attn__builtin_minimax_m3_sparse(void);
+
+/* vLLM's text when FlashMLA's extension is absent (FLASHMLA and the
+ * FlashMLA-based sparse backends). */
+extern const char attn__flashmla_unavailable[];
 
 #endif

@@ -93,13 +93,14 @@ static const attn_backend_desc attn__desc_flash_attn_mla = {
     .supports_combination = fa_mla_combination,
 };
 
+const char attn__flashmla_unavailable[] =
+    "vllm._flashmla_C is not available, likely was not compiled due to insufficient nvcc version "
+    "or a supported arch was not in the list of target arches to compile for.";
+
 static const char *flashmla_combination(const attn_check_ctx *c, char *buf, size_t size)
 {
     (void)buf, (void)size;
-    if (!attn__has(c->platform, ATTN_COMPONENT_FLASHMLA))
-        return "vllm._flashmla_C is not available, likely was not compiled due to insufficient "
-               "nvcc version or a supported arch was not in the list of target arches to "
-               "compile for.";
+    if (!attn__has(c->platform, ATTN_COMPONENT_FLASHMLA)) return attn__flashmla_unavailable;
     if (c->cfg->use_sparse) {
         if (!attn__major_is(c, 9) && !attn__major_is(c, 10))
             return "FlashMLA Sparse is only supported on Hopper and Blackwell DC devices.";
@@ -275,6 +276,25 @@ static const attn_backend_desc attn__desc_xpu_mla_sparse = {
     .cg_support = ATTN_CG_NEVER,
 };
 
+/* AMX_MLA: vLLM's CPU MLA with AMX tiles, an MLACommonBackend: bf16, head
+ * 576, blocks in multiples of 32. Selection checks no capability, so an
+ * explicit request validates on any machine. */
+static const int attn__blocks_32[] = {32};
+
+static const attn_backend_desc attn__desc_amx_mla = {
+    ATTN__MLA_COMMON,
+    .name = "AMX_MLA",
+    .platforms = "CPU (AMX)",
+    .dtypes = DT(BF16),
+    .kv_dtypes = KV_PLAIN,
+    ATTN__BLOCKS(attn__blocks_32),
+    ATTN__HEADS(attn__heads_576),
+    .cg_support = ATTN_CG_NEVER,
+    .kv_cache_shape = attn__kv_shape_mla,
+    .builder = &attn__builder_mla,
+};
+
+ATTN__BUILTIN(attn__builtin_amx_mla, attn__desc_amx_mla)
 ATTN__BUILTIN(attn__builtin_flash_attn_mla, attn__desc_flash_attn_mla)
 ATTN__BUILTIN(attn__builtin_flashmla, attn__desc_flashmla)
 ATTN__BUILTIN(attn__builtin_flashinfer_mla, attn__desc_flashinfer_mla)

@@ -58,6 +58,42 @@ static const attn_backend_desc attn__desc_rocm_aiter_unified_attn = {
     .builder = &attn__builder_rocm,
 };
 
+/* ROCM_SEGMENTED_ATTN: ROCM_ATTN's kernels for RDNA; none of the simulated
+ * gfx arches (gfx90a/gfx942/gfx950) is RDNA, so its check refuses them. */
+static const char *segmented_combination(const attn_check_ctx *c, char *buf, size_t size)
+{
+    (void)buf, (void)size;
+    const char *arch = c->platform ? c->platform->gfx_arch : "";
+    bool rdna = !strncmp(arch, "gfx11", 5) || !strncmp(arch, "gfx12", 5);
+    if (!rdna) return "ROCM_SEGMENTED_ATTN requires AMD RDNA GPUs on ROCm";
+    attn_kv_dtype kv = c->cfg->kv_cache_dtype;
+    if ((kv == ATTN_KV_FP8 || kv == ATTN_KV_FP8_E4M3) && strncmp(arch, "gfx12", 5))
+        return "FP8 segmented attention requires gfx12";
+    return NULL;
+}
+
+static const int attn__heads_segmented[] = {64, 128, 256};
+
+static const attn_backend_desc attn__desc_rocm_segmented_attn = {
+    .abi_version = ATTN_BACKEND_ABI_VERSION,
+    .struct_size = sizeof(attn_backend_desc),
+    .name = "ROCM_SEGMENTED_ATTN",
+    .platforms = "ROCm (RDNA)",
+    .dtypes = DT(FP16) | DT(BF16),
+    .kv_dtypes = KV_PLAIN | KV(FP8) | KV(FP8_E4M3),
+    ATTN__BLOCKS(attn__blocks_16),
+    ATTN__HEADS(attn__heads_segmented),
+    .supports_non_causal = true,
+    .supports_sliding_window = true,
+    .supports_sink = true,
+    .rejects_kv_connector = true, /* ROCM_ATTN's layout */
+    .attn_types = TY(DECODER),
+    .cg_support = ATTN_CG_ALWAYS,
+    .supports_combination = segmented_combination,
+    .kv_cache_shape = attn__kv_shape_split,
+    .builder = &attn__builder_rocm,
+};
+
 /* MI300 class, whatever capability was parsed. */
 static bool on_mi3xx(const attn_check_ctx *c)
 {
@@ -150,6 +186,7 @@ static const attn_backend_desc attn__desc_rocm_aiter_mla_sparse = {
 };
 
 ATTN__BUILTIN(attn__builtin_rocm_attn, attn__desc_rocm_attn)
+ATTN__BUILTIN(attn__builtin_rocm_segmented_attn, attn__desc_rocm_segmented_attn)
 ATTN__BUILTIN(attn__builtin_rocm_aiter_unified_attn, attn__desc_rocm_aiter_unified_attn)
 ATTN__BUILTIN(attn__builtin_rocm_aiter_fa, attn__desc_rocm_aiter_fa)
 ATTN__BUILTIN(attn__builtin_rocm_aiter_mla, attn__desc_rocm_aiter_mla)

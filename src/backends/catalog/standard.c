@@ -256,6 +256,31 @@ const attn_backend_desc attn__desc_triton_attn = {
     .builder = &attn__builder_triton,
 };
 
+/* ---- TRITON_ATTN_DIFFKV -------------------------------------------------- */
+
+/* TRITON_ATTN over a packed cache whose K and V head sizes differ (MiMo-V2.5):
+ * TRITON_ATTN's rules with its own KV list (no float16) and decoder only. */
+static const attn_backend_desc attn__desc_triton_attn_diffkv = {
+    .abi_version = ATTN_BACKEND_ABI_VERSION,
+    .struct_size = sizeof(attn_backend_desc),
+    .name = "TRITON_ATTN_DIFFKV",
+    .supports_non_causal = true,
+    .platforms = "CUDA, ROCm, XPU",
+    .dtypes = DT(FP16) | DT(BF16) | DT(FP32),
+    .kv_dtypes = KV(AUTO) | KV(BFLOAT16) | KV(FP8) | KV(FP8_E4M3),
+    ATTN__BLOCKS(attn__blocks_16),
+    .heads = {.min = 32},
+    .supports_sink = true,
+    .supports_mm_prefix = true,
+    .supports_batch_invariance = true,
+    .supports_sliding_window = true,
+    .supports_rswa = true,
+    .attn_types = TY(DECODER),
+    .cg_support = ATTN_CG_ALWAYS,
+    .kv_cache_shape = attn__kv_shape_flash_diffkv,
+    .builder = &attn__builder_triton,
+};
+
 /* ---- FLEX_ATTENTION ------------------------------------------------------ */
 
 static const attn_backend_desc attn__desc_flex_attention = {
@@ -332,5 +357,6 @@ ATTN__BUILTIN(attn__builtin_flash_attn, attn__desc_flash_attn)
 ATTN__BUILTIN(attn__builtin_flash_attn_diffkv, attn__desc_flash_attn_diffkv)
 ATTN__BUILTIN(attn__builtin_flashinfer, attn__desc_flashinfer)
 ATTN__BUILTIN(attn__builtin_triton_attn, attn__desc_triton_attn)
+ATTN__BUILTIN(attn__builtin_triton_attn_diffkv, attn__desc_triton_attn_diffkv)
 ATTN__BUILTIN(attn__builtin_flex_attention, attn__desc_flex_attention)
 ATTN__BUILTIN(attn__builtin_turboquant, attn__desc_turboquant)
