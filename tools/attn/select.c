@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "attn/attn.h"
 #include "cli.h"
@@ -208,7 +209,11 @@ int attn_cmd_select(int argc, char **argv)
     attn__select_opts o;
     int rc = attn__select_parse(argc, argv, &o);
     if (rc >= 0) return rc;
-    if (o.kv_error[0]) {
+    /* vLLM reads the requested name (AttentionConfig) before it asserts the
+     * cache dtype: an unknown name is reported first. */
+    const char *req = o.backend;
+    bool unknown_name = req && strcasecmp(req, "auto") && !attn_registry_contains(req);
+    if (o.kv_error[0] && !unknown_name) {
         if (!o.json) return attn_cli_usage_error("select", "%s", o.kv_error);
         return attn__select_early_error(&o, "invalid-config", ATTN_INVALID_ARGUMENT, o.kv_error,
                                         ATTN_EXIT_USAGE);

@@ -268,6 +268,7 @@ static const attn_backend_desc attn__desc_flashinfer_mla_sparse = {
 static const attn_backend_desc attn__desc_xpu_mla_sparse = {
     ATTN__MLA_DENSE,
     .name = "XPU_MLA_SPARSE",
+    .imports_vllm_flash_attn = true,
     .builder = &attn__builder_mla_sparse,
     .platforms = "XPU",
     .kv_dtypes = KV_PLAIN,

@@ -340,6 +340,7 @@ static const attn_backend_desc attn__desc_ultraquant = {
     .kv_dtypes = KV(ULTRAQUANT_4BIT),
     .supports_kv_cache_dtype = ultraquant_kv,
     .kv_none_rejected = true,
+    .imports_vllm_flash_attn = true,
     ATTN__BLOCKS(attn__blocks_tq),
     .preferred_block_size = 64,
     .heads = {.min = 1},
