@@ -34,9 +34,9 @@ static bool attn__installed(const attn_check_ctx *c, attn_component k)
     .abi_version = ATTN_BACKEND_ABI_VERSION, .struct_size = sizeof(attn_backend_desc),             \
     .dtypes = DT(BF16), ATTN__HEADS(attn__heads_512), .is_mla = true, .is_sparse = true,           \
     .supports_sink = true, .attn_types = ATTN_TYPE_BIT(ATTN_TYPE_DECODER),                         \
-    .imports_vllm_flash_attn = true,                                                               \
-    .cg_support = ATTN_CG_UNIFORM_BATCH, .kv_cache_shape = attn__kv_shape_flashmla_sparse,         \
-    .kv_stride_order = attn__stride_order_mla, .builder = &attn__builder_mla_sparse
+    .imports_vllm_flash_attn = true, .cg_support = ATTN_CG_UNIFORM_BATCH,                          \
+    .kv_cache_shape = attn__kv_shape_flashmla_sparse, .kv_stride_order = attn__stride_order_mla,   \
+    .builder = &attn__builder_mla_sparse
 
 static const attn_backend_desc attn__desc_flashmla_sparse_dsv4 = {
     ATTN__DSV4_COMMON,
