@@ -42,6 +42,8 @@ static attn_backend_desc without_hooks(const attn_backend_desc *d)
     s.supports_mm_prefix_fn = NULL;
     s.supports_non_causal_fn = NULL;
     s.supports_query_lens_mismatch_fn = NULL;
+    s.supports_pcp_fn = NULL;
+    s.supports_dcp_fn = NULL;
     return s;
 }
 

@@ -68,7 +68,7 @@ static int explicit_compared;
 
 /* The explicit selection's answer for check i: 1 accepted, 0 refused, -1
  * when it says nothing about the check (no validation on this platform, or
- * the backend does not resolve). */
+ * the backend's code does not load). */
 static int explicit_answer(const attn_platform *p, const char *name, int i,
                            const attn_selector_config *cfg)
 {
@@ -82,7 +82,10 @@ static int explicit_answer(const attn_platform *p, const char *name, int i,
         ans = 1;
     } else if (s && attn_selection_error(s) == ATTN_SELECT_EXPLICIT_INVALID) {
         attn_candidate_info info;
-        if (attn_selection_candidate(s, 0, &info) == ATTN_OK) {
+        const char *r0 = attn_selection_reason(s, 0, 0);
+        bool import_only =
+            r0 && (!strncmp(r0, "ImportError", 11) || !strncmp(r0, "ModuleNotFoundError", 19));
+        if (!import_only && attn_selection_candidate(s, 0, &info) == ATTN_OK) {
             ans = 1;
             for (int k = 0; k < info.num_reasons; k++)
                 if (!strcmp(attn_selection_reason(s, 0, k), attn_backend_check_reason(i))) ans = 0;

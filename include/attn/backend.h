@@ -30,6 +30,15 @@ typedef struct attn_check_ctx {
     int cc_major, cc_minor;
 } attn_check_ctx;
 
+/* How a backend's code imports vllm.vllm_flash_attn: not at all, on CUDA
+ * only (an ImportError on a CUDA machine without fa2/fa3), or on every
+ * platform (also an ImportError off CUDA, where the package is absent). */
+typedef enum attn_fa_import {
+    ATTN_FA_IMPORT_NONE = 0,
+    ATTN_FA_IMPORT_CUDA = 1,
+    ATTN_FA_IMPORT_ALWAYS = 2
+} attn_fa_import;
+
 /* Head sizes: membership when n_sizes > 0; otherwise min/max/multiple_of
  * (0 = unbounded). All zero = any head size. */
 typedef struct attn_head_rule {
@@ -115,16 +124,20 @@ struct attn_backend_desc {
      * is refused. */
     bool rejects_kv_connector;
     bool rejects_query_lens_mismatch;
-    /* Its code imports vLLM's FlashAttention package (vllm.vllm_flash_attn),
-     * which on a CUDA machine loads only with fa2 or fa3 installed: without
-     * them the backend is an ImportError there. */
-    bool imports_vllm_flash_attn;
+    /* Whether its code imports vLLM's FlashAttention package
+     * (vllm.vllm_flash_attn), which only CUDA builds ship and which loads only
+     * with fa2 or fa3 installed (attn_fa_import): where it cannot, the
+     * backend is an ImportError. */
+    attn_fa_import imports_vllm_flash_attn;
     /* (optional) machine-dependent refinements, like the hooks above: of
-     * supports_mm_prefix, supports_non_causal, and of accepting adaptive
-     * verification (!rejects_query_lens_mismatch). */
+     * supports_mm_prefix, supports_non_causal, of accepting adaptive
+     * verification (!rejects_query_lens_mismatch), supports_pcp and
+     * supports_dcp. */
     bool (*supports_mm_prefix_fn)(const attn_check_ctx *c);
     bool (*supports_non_causal_fn)(const attn_check_ctx *c);
     bool (*supports_query_lens_mismatch_fn)(const attn_check_ctx *c);
+    bool (*supports_pcp_fn)(const attn_check_ctx *c);
+    bool (*supports_dcp_fn)(const attn_check_ctx *c);
 };
 
 /* ---- kernels -------------------------------------------------------------- */

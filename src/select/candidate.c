@@ -55,14 +55,18 @@ static const char attn__fa_import_error[] =
     "ImportError: vllm.vllm_flash_attn requires the CUDA flash attention extensions "
     "(_vllm_fa2_C or _vllm_fa3_C). On ROCm, use upstream flash_attn.";
 
-/* A module that imports vllm.vllm_flash_attn (the descriptor says so) fails
- * on a simulated CUDA machine with neither the FA2 nor the FA3 extension. */
+/* A module that imports vllm.vllm_flash_attn (the descriptor says how)
+ * fails on a simulated CUDA machine with neither the FA2 nor the FA3
+ * extension, and, when it imports it unguarded, on every other simulated
+ * platform (only CUDA builds ship the package). */
 static bool attn__sel_needs_fa(const attn_selection *s, const attn_backend_desc *d)
 {
     const attn_platform *p = s->platform;
-    if (!d || !p || !p->simulated || p->kind != ATTN_PLATFORM_CUDA) return false;
+    attn_fa_import how = d ? attn__desc_imports_fa(d) : ATTN_FA_IMPORT_NONE;
+    if (!p || !p->simulated || how == ATTN_FA_IMPORT_NONE) return false;
+    if (p->kind != ATTN_PLATFORM_CUDA) return how == ATTN_FA_IMPORT_ALWAYS;
     uint32_t fa = (1u << ATTN_COMPONENT_FA2) | (1u << ATTN_COMPONENT_FA3);
-    return !(p->installed & fa) && attn__desc_imports_fa(d);
+    return !(p->installed & fa);
 }
 
 attn_status attn__sel_consider_ex(attn_selection *s, const char *name, int priority, bool validate,
@@ -87,12 +91,18 @@ attn_status attn__sel_consider_ex(attn_selection *s, const char *name, int prior
     const attn_backend_desc *d = attn__sel_desc_of(st == ATTN_OK ? b : NULL, stable);
     if (attn__sel_needs_fa(s, d)) {
         /* The FlashAttention helpers are imported before anything else. */
-        c->detail = attn__sel_printf(s,
-                                     "%s imports the FlashAttention helpers; machine %s has "
-                                     "neither fa2 nor fa3 installed",
-                                     stable, s->platform->name);
-        c->reasons[c->num_reasons++] = attn__fa_import_error;
-        c->import_failed = true;
+        bool cuda = s->platform->kind == ATTN_PLATFORM_CUDA;
+        c->detail = attn__sel_printf(s, "%s imports the FlashAttention helpers; machine %s %s",
+                                     stable, s->platform->name,
+                                     cuda ? "has neither fa2 nor fa3 installed"
+                                          : "has no vllm.vllm_flash_attn (CUDA builds only)");
+        /* ROCm's selector records a bare "ImportError". */
+        bool rocm = s->platform->kind == ATTN_PLATFORM_ROCM;
+        c->reasons[c->num_reasons++] =
+            cuda   ? attn__fa_import_error
+            : rocm ? "ImportError"
+                   : "ModuleNotFoundError: No module named 'vllm.vllm_flash_attn'";
+        c->import_failed = !rocm;
         return ATTN_OK;
     }
     if (st != ATTN_OK) {

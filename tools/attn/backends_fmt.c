@@ -126,9 +126,12 @@ void attn__bk_needs(attn__sb *sb, const attn_backend_desc *d)
             first = false;
         }
     }
-    if (ATTN_STRUCT_HAS(attn_backend_desc, d, imports_vllm_flash_attn) &&
-        d->imports_vllm_flash_attn) {
-        attn__sb_printf(sb, "%sfa2 or fa3 on CUDA", first ? "" : ", ");
+    attn_fa_import fa = ATTN_STRUCT_HAS(attn_backend_desc, d, imports_vllm_flash_attn)
+                            ? d->imports_vllm_flash_attn
+                            : ATTN_FA_IMPORT_NONE;
+    if (fa != ATTN_FA_IMPORT_NONE) {
+        attn__sb_printf(sb, "%sfa2 or fa3 on CUDA%s", first ? "" : ", ",
+                        fa == ATTN_FA_IMPORT_ALWAYS ? " (absent elsewhere)" : "");
         first = false;
     }
     if (first) attn__sb_puts(sb, "-");

@@ -93,8 +93,8 @@ typedef bool (*attn__flag_hook)(const attn_check_ctx *c);
 bool attn__desc_flag_static(const attn_backend_desc *d, attn__flag f);
 attn__flag_hook attn__desc_flag_hook(const attn_backend_desc *d, attn__flag f);
 bool attn__desc_flag_ok(const attn_backend_desc *d, const attn_check_ctx *c, attn__flag f);
-/* imports_vllm_flash_attn, read as false past an older descriptor's end. */
-bool attn__desc_imports_fa(const attn_backend_desc *d);
+/* imports_vllm_flash_attn, read as none past an older descriptor's end. */
+attn_fa_import attn__desc_imports_fa(const attn_backend_desc *d);
 
 /* ---- FlashAttention version resolution (reference §5d) ------------------ */
 

@@ -111,6 +111,8 @@ attn__flag_hook attn__desc_flag_hook(const attn_backend_desc *d, attn__flag f)
         return ATTN__DESC_HAS(d, supports_query_lens_mismatch_fn)
                    ? d->supports_query_lens_mismatch_fn
                    : NULL;
+    case ATTN__FLAG_PCP: return ATTN__DESC_HAS(d, supports_pcp_fn) ? d->supports_pcp_fn : NULL;
+    case ATTN__FLAG_DCP: return ATTN__DESC_HAS(d, supports_dcp_fn) ? d->supports_dcp_fn : NULL;
     default: return NULL;
     }
 }
@@ -121,7 +123,8 @@ bool attn__desc_flag_ok(const attn_backend_desc *d, const attn_check_ctx *c, att
     return hook ? hook(c) : attn__desc_flag_static(d, f);
 }
 
-bool attn__desc_imports_fa(const attn_backend_desc *d)
+attn_fa_import attn__desc_imports_fa(const attn_backend_desc *d)
 {
-    return ATTN__DESC_HAS(d, imports_vllm_flash_attn) && d->imports_vllm_flash_attn;
+    return ATTN__DESC_HAS(d, imports_vllm_flash_attn) ? d->imports_vllm_flash_attn
+                                                      : ATTN_FA_IMPORT_NONE;
 }

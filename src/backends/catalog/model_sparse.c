@@ -34,7 +34,7 @@ static bool attn__installed(const attn_check_ctx *c, attn_component k)
     .abi_version = ATTN_BACKEND_ABI_VERSION, .struct_size = sizeof(attn_backend_desc),             \
     .dtypes = DT(BF16), ATTN__HEADS(attn__heads_512), .is_mla = true, .is_sparse = true,           \
     .supports_sink = true, .attn_types = ATTN_TYPE_BIT(ATTN_TYPE_DECODER),                         \
-    .imports_vllm_flash_attn = true, .cg_support = ATTN_CG_UNIFORM_BATCH,                          \
+    .imports_vllm_flash_attn = ATTN_FA_IMPORT_CUDA, .cg_support = ATTN_CG_UNIFORM_BATCH,           \
     .kv_cache_shape = attn__kv_shape_flashmla_sparse, .kv_stride_order = attn__stride_order_mla,   \
     .builder = &attn__builder_mla_sparse
 
@@ -155,7 +155,7 @@ static const attn_backend_desc attn__desc_minimax_m3_sparse = {
     ATTN__HEADS(attn__heads_128),
     ATTN__BLOCKS(attn__blocks_128),
     .is_sparse = true,
-    .imports_vllm_flash_attn = true,
+    .imports_vllm_flash_attn = ATTN_FA_IMPORT_CUDA,
     .attn_types = ATTN_TYPE_BIT(ATTN_TYPE_DECODER),
     .cg_support = ATTN_CG_UNIFORM_BATCH,
     .kv_cache_shape = attn__kv_shape_split,

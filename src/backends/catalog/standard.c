@@ -120,7 +120,7 @@ static const char *fa_combination(const attn_check_ctx *c, char *buf, size_t siz
     .supports_sink_fn = fa_sink, .supports_per_head_quant_scales_fn = fa_per_head,                 \
     .supports_combination = fa_combination, .supports_mm_prefix = true,                            \
     .supports_mm_prefix_fn = fa_mm_prefix, .supports_sliding_window = true, .supports_rswa = true, \
-    .imports_vllm_flash_attn = true
+    .imports_vllm_flash_attn = ATTN_FA_IMPORT_CUDA
 
 const attn_backend_desc attn__desc_flash_attn = {
     ATTN__FLASH_ATTN_RULES,
@@ -296,7 +296,7 @@ static const attn_backend_desc attn__desc_flex_attention = {
     .supports_batch_invariance = true,
     .supports_sliding_window = true,
     .supports_rswa = true,
-    .imports_vllm_flash_attn = true,
+    .imports_vllm_flash_attn = ATTN_FA_IMPORT_CUDA,
     .attn_types = TY(DECODER) | TY(ENCODER_ONLY),
     .cg_support = ATTN_CG_ALWAYS,
     .kv_cache_shape = attn__kv_shape_split,
@@ -318,7 +318,7 @@ static const attn_backend_desc attn__desc_turboquant = {
     .heads = {.min = 1},
     .attn_types = TY(DECODER),
     .cg_support = ATTN_CG_UNIFORM_BATCH,
-    .imports_vllm_flash_attn = true,
+    .imports_vllm_flash_attn = ATTN_FA_IMPORT_CUDA,
     .kv_cache_shape = attn__kv_shape_turboquant,
     .builder = &attn__builder_triton,
 };
@@ -340,7 +340,7 @@ static const attn_backend_desc attn__desc_ultraquant = {
     .kv_dtypes = KV(ULTRAQUANT_4BIT),
     .supports_kv_cache_dtype = ultraquant_kv,
     .kv_none_rejected = true,
-    .imports_vllm_flash_attn = true,
+    .imports_vllm_flash_attn = ATTN_FA_IMPORT_CUDA,
     ATTN__BLOCKS(attn__blocks_tq),
     .preferred_block_size = 64,
     .heads = {.min = 1},

@@ -67,8 +67,9 @@ const attn_backend_desc attn__desc_cpu_attn = {
     .supports_block_size = cpu_block_size,
     .supports_sink_fn = cpu_own_abilities,
     .supports_per_head_quant_scales_fn = cpu_own_abilities,
+    .supports_dcp_fn = cpu_own_abilities, /* vLLM's CPU_ATTN impl has no DCP */
     /* vLLM's module reaches vllm_flash_attn through its imports */
-    .imports_vllm_flash_attn = true,
+    .imports_vllm_flash_attn = ATTN_FA_IMPORT_CUDA,
     .required_layout = ATTN_LAYOUT_HND,
     .kv_cache_shape = cpu_kv_shape,
     .kv_stride_order = NULL,

@@ -281,7 +281,7 @@ static const int attn__cpu_mla_heads[] = {320, 576};
     .kv_dtypes = KV(AUTO) | KV(FLOAT16) | KV(BFLOAT16) | KV(FP8) | KV(FP8_E4M3) | KV(FP8_E5M2),    \
     .heads = {.sizes = attn__cpu_mla_heads, .n_sizes = 2}, .is_mla = true,                         \
     .attn_types = ATTN_TYPE_BIT(ATTN_TYPE_DECODER), .cg_support = ATTN_CG_NEVER,                   \
-    .can_return_lse_for_decode = true, .lse_base = ATTN_LSE_BASE_E, .supports_pcp = false,         \
+    .can_return_lse_for_decode = true, .lse_base = ATTN_LSE_BASE_E,                                \
     .kv_cache_shape = attn__kv_shape_mla, .kv_stride_order = attn__stride_order_mla
 
 /* On vLLM's platforms CPU_MLA answers with vLLM's CPUMLABackend: head 576,
@@ -310,9 +310,17 @@ static bool cpu_mla_block(const attn_check_ctx *c, int bs)
     return !cpu_mla_on_vllm_platform(c) || bs == 16;
 }
 
+/* vLLM's MLA implementations take PCP; libattn's CPU kernels do not. */
+static bool cpu_mla_pcp(const attn_check_ctx *c)
+{
+    return cpu_mla_on_vllm_platform(c);
+}
+
 static const attn_backend_desc cpu_mla_desc = {
     ATTN__CPU_MLA_DESC,
     .name = "CPU_MLA",
+    .supports_pcp = true, /* refined: on vLLM's platforms only */
+    .supports_pcp_fn = cpu_mla_pcp,
     .supports_head_size = cpu_mla_head,
     .supports_kv_cache_dtype = cpu_mla_kv,
     .supports_block_size = cpu_mla_block,
