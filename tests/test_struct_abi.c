@@ -139,12 +139,14 @@ static void test_desc_appended(void)
         CHECK_STR(r[0], "non-causal attention not supported");
         CHECK_STR(r[1], "DCP not supported");
         /* and it registers: the loader's size check takes the first release */
-        attn_backend b = {ATTN_BACKEND_ABI_VERSION, sizeof b, old, NULL};
+        /* the registry keeps the object for the process: static, so it (and
+         * mem) stay reachable */
+        static attn_backend b;
+        b = (attn_backend){ATTN_BACKEND_ABI_VERSION, sizeof b, old, NULL};
         CHECK_OK(attn_register_backend_object("OLD_DESC", &b));
         const attn_backend *got = NULL;
         CHECK_OK(attn_backend_resolve(p, "OLD_DESC", &got));
         CHECK(got && got->desc == old);
-        /* the registry keeps the pointer for the process: mem is not freed */
     }
     attn_platform_free(p);
 }
