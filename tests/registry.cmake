@@ -24,3 +24,11 @@ if(TARGET test_registry_loader)
     add_dependencies(test_registry_loader attn_test_mod_${mod})
   endforeach()
 endif()
+
+# A plugin that registers a backend and its OpenCL platform rule
+# (tests/cli_select.sh), alone in its folder for ATTN_PLUGIN_PATH.
+add_library(attn_test_rules_plugin MODULE ${CMAKE_CURRENT_SOURCE_DIR}/registry/rules_plugin.c)
+target_include_directories(attn_test_rules_plugin PRIVATE ${PROJECT_SOURCE_DIR}/include)
+set_target_properties(attn_test_rules_plugin PROPERTIES
+  OUTPUT_NAME attn_test_rules
+  LIBRARY_OUTPUT_DIRECTORY ${ATTN_TEST_REGISTRY_DIR}/rules_plugin)

@@ -51,6 +51,7 @@ static const attn_backend_desc counting_desc = {
     .struct_size = sizeof(attn_backend_desc),
     .name = "CUSTOM",
     .platforms = "test",
+    .supports_sliding_window = true, /* the CPU kernel that emulates it applies windows */
     .dtypes = ATTN_DTYPE_BIT(ATTN_DTYPE_FP16) | ATTN_DTYPE_BIT(ATTN_DTYPE_BF16) |
               ATTN_DTYPE_BIT(ATTN_DTYPE_FP32),
     .kv_dtypes = ATTN_KV_BIT(ATTN_KV_AUTO),

@@ -3,7 +3,9 @@
  * print), and a dynamic hook may only refine it on a given machine. For every
  * catalog descriptor, every simulated catalog machine, and configs with and
  * without batch invariance and sinks, a hook never accepts a value that its
- * static field rejects. A hook without a static statement (a zero field is
+ * static field rejects: the shape hooks, and the hook of every yes/no
+ * capability (sink, per-head scales, multimodal prefix, non-causal,
+ * adaptive verification). A hook without a static statement (a zero field is
  * vLLM's base-class default) is held to that default. A test descriptor
  * whose hook widens its field fails here (see test_hook_contradiction). */
 #include <stdio.h>
@@ -37,6 +39,11 @@ static attn_backend_desc without_hooks(const attn_backend_desc *d)
     s.supports_sink_fn = NULL;
     s.supports_per_head_quant_scales_fn = NULL;
     s.supports_compute_capability = NULL;
+    s.supports_mm_prefix_fn = NULL;
+    s.supports_non_causal_fn = NULL;
+    s.supports_query_lens_mismatch_fn = NULL;
+    s.supports_pcp_fn = NULL;
+    s.supports_dcp_fn = NULL;
     return s;
 }
 
@@ -94,17 +101,13 @@ static int check_desc(const attn_backend_desc *d, const attn_platform *p,
                                "%s on %s: block-size hook accepts %d, the field rejects it",
                                d->name, pn, bs);
     }
-    if (d->supports_sink_fn) {
+    /* Every yes/no capability: a hook that says yes needs a static yes. */
+    for (int f = 0; f < ATTN__FLAG_COUNT; f++) {
+        attn__flag_hook hook = attn__desc_flag_hook(d, (attn__flag)f);
+        if (!hook) continue;
         hooks_seen++;
-        EXPECT_REFINES(!d->supports_sink_fn(&c) || d->supports_sink,
-                       "%s on %s: sink hook accepts, supports_sink is false", d->name, pn);
-    }
-    if (d->supports_per_head_quant_scales_fn) {
-        hooks_seen++;
-        EXPECT_REFINES(!d->supports_per_head_quant_scales_fn(&c) ||
-                           d->supports_per_head_quant_scales,
-                       "%s on %s: per-head hook accepts, supports_per_head_quant_scales is false",
-                       d->name, pn);
+        EXPECT_REFINES(!hook(&c) || attn__desc_flag_static(d, (attn__flag)f),
+                       "%s on %s: flag %d hook accepts, its static field says no", d->name, pn, f);
     }
     /* cc_min/cc_max speak of devices with a compute capability; on one
      * without (CPU, XPU) only the hook can say yes or no. */
@@ -131,7 +134,7 @@ static bool widen_head(const attn_check_ctx *c, int hs)
     return hs % 8 == 0 && hs <= 256;
 }
 
-static bool sink_yes(const attn_check_ctx *c)
+static bool sink_yes(const attn_check_ctx *c) /* any yes/no hook that always accepts */
 {
     (void)c;
     return true;
@@ -156,6 +159,16 @@ static void test_hook_contradiction(const attn_platform *p)
     d.supports_sink_fn = sink_yes;
     CHECK(check_desc(&d, p, &cfg) == 1);
     d.supports_sink = true;
+    CHECK(check_desc(&d, p, &cfg) == 0);
+    /* the appended flags: a multimodal-prefix hook over a static no, and
+     * adaptive verification accepted by a hook where the field refuses it */
+    d.supports_mm_prefix_fn = sink_yes;
+    CHECK(check_desc(&d, p, &cfg) == 1);
+    d.supports_mm_prefix = true;
+    d.supports_query_lens_mismatch_fn = sink_yes;
+    d.rejects_query_lens_mismatch = true;
+    CHECK(check_desc(&d, p, &cfg) == 1);
+    d.rejects_query_lens_mismatch = false;
     CHECK(check_desc(&d, p, &cfg) == 0);
     quiet = false;
 }

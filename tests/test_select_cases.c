@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "test.h"
 #include "util/json.h"
@@ -97,10 +98,28 @@ static const char *run_case(const attn__json *c, char *why, size_t size)
     cfg.head_size = int_or(cj, "head_size", 128);
     attn_dtype_parse(str_or(attn__json_get(cj, "dtype"), "bf16"), &cfg.dtype);
     const attn__json *kv = attn__json_get(cj, "kv_cache_dtype");
-    if (kv && attn__json_type_of(kv) == ATTN_JSON_STRING)
-        attn_kv_dtype_parse(attn__json_string(kv), &cfg.kv_cache_dtype);
-    else
+    const attn__json *ex = attn__json_get(c, "expect");
+    const char *req = str_or(attn__json_get(c, "backend"), NULL);
+    /* vLLM reads the requested name before it asserts the cache dtype. */
+    bool unknown_name = req && strcasecmp(req, "auto") && !attn_registry_contains(req);
+    if (kv && attn__json_type_of(kv) == ATTN_JSON_STRING) {
+        /* A string that is no CacheDType is refused with vLLM's assertion
+         * text before anything is selected. */
+        if (attn_selector_config_set(&cfg, "kv_cache_dtype", attn__json_string(kv)) != ATTN_OK &&
+            !unknown_name) {
+            const char *want = str_or(attn__json_get(ex, "message"), "");
+            const char *err = str_or(attn__json_get(ex, "error"), "");
+            attn_platform_free(p);
+            if (strcmp(err, "invalid-config") || strcmp(attn_last_error(), want)) {
+                snprintf(why, size, "kv_cache_dtype refused (%s), vLLM: %s %s", attn_last_error(),
+                         err, want);
+                return why;
+            }
+            return NULL;
+        }
+    } else {
         cfg.kv_cache_dtype = ATTN_KV_NONE;
+    }
     cfg.block_size = int_or(cj, "block_size", 0);
     cfg.use_mla = bool_of(cj, "use_mla");
     cfg.has_sink = bool_of(cj, "has_sink");
@@ -121,7 +140,6 @@ static const char *run_case(const attn__json *c, char *why, size_t size)
     const char *backend = str_or(attn__json_get(c, "backend"), NULL);
     attn_selection *s = NULL;
     st = attn_select_uncached(p, backend, &cfg, &s);
-    const attn__json *ex = attn__json_get(c, "expect");
     const char *want_sel = str_or(attn__json_get(ex, "selected"), NULL);
     const char *want_err = str_or(attn__json_get(ex, "error"), NULL);
     const char *got = s ? attn_selection_backend(s) : NULL;

@@ -1,9 +1,11 @@
 /* The struct_size rule (attn/abi.h): an older, shorter struct is accepted
  * and the fields it lacks take their defaults; a struct_size below the
  * first release or above this libattn's sizeof is ATTN_ABI_MISMATCH with
- * the sizes named, and nothing changes. The real structs have had no field
- * appended yet (first release = sizeof), so the defaulting copy is also
- * shown on a struct pair that has. */
+ * the sizes named, and nothing changes. The defaulting copy is shown on a
+ * struct pair; attn_backend_desc has fields appended (the facts the
+ * selector once kept by name), and a descriptor of the first release's size
+ * (in memory no longer than that, so a read past it would be caught by
+ * ASan) validates with the defaults attn/backend.h states. */
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -89,6 +91,66 @@ static void test_backend_object(void)
     attn_platform_free(p);
 }
 
+/* A first-release descriptor: sliding window, R-SWA and non-causal DCP
+ * accepted, KV connectors and adaptive verification fine; the same fields
+ * stated in a current descriptor are read. */
+static void test_desc_appended(void)
+{
+    attn_platform *p = NULL;
+    CHECK_OK(attn_platform_open("cuda:9.0", &p));
+    attn_backend_desc cur;
+    memset(&cur, 0, sizeof cur);
+    cur.abi_version = ATTN_BACKEND_ABI_VERSION;
+    cur.struct_size = sizeof cur;
+    cur.name = "OLD_DESC";
+    cur.is_mla = true;
+    cur.rejects_kv_connector = true;
+    cur.rejects_query_lens_mismatch = true;
+    attn_selector_config cfg;
+    attn_selector_config_init(&cfg);
+    cfg.head_size = 128;
+    cfg.use_mla = cfg.use_non_causal = cfg.use_dcp = true;
+    cfg.has_sliding_window = cfg.use_rswa = cfg.use_kv_connector = true;
+    cfg.use_adaptive_verification = true;
+    char r[ATTN_REASONS_MAX][ATTN_REASON_MAX];
+    int n = attn_backend_validate(&cur, p, &cfg, r, ATTN_REASONS_MAX);
+    const char *want[] = {"sliding window not supported",
+                          "R-SWA not supported",
+                          "non-causal attention not supported",
+                          "non-causal MLA attention with DCP not supported",
+                          "KV connector not supported",
+                          "DCP not supported",
+                          "device-cpu query lens mismatch not supported, this is needed for "
+                          "adaptive verification"};
+    CHECK(n == 7);
+    for (int i = 0; i < n && i < 7; i++)
+        CHECK_STR(r[i], want[i]);
+    size_t v1 = ATTN__V1_BACKEND_DESC;
+    CHECK(v1 < sizeof cur);
+    unsigned char *mem = malloc(v1);
+    CHECK(mem != NULL);
+    if (mem) {
+        uint32_t size = (uint32_t)v1;
+        memcpy(mem, &cur, v1);
+        memcpy(mem + offsetof(attn_backend_desc, struct_size), &size, sizeof size);
+        const attn_backend_desc *old = (const attn_backend_desc *)(void *)mem;
+        n = attn_backend_validate(old, p, &cfg, r, ATTN_REASONS_MAX);
+        CHECK(n == 2);
+        CHECK_STR(r[0], "non-causal attention not supported");
+        CHECK_STR(r[1], "DCP not supported");
+        /* and it registers: the loader's size check takes the first release */
+        /* the registry keeps the object for the process: static, so it (and
+         * mem) stay reachable */
+        static attn_backend b;
+        b = (attn_backend){ATTN_BACKEND_ABI_VERSION, sizeof b, old, NULL};
+        CHECK_OK(attn_register_backend_object("OLD_DESC", &b));
+        const attn_backend *got = NULL;
+        CHECK_OK(attn_backend_resolve(p, "OLD_DESC", &got));
+        CHECK(got && got->desc == old);
+    }
+    attn_platform_free(p);
+}
+
 static int destroyed;
 static void count_destroy(void *ctx)
 {
@@ -127,6 +189,7 @@ int main(void)
     test_mechanism();
     test_engine_config();
     test_backend_object();
+    test_desc_appended();
     test_comm_ops();
     return attn_test_finish("test_struct_abi");
 }

@@ -15,7 +15,10 @@
  * changes only for a break that sizes cannot express. attn_mla_metadata's
  * struct_size is not part of this rule: libattn builds those itself and
  * checks it (at least sizeof; a backend's builder may append its own
- * fields, see attn/mla.h), with the magic, to recognise its own objects. */
+ * fields, see attn/mla.h), with the magic, to recognise its own objects.
+ * Appended so far: attn_backend_desc from supports_sliding_window on (the
+ * facts the selector once kept by name; their older-struct defaults are
+ * stated in attn/backend.h), attn_kernel_ops.kind. */
 #ifndef ATTN_ABI_H
 #define ATTN_ABI_H
 

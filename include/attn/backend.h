@@ -30,6 +30,15 @@ typedef struct attn_check_ctx {
     int cc_major, cc_minor;
 } attn_check_ctx;
 
+/* How a backend's code imports vllm.vllm_flash_attn: not at all, on CUDA
+ * only (an ImportError on a CUDA machine without fa2/fa3), or on every
+ * platform (also an ImportError off CUDA, where the package is absent). */
+typedef enum attn_fa_import {
+    ATTN_FA_IMPORT_NONE = 0,
+    ATTN_FA_IMPORT_CUDA = 1,
+    ATTN_FA_IMPORT_ALWAYS = 2
+} attn_fa_import;
+
 /* Head sizes: membership when n_sizes > 0; otherwise min/max/multiple_of
  * (0 = unbounded). All zero = any head size. */
 typedef struct attn_head_rule {
@@ -98,6 +107,37 @@ struct attn_backend_desc {
     attn_lse_base lse_base; /* base of the LSE returned with can_return_lse_for_decode */
     bool supports_pcp;      /* prefill context parallelism */
     bool supports_dcp;      /* decode context parallelism */
+
+    /* ---- appended after the first release (attn/abi.h) --------------------
+     * Zero means vLLM's base-class default. A descriptor whose struct_size
+     * ends before these fields (built against an older libattn) could not
+     * state them and is not refused for them: it reads sliding window, R-SWA
+     * and non-causal DCP as supported, the rest as zero. */
+    bool supports_sliding_window; /* has_sliding_window (vLLM default false) */
+    bool supports_rswa;           /* use_rswa: R-SWA (default false) */
+    /* use_mla && use_non_causal && use_dcp: the builder takes non-causal
+     * multi-token MLA queries under DCP (default false). */
+    bool supports_non_causal_dcp;
+    /* Negated so that zero is vLLM's default (supported): the KV layout
+     * cannot serve a KV connector; the kernels plan from the CPU query
+     * lengths, so adaptive verification (device/CPU query-length mismatch)
+     * is refused. */
+    bool rejects_kv_connector;
+    bool rejects_query_lens_mismatch;
+    /* Whether its code imports vLLM's FlashAttention package
+     * (vllm.vllm_flash_attn), which only CUDA builds ship and which loads only
+     * with fa2 or fa3 installed (attn_fa_import): where it cannot, the
+     * backend is an ImportError. */
+    attn_fa_import imports_vllm_flash_attn;
+    /* (optional) machine-dependent refinements, like the hooks above: of
+     * supports_mm_prefix, supports_non_causal, of accepting adaptive
+     * verification (!rejects_query_lens_mismatch), supports_pcp and
+     * supports_dcp. */
+    bool (*supports_mm_prefix_fn)(const attn_check_ctx *c);
+    bool (*supports_non_causal_fn)(const attn_check_ctx *c);
+    bool (*supports_query_lens_mismatch_fn)(const attn_check_ctx *c);
+    bool (*supports_pcp_fn)(const attn_check_ctx *c);
+    bool (*supports_dcp_fn)(const attn_check_ctx *c);
 };
 
 /* ---- kernels -------------------------------------------------------------- */

@@ -39,6 +39,7 @@
 
 #include "attn/layer.h"
 #include "attn/platform.h"
+#include "attn/registry.h"
 
 ATTN_EXTERN_C_BEGIN
 
@@ -65,6 +66,11 @@ typedef struct attn_plugin_api {
     /* Sets this thread's failure detail to msg and returns s: a plugin's init
      * returns api->fail(ATTN_..., "why") so the report carries the reason. */
     attn_status (*fail)(attn_status s, const char *msg);
+    /* attn_register_platform_rule (attn/registry.h): a place in the priority
+     * list of a platform without rules of its own, for a backend the plugin
+     * registered. Valid only while attn_plugin_init runs; rolled back with
+     * the plugin's other registrations when init fails. */
+    attn_status (*register_platform_rule)(const attn_platform_rule *rule);
 } attn_plugin_api;
 
 /* True when the host's api struct is recent enough to hold `field`. */

@@ -19,7 +19,9 @@ ATTN_EXTERN_C_BEGIN
 ATTN_API int attn_registry_count(void);
 ATTN_API const char *attn_registry_name(int i);
 ATTN_API bool attn_registry_contains(const char *name);
-/* "FLASH_ATTN, FLASH_ATTN_DIFFKV, ..." — the valid options text. */
+/* "FLASH_ATTN, FLASH_ATTN_DIFFKV, ..." — vLLM's valid options text: its
+ * enum's members in its order, then names registered at run time (libattn's
+ * own catalog names are accepted but, as in vLLM, not listed). */
 ATTN_API const char *attn_registry_valid_names(void);
 
 /* The backend catalog: every name libattn knows without registration
@@ -62,12 +64,71 @@ ATTN_API attn_status attn_backend_resolve(const attn_platform *p, const char *na
 ATTN_API int attn_backend_validate(const attn_backend_desc *d, const attn_platform *p,
                                    const attn_selector_config *cfg, char reasons[][ATTN_REASON_MAX],
                                    int max);
+/* The table attn_backend_validate walks: one check per row, in vLLM's order
+ * (validate_configuration). Row i (0 <= i < count) has a key ("head_size",
+ * "sink", ..., "combination": the JSON key and docs column of `attn
+ * backends`) and is asked by the selector-config bools
+ * attn_backend_check_asks(i, 0..2) (all set; none: every config). Its
+ * reason is attn_backend_check_reason(i) (for the rows worded from the
+ * config, the forms it takes: "MLA not supported | non-MLA not supported",
+ * "<type>" for a value). A flag row is a yes/no capability of the
+ * descriptor, with a fixed reason. Its static answer is the descriptor's machine-independent
+ * statement (ATTN_FACT_REFINED: yes, narrowed on some machines by a hook);
+ * attn_backend_check_on is the answer on platform p, exactly as the selector
+ * gives it for the CLI's default config (head size 128, bf16, auto KV) with
+ * the row's inputs set: ATTN_FACT_YES or ATTN_FACT_NO. ATTN_FACT_NONE for a
+ * row that is no flag, a bad index or a bad descriptor. */
+typedef enum attn_fact {
+    ATTN_FACT_NONE = -1,
+    ATTN_FACT_NO = 0,
+    ATTN_FACT_YES = 1,
+    ATTN_FACT_REFINED = 2
+} attn_fact;
+ATTN_API int attn_backend_check_count(void);
+ATTN_API const char *attn_backend_check_key(int i);
+ATTN_API const char *attn_backend_check_asks(int i, int j);
+ATTN_API bool attn_backend_check_is_flag(int i);
+ATTN_API const char *attn_backend_check_reason(int i);
+ATTN_API attn_fact attn_backend_check_static(const attn_backend_desc *d, int i);
+ATTN_API attn_fact attn_backend_check_on(const attn_backend_desc *d, const attn_platform *p, int i);
 /* get_preferred_block_size(default) of reference §3. */
 ATTN_API int attn_backend_preferred_block_size(const attn_backend_desc *d, const attn_platform *p,
                                                int default_size);
 /* block_size 0 is vLLM's None (true); negative or above ATTN_MAX_BLOCK_SIZE: false. */
 ATTN_API bool attn_backend_supports_block_size(const attn_backend_desc *d, const attn_platform *p,
                                                int block_size);
+
+/* ---- platform rules a backend registers --------------------------------
+ * vLLM's platforms (CUDA, ROCm, XPU) and libattn's CPU platform select by
+ * their own rules. Every other platform kind (the OpenCL platform) selects
+ * by the rules registered for it: its priority list is the backends
+ * registered for its kind and the layer's kind (standard or MLA), lowest
+ * priority first, equal priorities in registration order; each is then
+ * resolved and validated like any candidate, and the selection fails with
+ * "No valid attention backend found for <kind> with <config>. Reasons:
+ * {...}" when none is valid (when none is registered, the reasons are empty
+ * and the message says so). A built-in backend module, a program, or a
+ * plugin (attn_plugin_api.register_platform_rule, from its init) registers
+ * after registering the backend's name; a rule of a plugin whose init fails
+ * is rolled back with its names. The struct follows the struct_size rule
+ * (attn/abi.h). */
+typedef struct attn_platform_rule {
+    uint32_t struct_size;    /* sizeof(attn_platform_rule): attn/abi.h */
+    attn_platform_kind kind; /* a kind without its own rules: ATTN_PLATFORM_OPENCL */
+    const char *backend;     /* a registered backend name (any case) */
+    int priority;            /* lower is tried first */
+    bool mla;                /* a candidate for MLA layers; else for standard layers */
+} attn_platform_rule;
+/* ATTN_INVALID_ARGUMENT for a kind with its own rules, ATTN_UNKNOWN_BACKEND
+ * for a name not registered, ATTN_ALREADY_EXISTS for a second rule of the
+ * same (kind, backend, mla); nothing changes on failure. */
+ATTN_API attn_status attn_register_platform_rule(const attn_platform_rule *rule);
+/* Whether kind selects by registered rules (false for CPU, CUDA, ROCm, XPU). */
+ATTN_API bool attn_platform_kind_uses_registered_rules(attn_platform_kind kind);
+/* The rules in effect, in registration order (i in [0, count)); the
+ * backend name in *out is the registry's (canonical, valid for the process). */
+ATTN_API int attn_platform_rule_count(void);
+ATTN_API attn_status attn_platform_rule_at(int i, attn_platform_rule *out);
 
 ATTN_EXTERN_C_END
 

@@ -14,7 +14,7 @@
  *   the detected machine, made once and never freed; a bad ATTN_PLATFORM
  *   makes every call fail with the same status and text.
  * - attn_platform_open: catalog name (case-insensitive), "local" (= detect),
- *   "opencl" (the first real OpenCL device), a bare spec, a path (ends in
+ *   "opencl" / "opencl:N" (real OpenCL device 0 / N), a bare spec, a path (ends in
  *   .json or is an existing file), and last a spec file name found in the
  *   data folder (data/machines/<spec>.json).
  * - Mutators validate everything first and change nothing on error.
@@ -211,6 +211,11 @@ bool attn__platform_mi300_class(const attn_platform *p)
 {
     return p && p->kind == ATTN_PLATFORM_ROCM &&
            (!strcmp(p->gfx_arch, ATTN__MI300_ARCH_A) || !strcmp(p->gfx_arch, ATTN__MI300_ARCH_B));
+}
+
+bool attn__rocm_aiter_found(const attn_platform *p)
+{
+    return attn__platform_mi300_class(p) && ((p->installed >> ATTN_COMPONENT_AITER) & 1u);
 }
 
 uint64_t attn_platform_memory_bytes(const attn_platform *p)
@@ -430,19 +435,26 @@ attn_status attn_platform_detect(attn_platform **out)
     return ATTN_OK;
 }
 
-attn_status attn__platform_open_opencl(attn_platform **out)
+attn_status attn__platform_open_opencl(int index, attn_platform **out)
 {
     const attn__opencl_probe *cl = attn__probe_opencl();
     if (!cl->present)
         return attn__fail(ATTN_PLATFORM_UNAVAILABLE, "no OpenCL device: %s", cl->reason);
-    const attn__opencl_device *d = &cl->devices[0];
+    if (index < 0 || index >= cl->device_count)
+        return attn__fail(ATTN_PLATFORM_UNAVAILABLE,
+                          "no OpenCL device %d: this machine has %d (opencl:0 to opencl:%d)", index,
+                          cl->device_count, cl->device_count - 1);
+    const attn__opencl_device *d = &cl->devices[index];
     attn_platform *p = attn__platform_alloc(ATTN_PLATFORM_OPENCL);
     if (!p) return attn__fail(ATTN_OUT_OF_MEMORY, "opening the OpenCL platform");
-    snprintf(p->name, sizeof p->name, "opencl");
+    if (index)
+        snprintf(p->name, sizeof p->name, "opencl:%d", index);
+    else
+        snprintf(p->name, sizeof p->name, "opencl");
     snprintf(p->device_name, sizeof p->device_name, "%s", d->name);
     snprintf(p->description, sizeof p->description,
-             "this machine's OpenCL device 0 (%.100s, %.100s)", cl->platforms[d->platform].name,
-             d->version);
+             "this machine's OpenCL device %d (%.100s, %.100s)", index,
+             cl->platforms[d->platform].name, d->version);
     p->memory_bytes = d->global_mem_bytes;
     p->device_count = cl->device_count;
     p->cpu = *attn_cpu_info_get();
@@ -466,7 +478,15 @@ attn_status attn_platform_open(const char *spec, attn_platform **out)
     attn_status st = attn__catalog_open(spec, out);
     if (st != ATTN_NOT_FOUND) return st;
     if (!strcasecmp(spec, "local")) return attn_platform_detect(out);
-    if (!strcasecmp(spec, "opencl")) return attn__platform_open_opencl(out);
+    if (!strcasecmp(spec, "opencl")) return attn__platform_open_opencl(0, out);
+    if (!strncasecmp(spec, "opencl:", 7)) {
+        char *end = NULL;
+        long idx = strtol(spec + 7, &end, 10);
+        if (end == spec + 7 || *end || idx < 0 || idx > 4095)
+            return attn__fail(ATTN_INVALID_ARGUMENT,
+                              "machine spec '%s': expected opencl:N, N the device index", spec);
+        return attn__platform_open_opencl((int)idx, out);
+    }
     st = attn__sim_open_bare(spec, out);
     if (st != ATTN_NOT_FOUND) return st;
     size_t n = strlen(spec);
@@ -489,7 +509,8 @@ attn_status attn_platform_open(const char *spec, attn_platform **out)
     }
     return attn__fail(ATTN_NOT_FOUND,
                       "unknown machine '%s': not a catalog name (%s), a bare spec (cuda:X.Y, "
-                      "rocm:gfxNNN, xpu, cpu, local, opencl) or a JSON machine spec file",
+                      "rocm:gfxNNN, xpu, cpu, local, opencl, opencl:N) or a JSON machine spec "
+                      "file",
                       spec, names);
 }
 

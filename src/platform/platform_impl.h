@@ -54,5 +54,8 @@ struct attn_platform {
 #define ATTN__MI300_CLASS_TEXT ATTN__MI300_ARCH_A "/" ATTN__MI300_ARCH_B
 /* A ROCm platform whose gfx arch is MI300 class (false for NULL). */
 bool attn__platform_mi300_class(const attn_platform *p);
+/* AITER counts as found on an MI300-class machine with the aiter component
+ * (read by the ROCm rules and the AITER descriptors). */
+bool attn__rocm_aiter_found(const attn_platform *p);
 
 #endif

@@ -58,7 +58,9 @@ uint32_t attn__catalog_cuda_installed(void);
  * ATTN_NOT_FOUND silently when spec is not of a bare form. */
 attn_status attn__sim_open_bare(const char *spec, attn_platform **out);
 attn_status attn__sim_open_file(const char *path, attn_platform **out);
-/* Real OpenCL device 0 as an OPENCL platform (platform.c). */
-attn_status attn__platform_open_opencl(attn_platform **out);
+/* Real OpenCL device `index` (0: the first) as an OPENCL platform
+ * (platform.c); ATTN_PLATFORM_UNAVAILABLE with the probe's reason when there
+ * is no such device. */
+attn_status attn__platform_open_opencl(int index, attn_platform **out);
 
 #endif

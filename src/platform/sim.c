@@ -6,7 +6,7 @@
  *   {
  *     "name":        string, optional (file name without .json, or "custom")
  *     "description": string, optional
- *     "platform":    "cuda" | "rocm" | "xpu" | "cpu", required
+ *     "platform":    "cuda" | "rocm" | "xpu" | "opencl" | "cpu", required
  *     "device_name": string, optional (generic name for the platform)
  *     "capability":  "9.0" (cuda, required) | "gfx942" (rocm, required);
  *                    absent or null for xpu and cpu
@@ -99,9 +99,10 @@ static attn_status attn__check_names(const attn__machine_spec *s, const char *or
         (st = attn__check_len(origin, "cpu.arch", s->cpu_arch, sizeof((attn_cpu_info *)0)->arch)))
         return st;
     if (s->kind != ATTN_PLATFORM_CPU && s->kind != ATTN_PLATFORM_CUDA &&
-        s->kind != ATTN_PLATFORM_ROCM && s->kind != ATTN_PLATFORM_XPU)
+        s->kind != ATTN_PLATFORM_ROCM && s->kind != ATTN_PLATFORM_XPU &&
+        s->kind != ATTN_PLATFORM_OPENCL)
         return ATTN__BAD(ATTN_INVALID_ARGUMENT, "platform",
-                         "'%s' cannot be simulated (expected cuda, rocm, xpu or cpu)",
+                         "'%s' cannot be simulated (expected cuda, rocm, xpu, opencl or cpu)",
                          attn_platform_kind_name(s->kind));
     return ATTN_OK;
 }
@@ -217,6 +218,8 @@ static void attn__fill_gpu(attn_platform *p, const attn__machine_spec *s)
                  p->cc_minor);
     else if (s->kind == ATTN_PLATFORM_ROCM)
         snprintf(p->device_name, sizeof p->device_name, "AMD GPU (%s)", p->gfx_arch);
+    else if (s->kind == ATTN_PLATFORM_OPENCL)
+        snprintf(p->device_name, sizeof p->device_name, "OpenCL device");
     else
         snprintf(p->device_name, sizeof p->device_name, "Intel XPU");
 }
@@ -437,7 +440,7 @@ static attn_status attn__sim_from_tree(const attn__json *root, const char *origi
         return st;
     if (!platform)
         return ATTN__BAD(ATTN_PARSE_ERROR, "platform",
-                         "required (\"cuda\", \"rocm\", \"xpu\" or \"cpu\")");
+                         "required (\"cuda\", \"rocm\", \"xpu\", \"opencl\" or \"cpu\")");
     if (!strcasecmp(platform, "cuda"))
         s.kind = ATTN_PLATFORM_CUDA;
     else if (!strcasecmp(platform, "rocm"))
@@ -446,9 +449,11 @@ static attn_status attn__sim_from_tree(const attn__json *root, const char *origi
         s.kind = ATTN_PLATFORM_XPU;
     else if (!strcasecmp(platform, "cpu"))
         s.kind = ATTN_PLATFORM_CPU;
+    else if (!strcasecmp(platform, "opencl"))
+        s.kind = ATTN_PLATFORM_OPENCL;
     else
         return ATTN__BAD(ATTN_INVALID_ARGUMENT, "platform",
-                         "'%s' is not one of cuda, rocm, xpu, cpu", platform);
+                         "'%s' is not one of cuda, rocm, xpu, opencl, cpu", platform);
 
     const attn__json *mem = attn__json_get(root, "memory_gib");
     if (mem) {

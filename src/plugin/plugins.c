@@ -163,6 +163,12 @@ static attn_status api_register_backend_object(const char *name, const attn_back
     return api_register(name, true, NULL, b);
 }
 
+static attn_status api_register_platform_rule(const attn_platform_rule *rule)
+{
+    if (g_current < 0) return api_not_in_init();
+    return attn_register_platform_rule(rule);
+}
+
 static void api_log(int level, const char *msg)
 {
     if (level < ATTN_LOG_ERROR) level = ATTN_LOG_ERROR;
@@ -286,6 +292,7 @@ static void run_init(int idx, void *h, attn_plugin_init_fn init)
         .backend_resolve = attn_backend_resolve,
         .last_error = attn_last_error,
         .fail = api_fail,
+        .register_platform_rule = api_register_platform_rule,
     };
     /* The registry as it was before init: restored wholesale if init fails,
      * so names it added disappear and overrides it replaced come back. */

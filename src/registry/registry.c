@@ -116,6 +116,11 @@ static void attn__reg_bump(void)
     atomic_fetch_add_explicit(&attn__reg_gen, 1, memory_order_release);
 }
 
+void attn__registry_changed(void)
+{
+    attn__reg_bump();
+}
+
 uint64_t attn__registry_generation(void)
 {
     return atomic_load_explicit(&attn__reg_gen, memory_order_acquire);
@@ -190,9 +195,14 @@ const char *attn_registry_valid_names(void)
     attn__sb sb;
     attn__sb_init(&sb);
     pthread_rwlock_rdlock(&attn__reg_lock);
+    /* vLLM's text: its enum's members in order, then names registered at
+     * run time (its register() appends members); libattn's own are not in it. */
+    bool first = true;
     for (int i = 0; i < attn__reg_n; i++) {
-        if (i) attn__sb_puts(&sb, ", ");
-        attn__sb_puts(&sb, attn__reg_tab[i]->name);
+        const attn__catalog_entry *cat = attn__reg_tab[i]->cat;
+        if (cat && cat->libattn_only) continue;
+        attn__sb_printf(&sb, "%s%s", first ? "" : ", ", attn__reg_tab[i]->name);
+        first = false;
     }
     pthread_rwlock_unlock(&attn__reg_lock);
     const char *text = sb.oom || !sb.data ? NULL : attn__intern(sb.data);
@@ -201,6 +211,12 @@ const char *attn_registry_valid_names(void)
     atomic_store_explicit(&cached, text, memory_order_release);
     atomic_store_explicit(&cached_gen, gen, memory_order_release);
     return text;
+}
+
+bool attn__registry_auto_alias(const char *stable)
+{
+    const attn__catalog_entry *c = attn__catalog_find(stable);
+    return c && c->auto_alias;
 }
 
 attn_status attn__registry_unknown(const char *name)
@@ -412,6 +428,7 @@ typedef struct attn__saved {
 
 struct attn__registry_snapshot {
     int n;
+    int rules; /* platform rules registered at the snapshot */
     attn__saved saved[];
 };
 
@@ -423,6 +440,7 @@ attn__registry_snapshot *attn__registry_snapshot_take(void)
     attn__registry_snapshot *s = malloc(sizeof *s + sizeof(attn__saved) * (size_t)n);
     if (s) {
         s->n = n;
+        s->rules = attn_platform_rule_count();
         attn__saved *saved = s->saved;
         for (int i = 0; i < n; i++) {
             saved[i].e = attn__reg_tab[i];
@@ -459,6 +477,7 @@ void attn__registry_snapshot_restore(attn__registry_snapshot *s)
     attn__reg_n = s->n;
     attn__reg_bump();
     pthread_rwlock_unlock(&attn__reg_lock);
+    attn__rules_truncate(s->rules);
     free(s);
 }
 

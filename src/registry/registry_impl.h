@@ -23,16 +23,32 @@ bool attn__registry_canon(const char *name, char *buf, size_t size);
 /* Stable pointer to the registered name equal to canon, or NULL. */
 const char *attn__registry_lookup(const char *canon);
 
+/* A name vLLM's AttentionConfig turns into automatic selection (CUTLASS_MSA,
+ * TRITON_MSA). */
+bool attn__registry_auto_alias(const char *stable);
+
 /* "Unknown attention backend: 'NAME'. Valid options are: ..." */
 attn_status attn__registry_unknown(const char *name);
 
 /* Rollback for the plugin loader: take a snapshot before a plugin's init
  * and restore it when the init fails (names the plugin added disappear,
- * overrides it replaced come back). restore and free both consume it. */
+ * overrides it replaced come back, platform rules it registered go).
+ * restore and free both consume it. */
 typedef struct attn__registry_snapshot attn__registry_snapshot;
 attn__registry_snapshot *attn__registry_snapshot_take(void);
 void attn__registry_snapshot_restore(attn__registry_snapshot *s);
 void attn__registry_snapshot_free(attn__registry_snapshot *s);
+
+/* Bumps the generation (a change the selection cache must see). */
+void attn__registry_changed(void);
+
+/* ---- platform rules (rules.c) ----------------------------------------------- */
+
+/* The registered priority list of kind for standard or MLA layers: writes
+ * up to max stable names (names may be NULL), returns how many there are. */
+int attn__rules_list(attn_platform_kind kind, bool mla, const char **names, int max);
+/* Drops the rules registered after the first n (the plugin rollback). */
+void attn__rules_truncate(int n);
 
 /* ---- loader (loader.c) ---------------------------------------------------- */
 

@@ -23,15 +23,26 @@ static void attn__cand_reason(void *user, const char *text)
         k->c->reasons[k->c->num_reasons++] = attn__sel_strdup(k->s, text);
 }
 
-/* vLLM's text for a failed backend import on a simulated machine: the
- * first missing Python package as ModuleNotFoundError prints it. */
-static const char *attn__sel_import_reason(attn_selection *s, const attn_backend *b,
-                                           const char *name)
+/* The descriptor a name's code would bring: the resolved object's, else
+ * the catalog's own (what the failed import would have loaded). */
+static const attn_backend_desc *attn__sel_desc_of(const attn_backend *b, const char *name)
 {
-    (void)b;
+    if (b && b->desc) return b->desc;
     const attn__catalog_entry *e = attn__catalog_find(name);
-    const attn_backend *desc_b = e && e->builtin ? e->builtin() : NULL;
-    uint32_t need = desc_b && desc_b->desc ? desc_b->desc->import_requires : 0;
+    const attn_backend *cat = e && e->builtin ? e->builtin() : NULL;
+    return cat ? cat->desc : NULL;
+}
+
+/* vLLM's text for a failed backend import: the module vLLM names but does
+ * not ship, else on a simulated machine the first missing Python package,
+ * as ModuleNotFoundError prints them. */
+static const char *attn__sel_import_reason(attn_selection *s, const char *name,
+                                           const attn_backend_desc *d)
+{
+    const attn__catalog_entry *e = attn__catalog_find(name);
+    if (e && e->absent_module)
+        return attn__sel_printf(s, "ModuleNotFoundError: No module named '%s'", e->absent_module);
+    uint32_t need = d ? d->import_requires : 0;
     uint32_t missing = s->platform ? need & ~s->platform->installed : 0;
     for (int k = 0; k < ATTN_COMPONENT_COUNT; k++)
         if ((missing >> k) & 1u)
@@ -40,34 +51,22 @@ static const char *attn__sel_import_reason(attn_selection *s, const attn_backend
     return attn__sel_printf(s, "ImportError: %s", attn_last_error());
 }
 
-/* In vLLM 0.32.0 these backends' modules import vllm.vllm_flash_attn on
- * CUDA, which fails when neither the FA2 nor the FA3 extension is there. */
-static const char *const attn__fa_importers[] = {
-    "FLASH_ATTN",
-    "FLASH_ATTN_DIFFKV",
-    "FLASH_ATTN_MLA",
-    "FLASH_ATTN_MLA_SPARSE",
-    "FLASHMLA_SPARSE",
-    "FLASHINFER_MLA_SPARSE",
-    "FLASHINFER_MLA_SPARSE_SM90",
-    "FLASHINFER_MLA_SPARSE_SM120",
-    "FLEX_ATTENTION",
-    "TRITON_FLASH_ATTN",
-    "TURBOQUANT",
-};
 static const char attn__fa_import_error[] =
     "ImportError: vllm.vllm_flash_attn requires the CUDA flash attention extensions "
     "(_vllm_fa2_C or _vllm_fa3_C). On ROCm, use upstream flash_attn.";
 
-static bool attn__sel_needs_fa(const attn_selection *s, const char *name)
+/* A module that imports vllm.vllm_flash_attn (the descriptor says how)
+ * fails on a simulated CUDA machine with neither the FA2 nor the FA3
+ * extension, and, when it imports it unguarded, on every other simulated
+ * platform (only CUDA builds ship the package). */
+static bool attn__sel_needs_fa(const attn_selection *s, const attn_backend_desc *d)
 {
     const attn_platform *p = s->platform;
-    if (!p || !p->simulated || p->kind != ATTN_PLATFORM_CUDA) return false;
+    attn_fa_import how = d ? attn__desc_imports_fa(d) : ATTN_FA_IMPORT_NONE;
+    if (!p || !p->simulated || how == ATTN_FA_IMPORT_NONE) return false;
+    if (p->kind != ATTN_PLATFORM_CUDA) return how == ATTN_FA_IMPORT_ALWAYS;
     uint32_t fa = (1u << ATTN_COMPONENT_FA2) | (1u << ATTN_COMPONENT_FA3);
-    if (p->installed & fa) return false;
-    for (size_t i = 0; i < sizeof attn__fa_importers / sizeof attn__fa_importers[0]; i++)
-        if (!strcmp(attn__fa_importers[i], name)) return true;
-    return false;
+    return !(p->installed & fa);
 }
 
 attn_status attn__sel_consider_ex(attn_selection *s, const char *name, int priority, bool validate,
@@ -89,14 +88,21 @@ attn_status attn__sel_consider_ex(attn_selection *s, const char *name, int prior
     c->priority = priority;
     if (index) *index = i;
     attn__cand_sink sink = {s, c};
-    if (attn__sel_needs_fa(s, stable)) {
+    const attn_backend_desc *d = attn__sel_desc_of(st == ATTN_OK ? b : NULL, stable);
+    if (attn__sel_needs_fa(s, d)) {
         /* The FlashAttention helpers are imported before anything else. */
-        c->detail = attn__sel_printf(s,
-                                     "%s imports the FlashAttention helpers; machine %s has "
-                                     "neither fa2 nor fa3 installed",
-                                     stable, s->platform->name);
-        c->reasons[c->num_reasons++] = attn__fa_import_error;
-        c->import_failed = true;
+        bool cuda = s->platform->kind == ATTN_PLATFORM_CUDA;
+        c->detail = attn__sel_printf(s, "%s imports the FlashAttention helpers; machine %s %s",
+                                     stable, s->platform->name,
+                                     cuda ? "has neither fa2 nor fa3 installed"
+                                          : "has no vllm.vllm_flash_attn (CUDA builds only)");
+        /* ROCm's selector records a bare "ImportError". */
+        bool rocm = s->platform->kind == ATTN_PLATFORM_ROCM;
+        c->reasons[c->num_reasons++] =
+            cuda   ? attn__fa_import_error
+            : rocm ? "ImportError"
+                   : "ModuleNotFoundError: No module named 'vllm.vllm_flash_attn'";
+        c->import_failed = !rocm;
         return ATTN_OK;
     }
     if (st != ATTN_OK) {
@@ -108,7 +114,7 @@ attn_status attn__sel_consider_ex(attn_selection *s, const char *name, int prior
         /* ROCm's selector records a bare "ImportError" reason, the others
          * the exception's text. */
         bool rocm = s->platform && s->platform->kind == ATTN_PLATFORM_ROCM;
-        c->reasons[c->num_reasons++] = rocm ? "ImportError" : attn__sel_import_reason(s, b, stable);
+        c->reasons[c->num_reasons++] = rocm ? "ImportError" : attn__sel_import_reason(s, stable, d);
         c->import_failed = !rocm;
         return ATTN_OK;
     }

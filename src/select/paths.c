@@ -118,7 +118,6 @@ static int attn__cmp_str(const void *a, const void *b)
 static void attn__put_kv_hint(attn__sb *sb, const attn_selection *s)
 {
     uint64_t mask = 0;
-    bool ultra = false;
     for (int i = 0; i < s->num_candidates; i++) {
         const attn__candidate *c = &s->candidates[i];
         bool kv_reason = false;
@@ -126,18 +125,14 @@ static void attn__put_kv_hint(attn__sb *sb, const attn_selection *s)
             kv_reason = kv_reason || strstr(c->reasons[j], "kv_cache_dtype") != NULL;
         if (!kv_reason || !c->backend || !c->backend->desc) continue;
         const attn_backend_desc *d = c->backend->desc;
-        if (!strcmp(c->name, "ULTRAQUANT"))
-            ultra = true;
-        else
-            mask |= d->kv_dtypes ? d->kv_dtypes
-                                 : ATTN_KV_BIT(ATTN_KV_AUTO) | ATTN_KV_BIT(ATTN_KV_FLOAT16) |
-                                       ATTN_KV_BIT(ATTN_KV_BFLOAT16);
+        mask |= d->kv_dtypes ? d->kv_dtypes
+                             : ATTN_KV_BIT(ATTN_KV_AUTO) | ATTN_KV_BIT(ATTN_KV_FLOAT16) |
+                                   ATTN_KV_BIT(ATTN_KV_BFLOAT16);
     }
-    const char *names[ATTN_KV_COUNT + 1];
+    const char *names[ATTN_KV_COUNT];
     int n = 0;
     for (int k = 0; k < ATTN_KV_COUNT; k++)
-        if ((mask >> k) & 1u) names[n++] = attn_kv_dtype_name((attn_kv_dtype)k);
-    if (ultra) names[n++] = "ultraquant_4bit";
+        if ((mask >> k) & 1ull) names[n++] = attn_kv_dtype_name((attn_kv_dtype)k);
     if (!n) return;
     qsort(names, (size_t)n, sizeof names[0], attn__cmp_str);
     attn__sb_puts(sb, " Supported kv_cache_dtype values: ");

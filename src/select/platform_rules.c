@@ -1,8 +1,10 @@
 /* Which selection rules a platform family uses. Each family answers the
  * selection question with its own rules file (rules_<family>.c); there is
- * no single function that branches on the platform inside. OpenCL devices
- * and unspecified platforms have no rules: selecting on them fails with
- * vLLM's "Invalid attention backend for <device>". */
+ * no single function that branches on the platform inside. A kind without
+ * rules of its own (OpenCL) selects by the rules backends registered for it
+ * (rules_registered.c); an unspecified platform has none: selecting on it
+ * fails with vLLM's "Invalid attention backend for <device>". */
+#include "attn/registry.h"
 #include "select/selection.h"
 
 const attn__platform_ops *attn__platform_ops_for(attn_platform_kind kind)
@@ -12,6 +14,6 @@ const attn__platform_ops *attn__platform_ops_for(attn_platform_kind kind)
     case ATTN_PLATFORM_ROCM: return &attn__rules_rocm;
     case ATTN_PLATFORM_CPU: return &attn__rules_cpu;
     case ATTN_PLATFORM_XPU: return &attn__rules_xpu;
-    default: return NULL;
+    default: return attn_platform_kind_uses_registered_rules(kind) ? &attn__rules_registered : NULL;
     }
 }

@@ -1,16 +1,11 @@
 /* ROCm's selection rules (reference §6b). The capability comes from the gfx
  * arch (the platform layer parses it). AITER counts as found only when the
  * machine has the aiter component and is MI300 class (the platform layer's
- * attn__platform_mi300_class). The priority list is not cached per capability like
+ * attn__rocm_aiter_found). The priority list is not cached per capability like
  * CUDA's, and ROCm has no --block-size precluded warning. */
 #include <string.h>
 
 #include "select/selection.h"
-
-bool attn__rocm_aiter_found(const attn_platform *p)
-{
-    return attn__platform_mi300_class(p) && ((p->installed >> ATTN_COMPONENT_AITER) & 1u);
-}
 
 bool attn__rocm_mla_enabled(const attn_platform *p)
 {

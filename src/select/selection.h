@@ -145,9 +145,11 @@ extern const attn__platform_ops attn__rules_cuda;
 extern const attn__platform_ops attn__rules_rocm;
 extern const attn__platform_ops attn__rules_cpu;
 extern const attn__platform_ops attn__rules_xpu;
+/* Platforms without rules of their own: the rules registered for their kind. */
+extern const attn__platform_ops attn__rules_registered;
 
-/* ROCm's AITER switches (reference §6b), exposed for tests and --explain. */
-bool attn__rocm_aiter_found(const attn_platform *p);
+/* ROCm's AITER switches (reference §6b), exposed for tests and --explain
+ * (attn__rocm_aiter_found: platform/platform_impl.h). */
 bool attn__rocm_mha_enabled(const attn_platform *p);
 bool attn__rocm_mla_enabled(const attn_platform *p);
 

@@ -118,7 +118,8 @@ static void attn__sel_run(attn_selection *s, const char *requested)
                            up ? up : requested, attn_registry_valid_names());
             return;
         }
-        s->requested = stable;
+        /* AttentionConfig turns the MSA aliases into automatic selection. */
+        s->requested = attn__registry_auto_alias(stable) ? NULL : stable;
     }
     if (attn__sel_check_config(s) != ATTN_OK) return;
     if (!ops || !ops->select) {

@@ -1,15 +1,20 @@
 /* Generic validation of a backend descriptor (reference §3).
  *
- * Contract. One walk over the descriptor yields every failed check as a
- * reason, in vLLM's order and wording:
- *   head size, dtype, kv-cache dtype, block size, multimodal prefix, MLA,
- *   sinks, sparse, per-head quant scales, compute capability, attention
- *   type, non-causal, batch invariance, then the backend's own combination
- *   check. A backend never words the standard reasons itself; it only
- *   supplies data (and optional dynamic predicates that replace a static
- *   field). Zero-valued fields mean vLLM's base-class defaults: dtypes
- *   {fp16, bf16}, kv dtypes {auto, float16, bfloat16}, any block size, any
- *   head size, any capability, decoder only. */
+ * Contract. One table of uniform checks (as PyTorch's sdp_utils), each a
+ * predicate over the descriptor and the config with vLLM's reason text,
+ * walked in vLLM's order (validate_configuration): head size, dtype,
+ * kv-cache dtype, block size, multimodal prefix, MLA, sinks, sparse,
+ * per-head quant scales, compute capability, attention type, sliding
+ * window, R-SWA, non-causal, non-causal MLA with DCP, batch invariance, KV
+ * connector, PCP, DCP, adaptive verification, then the backend's own
+ * combination check. Every failed check is a reason. A backend never words
+ * the standard reasons itself and no check knows a backend by name: every
+ * fact is a descriptor field (or its optional hook that refines the field on
+ * a machine). Zero-valued fields mean vLLM's base-class defaults: dtypes
+ * {fp16, bf16}, kv dtypes {auto, float16, bfloat16}, any block size, any
+ * head size, any capability, decoder only. The same table answers `attn
+ * backends` (attn_backend_check_*), so what it prints is what is checked. */
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -33,135 +38,239 @@ void attn__check_ctx_init(attn_check_ctx *c, const attn_platform *p,
     }
 }
 
-/* vLLM 0.32.0 class facts the descriptor has no field for (base-class
- * defaults: no sliding window, no R-SWA, KV connectors fine, device/CPU
- * query-length mismatch fine, no non-causal multi-token DCP). A plugin's
- * backend gets the defaults. */
-typedef struct attn__v032_flags {
-    const char *name;
-    bool sliding_window, rswa, no_kv_connector, no_query_lens_mismatch, query_lens_mismatch_on_10x,
-        non_causal_dcp;
-    /* Replace the descriptor's supports_non_causal / supports_mm_prefix
-     * when set. */
-    bool (*non_causal)(const attn_check_ctx *c);
-    bool (*mm_prefix)(const attn_check_ctx *c);
-} attn__v032_flags;
+/* ---- the checks: one row each, in vLLM's order --------------------------- */
 
-/* FlashAttention's multimodal prefix is an FA4 feature. */
-static bool attn__fa_mm_prefix(const attn_check_ctx *c)
+typedef const char *(*attn__check_fn)(const attn_backend_desc *d, const attn_check_ctx *c,
+                                      char *buf, size_t size);
+
+/* A row runs when every selector-config bool it asks is set (none: every
+ * config). A flag row answers from the descriptor's yes/no capability and
+ * gives vLLM's fixed reason; the other rows word their own. */
+typedef struct attn__check_row {
+    const char *key;  /* JSON key and docs column */
+    size_t asks[3];   /* offsetof(attn_selector_config, bool) + 1 each; 0 ends */
+    attn__flag flag;  /* ATTN__FLAG_COUNT: not a flag */
+    const char *text; /* a flag row's reason; the others' forms, for the docs */
+    attn__check_fn check;
+} attn__check_row;
+
+static const char *chk_head(const attn_backend_desc *d, const attn_check_ctx *c, char *b, size_t n)
 {
-    return attn__fa4_supported(c->platform);
+    (void)b, (void)n;
+    return attn__desc_head_ok(d, c, c->cfg->head_size) ? NULL : "head_size not supported";
 }
 
-/* AITER MLA's non-causal decode: aiter.mla.mla_decode_fwd(causal=) and the
- * ASM kernels, which only gfx950 ships. */
-static bool attn__aiter_mla_non_causal(const attn_check_ctx *c)
+static const char *chk_dtype(const attn_backend_desc *d, const attn_check_ctx *c, char *b, size_t n)
 {
-    return attn__rocm_aiter_found(c->platform) &&
-           !strcmp(c->platform->gfx_arch, ATTN__MI300_ARCH_B);
+    (void)b, (void)n;
+    return attn__desc_dtype_ok(d, c, c->cfg->dtype) ? NULL : "dtype not supported";
 }
 
-static const attn__v032_flags attn__v032_table[] = {
-    {"FLASH_ATTN", true, true, false, false, false, false, NULL, attn__fa_mm_prefix},
-    {"FLASH_ATTN_DIFFKV", true, true, false, false, false, false, NULL, attn__fa_mm_prefix},
-    {"TRITON_ATTN", true, true, false, false, false, false, NULL, NULL},
-    {"FLEX_ATTENTION", true, true, false, false, false, false, NULL, NULL},
-    {"CPU_ATTN", true, false, false, false, false, false, NULL, NULL},
-    {"ROCM_ATTN", true, false, true, false, false, false, NULL, NULL},
-    {"ROCM_AITER_UNIFIED_ATTN", true, false, false, false, false, false, NULL, NULL},
-    {"ROCM_AITER_FA", true, false, false, false, false, false, NULL, NULL},
-    {"FLASHINFER", true, false, false, true, true, false, NULL, NULL},
-    /* Composites: both halves must agree; no query-length mismatch. */
-    {"TRITON_FLASH_ATTN", true, true, false, true, false, false, NULL, NULL},
-    {"TRITON_FLASHINFER", true, false, false, true, false, false, NULL, NULL},
-    {"FLASHINFER_MLA", false, false, false, false, false, true, NULL, NULL},
-    {"ROCM_AITER_MLA", false, false, false, false, false, true, attn__aiter_mla_non_causal, NULL},
-    {"ROCM_AITER_TRITON_MLA", false, false, false, false, false, true, attn__aiter_mla_non_causal,
-     NULL},
-    {"TOKENSPEED_MLA", false, false, false, false, false, true, NULL, NULL},
-};
-
-/* A descriptor that is not one of the catalog's own (a plugin's, or a
- * registration under a catalog name) has no field to declare these, so it is
- * not rejected for them: libattn's descriptor ABI predates them. */
-static const attn__v032_flags *attn__v032_flags_of(const attn_backend_desc *d)
+static const char *chk_kv(const attn_backend_desc *d, const attn_check_ctx *c, char *b, size_t n)
 {
-    static const attn__v032_flags none = {NULL,  false, false, false, false,
-                                          false, false, NULL,  NULL};
-    static const attn__v032_flags plugin = {NULL,  true, true, false, false,
-                                            false, true, NULL, NULL};
-    const attn__catalog_entry *e = attn__catalog_find(d->name);
-    const attn_backend *b = e && e->builtin ? e->builtin() : NULL;
-    if (!b || b->desc != d) return &plugin;
-    for (size_t i = 0; i < sizeof attn__v032_table / sizeof attn__v032_table[0]; i++)
-        if (!strcmp(attn__v032_table[i].name, d->name)) return &attn__v032_table[i];
-    return &none;
+    (void)b, (void)n;
+    return attn__desc_kv_ok(d, c, c->cfg->kv_cache_dtype) ? NULL : "kv_cache_dtype not supported";
 }
 
-static bool attn__type_ok(const attn_backend_desc *d, attn_attn_type t)
+static const char *chk_block(const attn_backend_desc *d, const attn_check_ctx *c, char *b, size_t n)
 {
-    if ((unsigned)t >= ATTN_TYPE_COUNT) return false;
+    (void)b, (void)n;
+    return attn__desc_block_ok(d, c, c->cfg->block_size) ? NULL : "block_size not supported";
+}
+
+static const char *chk_mla(const attn_backend_desc *d, const attn_check_ctx *c, char *b, size_t n)
+{
+    (void)b, (void)n;
+    if (c->cfg->use_mla == d->is_mla) return NULL;
+    return c->cfg->use_mla ? "MLA not supported" : "non-MLA not supported";
+}
+
+static const char *chk_sparse(const attn_backend_desc *d, const attn_check_ctx *c, char *b,
+                              size_t n)
+{
+    (void)b, (void)n;
+    if (c->cfg->use_sparse == d->is_sparse) return NULL;
+    return c->cfg->use_sparse ? "sparse not supported" : "non-sparse not supported";
+}
+
+static const char *chk_cc(const attn_backend_desc *d, const attn_check_ctx *c, char *b, size_t n)
+{
+    (void)b, (void)n;
+    return attn__desc_cc_ok(d, c) ? NULL : "compute capability not supported";
+}
+
+static const char *chk_type(const attn_backend_desc *d, const attn_check_ctx *c, char *b, size_t n)
+{
+    attn_attn_type t = c->cfg->attn_type;
     uint32_t mask = d->attn_types ? d->attn_types : ATTN_TYPE_BIT(ATTN_TYPE_DECODER);
-    return (mask >> t) & 1u;
+    if ((unsigned)t < ATTN_TYPE_COUNT && ((mask >> t) & 1u)) return NULL;
+    snprintf(b, n, "attention type %s not supported", attn_attn_type_enum_name(t));
+    return b;
+}
+
+static const char *chk_combination(const attn_backend_desc *d, const attn_check_ctx *c, char *b,
+                                   size_t n)
+{
+    if (!d->supports_combination) return NULL;
+    b[0] = '\0';
+    return d->supports_combination(c, b, n);
+}
+
+#define ASK(f) ((offsetof(attn_selector_config, f)) + 1)
+#define ROW(key, text, fn)                                                                         \
+    {                                                                                              \
+        key, {0}, ATTN__FLAG_COUNT, text, fn                                                       \
+    }
+#define FLAG(key, f, text, ...)                                                                    \
+    {                                                                                              \
+        key, {__VA_ARGS__}, ATTN__FLAG_##f, text, NULL                                             \
+    }
+
+static const attn__check_row attn__checks[] = {
+    ROW("head_size", "head_size not supported", chk_head),
+    ROW("dtype", "dtype not supported", chk_dtype),
+    ROW("kv_cache_dtype", "kv_cache_dtype not supported", chk_kv),
+    ROW("block_size", "block_size not supported", chk_block),
+    FLAG("mm_prefix", MM_PREFIX, "partial multimodal token full attention not supported",
+         ASK(use_mm_prefix)),
+    ROW("mla", "MLA not supported | non-MLA not supported", chk_mla),
+    FLAG("sink", SINK, "attention sinks not supported", ASK(has_sink)),
+    ROW("sparse", "sparse not supported | non-sparse not supported", chk_sparse),
+    FLAG("per_head_quant_scales", PER_HEAD_QUANT_SCALES, "per-head quant scales not supported",
+         ASK(use_per_head_quant_scales)),
+    ROW("compute_capability", "compute capability not supported", chk_cc),
+    ROW("attn_type", "attention type <type> not supported", chk_type),
+    FLAG("sliding_window", SLIDING_WINDOW, "sliding window not supported", ASK(has_sliding_window)),
+    FLAG("rswa", RSWA, "R-SWA not supported", ASK(use_rswa)),
+    FLAG("non_causal", NON_CAUSAL, "non-causal attention not supported", ASK(use_non_causal)),
+    FLAG("non_causal_dcp", NON_CAUSAL_DCP, "non-causal MLA attention with DCP not supported",
+         ASK(use_mla), ASK(use_non_causal), ASK(use_dcp)),
+    FLAG("batch_invariance", BATCH_INVARIANCE, "batch invariance not supported",
+         ASK(use_batch_invariant)),
+    FLAG("kv_connector", KV_CONNECTOR, "KV connector not supported", ASK(use_kv_connector)),
+    FLAG("pcp", PCP, "PCP not supported", ASK(use_pcp)),
+    FLAG("dcp", DCP, "DCP not supported", ASK(use_dcp)),
+    FLAG("adaptive_verification", QUERY_LENS_MISMATCH,
+         "device-cpu query lens mismatch not supported, this is needed for adaptive "
+         "verification",
+         ASK(use_adaptive_verification)),
+    ROW("combination", "<the backend's own reason>", chk_combination),
+};
+#undef ASK
+#undef ROW
+#undef FLAG
+
+#define ATTN__NUM_CHECKS ((int)(sizeof attn__checks / sizeof attn__checks[0]))
+
+static bool attn__row_asked(const attn__check_row *r, const attn_selector_config *cfg)
+{
+    for (int k = 0; k < 3 && r->asks[k]; k++) {
+        bool v;
+        memcpy(&v, (const char *)cfg + r->asks[k] - 1, sizeof v);
+        if (!v) return false;
+    }
+    return true;
+}
+
+/* The row's reason on c, or NULL (asked and accepted, or not asked). */
+static const char *attn__row_reason(const attn__check_row *r, const attn_backend_desc *d,
+                                    const attn_check_ctx *c, char *buf, size_t size)
+{
+    if (!attn__row_asked(r, c->cfg)) return NULL;
+    if (r->flag != ATTN__FLAG_COUNT) return attn__desc_flag_ok(d, c, r->flag) ? NULL : r->text;
+    return r->check(d, c, buf, size);
 }
 
 int attn__validate(const attn_backend_desc *d, const attn_check_ctx *c, attn__reason_fn emit,
                    void *user)
 {
-    const attn_selector_config *cfg = c->cfg;
     int n = 0;
-#define ATTN__REASON(text)                                                                         \
-    do {                                                                                           \
-        emit(user, (text));                                                                        \
-        n++;                                                                                       \
-    } while (0)
-    if (!attn__desc_head_ok(d, c, cfg->head_size)) ATTN__REASON("head_size not supported");
-    if (!attn__desc_dtype_ok(d, c, cfg->dtype)) ATTN__REASON("dtype not supported");
-    if (!attn__desc_kv_ok(d, c, cfg->kv_cache_dtype)) ATTN__REASON("kv_cache_dtype not supported");
-    if (!attn__desc_block_ok(d, c, cfg->block_size)) ATTN__REASON("block_size not supported");
-    const attn__v032_flags *x = attn__v032_flags_of(d);
-    if (cfg->use_mm_prefix && !(x->mm_prefix ? x->mm_prefix(c) : d->supports_mm_prefix))
-        ATTN__REASON("partial multimodal token full attention not supported");
-    if (cfg->use_mla != d->is_mla)
-        ATTN__REASON(cfg->use_mla ? "MLA not supported" : "non-MLA not supported");
-    if (cfg->has_sink && !(d->supports_sink_fn ? d->supports_sink_fn(c) : d->supports_sink))
-        ATTN__REASON("attention sinks not supported");
-    if (cfg->use_sparse != d->is_sparse)
-        ATTN__REASON(cfg->use_sparse ? "sparse not supported" : "non-sparse not supported");
-    if (cfg->use_per_head_quant_scales &&
-        !(d->supports_per_head_quant_scales_fn ? d->supports_per_head_quant_scales_fn(c)
-                                               : d->supports_per_head_quant_scales))
-        ATTN__REASON("per-head quant scales not supported");
-    if (!attn__desc_cc_ok(d, c)) ATTN__REASON("compute capability not supported");
-    if (!attn__type_ok(d, cfg->attn_type)) {
-        char buf[96];
-        snprintf(buf, sizeof buf, "attention type %s not supported",
-                 attn_attn_type_enum_name(cfg->attn_type));
-        ATTN__REASON(buf);
-    }
-    if (cfg->has_sliding_window && !x->sliding_window) ATTN__REASON("sliding window not supported");
-    if (cfg->use_rswa && !x->rswa) ATTN__REASON("R-SWA not supported");
-    if (cfg->use_non_causal && !(x->non_causal ? x->non_causal(c) : d->supports_non_causal))
-        ATTN__REASON("non-causal attention not supported");
-    if (cfg->use_mla && cfg->use_non_causal && cfg->use_dcp && !x->non_causal_dcp)
-        ATTN__REASON("non-causal MLA attention with DCP not supported");
-    if (cfg->use_batch_invariant && !d->supports_batch_invariance)
-        ATTN__REASON("batch invariance not supported");
-    if (cfg->use_kv_connector && x->no_kv_connector) ATTN__REASON("KV connector not supported");
-    if (cfg->use_pcp && !d->supports_pcp) ATTN__REASON("PCP not supported");
-    if (cfg->use_dcp && !d->supports_dcp) ATTN__REASON("DCP not supported");
-    if (cfg->use_adaptive_verification && x->no_query_lens_mismatch &&
-        !(x->query_lens_mismatch_on_10x && c->has_cc && c->cc_major == 10))
-        ATTN__REASON("device-cpu query lens mismatch not supported, this is needed for adaptive "
-                     "verification");
-    if (d->supports_combination) {
+    for (int i = 0; i < ATTN__NUM_CHECKS; i++) {
         char buf[ATTN_REASON_MAX * 2];
-        buf[0] = '\0';
-        const char *r = d->supports_combination(c, buf, sizeof buf);
-        if (r) ATTN__REASON(r);
+        const char *r = attn__row_reason(&attn__checks[i], d, c, buf, sizeof buf);
+        if (r) {
+            emit(user, r);
+            n++;
+        }
     }
-#undef ATTN__REASON
     return n;
+}
+
+/* ---- the table, public ------------------------------------------------------ */
+
+static const attn__check_row *attn__check_at(int i)
+{
+    return i >= 0 && i < ATTN__NUM_CHECKS ? &attn__checks[i] : NULL;
+}
+
+int attn_backend_check_count(void)
+{
+    return ATTN__NUM_CHECKS;
+}
+
+const char *attn_backend_check_key(int i)
+{
+    const attn__check_row *r = attn__check_at(i);
+    return r ? r->key : NULL;
+}
+
+const char *attn_backend_check_asks(int i, int j)
+{
+    const attn__check_row *r = attn__check_at(i);
+    if (!r || j < 0 || j >= 3 || !r->asks[j]) return NULL;
+    for (int k = 0; k < attn_selector_config_num_fields(); k++) {
+        const attn_config_field *f = attn_selector_config_field(k);
+        if (f->offset + 1 == r->asks[j]) return f->name;
+    }
+    return NULL;
+}
+
+bool attn_backend_check_is_flag(int i)
+{
+    const attn__check_row *r = attn__check_at(i);
+    return r && r->flag != ATTN__FLAG_COUNT;
+}
+
+const char *attn_backend_check_reason(int i)
+{
+    const attn__check_row *r = attn__check_at(i);
+    return r ? r->text : NULL;
+}
+
+attn_fact attn_backend_check_static(const attn_backend_desc *d, int i)
+{
+    const attn__check_row *r = attn__check_at(i);
+    if (!d || !r || r->flag == ATTN__FLAG_COUNT || attn__desc_check(d) != ATTN_OK)
+        return ATTN_FACT_NONE;
+    if (!attn__desc_flag_static(d, r->flag)) return ATTN_FACT_NO;
+    return attn__desc_flag_hook(d, r->flag) ? ATTN_FACT_REFINED : ATTN_FACT_YES;
+}
+
+/* The config a flag's machine answer is given for: the CLI's defaults
+ * (head size 128) with the row's inputs set. */
+static void attn__check_config(const attn__check_row *r, attn_selector_config *cfg)
+{
+    attn_selector_config_init(cfg);
+    cfg->head_size = 128;
+    for (int k = 0; k < 3 && r->asks[k]; k++) {
+        bool v = true;
+        memcpy((char *)cfg + r->asks[k] - 1, &v, sizeof v);
+    }
+}
+
+attn_fact attn_backend_check_on(const attn_backend_desc *d, const attn_platform *p, int i)
+{
+    const attn__check_row *r = attn__check_at(i);
+    if (!d || !r || r->flag == ATTN__FLAG_COUNT || attn__desc_check(d) != ATTN_OK)
+        return ATTN_FACT_NONE;
+    attn_selector_config cfg;
+    attn__check_config(r, &cfg);
+    attn_selector_config eff = cfg;
+    if (p) attn__effective_config(p, &cfg, &eff);
+    attn_check_ctx c;
+    attn__check_ctx_init(&c, p, &eff);
+    char buf[ATTN_REASON_MAX];
+    return attn__row_reason(r, d, &c, buf, sizeof buf) ? ATTN_FACT_NO : ATTN_FACT_YES;
 }
 
 typedef struct attn__reason_sink {

@@ -14,6 +14,7 @@
 #include "attn/comm.h"
 #include "attn/dcp.h"
 #include "attn/engine.h"
+#include "attn/registry.h"
 
 #define ATTN__V1_BACKEND       ATTN_STRUCT_END(attn_backend, kernel)
 #define ATTN__V1_BACKEND_DESC  ATTN_STRUCT_END(attn_backend_desc, supports_dcp)
@@ -22,6 +23,7 @@
 #define ATTN__V1_COMM_OPS      ATTN_STRUCT_END(attn_comm_ops, destroy)
 #define ATTN__V1_DCP_INIT      ATTN_STRUCT_END(attn_dcp_init, num_threads)
 #define ATTN__V1_ENGINE_CONFIG ATTN_STRUCT_END(attn_engine_config, dcp_interleave)
+#define ATTN__V1_PLATFORM_RULE ATTN_STRUCT_END(attn_platform_rule, mla)
 
 /* size is one this libattn accepts for a struct first released at v1 bytes
  * and now current bytes long. */

@@ -1,17 +1,21 @@
 /* `attn select`: choose the attention backend for one configuration.
  *
  * Exit codes: 0 a backend was chosen, 3 the selection failed (the message
- * is vLLM's), 2 usage error (bad option, unknown machine, invalid kv-cache
- * dtype — the last is vLLM's parse-time assertion text). Output: the chosen
+ * is vLLM's; also a named platform that is absent, with its reason), 2
+ * usage error (bad option, unknown machine, invalid kv-cache dtype — the
+ * last is vLLM's parse-time assertion text; with --json it is a JSON error
+ * of kind invalid-config). Output: the chosen
  * name (default), a readable table (--explain) or one JSON object (--json).
  * ATTN_BACKEND gives the default --backend. `--model NAME|config.json`
  * hands over to the model command's implementation when it is built in. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "attn/attn.h"
 #include "cli.h"
+#include "util/strbuf.h"
 
 int attn_cli_select_model(const char *model, int argc, char **argv);
 #pragma weak attn_cli_select_model
@@ -53,8 +57,11 @@ static void attn__select_usage(FILE *f)
 }
 
 /* argv[*i] as one of the config table's options: 0 when it is none of
- * them, -1 when it set its field (or *bad), else the exit code. */
-static int attn__select_field(int argc, char **argv, int *i, attn_selector_config *cfg, bool *bad)
+ * them, -1 when it set its field (or *bad), else the exit code. An invalid
+ * kv-cache dtype is vLLM's assertion, kept in kv_error for the caller to
+ * report once it knows whether --json was asked for. */
+static int attn__select_field(int argc, char **argv, int *i, attn_selector_config *cfg, bool *bad,
+                              char *kv_error, size_t kv_error_size)
 {
     const char *cmd = "select";
     for (int k = 0; k < attn_selector_config_num_fields(); k++) {
@@ -73,8 +80,10 @@ static int attn__select_field(int argc, char **argv, int *i, attn_selector_confi
             return ATTN_EXIT_USAGE;
         if (attn_selector_config_set(cfg, f->name, v) == ATTN_OK) return -1;
         /* An invalid kv-cache dtype is reported in vLLM's own words. */
-        if (f->type == ATTN_FIELD_KV_DTYPE)
-            return attn_cli_usage_error(cmd, "%s", attn_last_error());
+        if (f->type == ATTN_FIELD_KV_DTYPE) {
+            if (!kv_error[0]) snprintf(kv_error, kv_error_size, "%s", attn_last_error());
+            return -1;
+        }
         return attn_cli_usage_error(cmd, "%s: %s", f->cli_flag, attn_last_error());
     }
     return 0;
@@ -88,6 +97,7 @@ typedef struct attn__select_opts {
     const char *per_kind[ATTN_KIND_COUNT];
     attn_selector_config cfg;
     bool explain, json;
+    char kv_error[1024]; /* vLLM's "Invalid kv_cache_dtype: ..." when given one */
 } attn__select_opts;
 
 static int attn__select_parse(int argc, char **argv, attn__select_opts *o)
@@ -109,7 +119,8 @@ static int attn__select_parse(int argc, char **argv, attn__select_opts *o)
             o->explain = true;
         } else if (attn_cli_flag(argv, i, "--json")) {
             o->json = true;
-        } else if ((rc = attn__select_field(argc, argv, &i, &o->cfg, &bad)) != 0) {
+        } else if ((rc = attn__select_field(argc, argv, &i, &o->cfg, &bad, o->kv_error,
+                                            sizeof o->kv_error)) != 0) {
             if (rc > 0) return rc;
         } else if (attn_cli_opt(argc, argv, &i, "--machine", &v, &bad)) {
             o->machine = v;
@@ -147,15 +158,50 @@ static int attn__select_parse(int argc, char **argv, attn__select_opts *o)
     return -1;
 }
 
+/* A failure before there is a selection, with --json as the selection's
+ * JSON writes one: {"machine", "selected": null, "error": {...}}. */
+static int attn__select_early_error(const attn__select_opts *o, const char *kind, attn_status st,
+                                    const char *message, int rc)
+{
+    if (!o->json) {
+        fprintf(stderr, "attn select: %s\n", message);
+        return rc;
+    }
+    const char *env = getenv("ATTN_PLATFORM");
+    attn__sb sb;
+    attn__jw w;
+    attn_cli_json_begin(&sb, &w);
+    attn__jw_key(&w, "machine");
+    attn__jw_str(&w, o->machine ? o->machine : env && *env ? env : "local");
+    attn__jw_key(&w, "selected");
+    attn__jw_null(&w);
+    attn__jw_key(&w, "error");
+    attn__jw_obj_begin(&w);
+    attn__jw_key(&w, "kind");
+    attn__jw_str(&w, kind);
+    attn__jw_key(&w, "status");
+    attn__jw_str(&w, attn_status_name(st));
+    attn__jw_key(&w, "message");
+    attn__jw_str(&w, message);
+    attn__jw_obj_end(&w);
+    int prc = attn_cli_json_end(&sb, &w, "select");
+    return prc == ATTN_EXIT_OK ? rc : prc;
+}
+
+/* A platform that is named but absent (no OpenCL ICD, no CUDA driver) fails
+ * the selection with its reason (exit 3); a bad machine name is a usage
+ * error. */
 static int attn__select_platform(const attn__select_opts *o, const attn_platform **p,
                                  attn_platform **owned)
 {
-    if (attn_cli_machine(o->machine, o->installed, o->settings, o->num_settings, p, owned) !=
-        ATTN_OK) {
-        fprintf(stderr, "attn select: %s\n", attn_last_error());
-        return ATTN_EXIT_USAGE;
-    }
-    return -1;
+    attn_status st =
+        attn_cli_machine(o->machine, o->installed, o->settings, o->num_settings, p, owned);
+    if (st == ATTN_OK) return -1;
+    if (st == ATTN_PLATFORM_UNAVAILABLE)
+        return attn__select_early_error(o, "platform-unavailable", st, attn_last_error(),
+                                        ATTN_EXIT_FAILED);
+    fprintf(stderr, "attn select: %s\n", attn_last_error());
+    return ATTN_EXIT_USAGE;
 }
 
 int attn_cmd_select(int argc, char **argv)
@@ -163,6 +209,15 @@ int attn_cmd_select(int argc, char **argv)
     attn__select_opts o;
     int rc = attn__select_parse(argc, argv, &o);
     if (rc >= 0) return rc;
+    /* vLLM reads the requested name (AttentionConfig) before it asserts the
+     * cache dtype: an unknown name is reported first. */
+    const char *req = o.backend;
+    bool unknown_name = req && strcasecmp(req, "auto") && !attn_registry_contains(req);
+    if (o.kv_error[0] && !unknown_name) {
+        if (!o.json) return attn_cli_usage_error("select", "%s", o.kv_error);
+        return attn__select_early_error(&o, "invalid-config", ATTN_INVALID_ARGUMENT, o.kv_error,
+                                        ATTN_EXIT_USAGE);
+    }
     if (o.model) {
         if (!attn_cli_select_model) {
             fprintf(stderr, "attn select: --model is not built into this binary\n");

@@ -10,13 +10,16 @@ python3 -m venv "$venv"
 pip="$venv/bin/pip"
 "$pip" install -q --upgrade "pip>=23"
 "$pip" install -q --no-deps "vllm==$version"
+# torch and torchvision as vLLM pins them (torchvision: model-driven backend
+# modules import it).
 torch=$("$venv/bin/python" - "$venv" <<'PY'
 import importlib.metadata as m
 for r in m.requires("vllm") or []:
-    if r.startswith("torch=="):
+    if r.startswith(("torch==", "torchvision==")):
         print(r.split(";")[0])
 PY
 )
-"$pip" install -q "$torch"
+# shellcheck disable=SC2086
+"$pip" install -q $torch
 "$pip" install -q -r "$here/requirements.txt"
 touch "$venv/.parity-ready"

@@ -48,6 +48,20 @@ EXT_COMPONENTS = {
     "fa3": ["vllm.vllm_flash_attn._vllm_fa3_C"],
     "flashmla": ["vllm._flashmla_C", "vllm._flashmla_extension_C"],
 }
+# The capability queries vllm._C answers (torch.ops._C.<op>(capability)):
+# modules on the selection path call them when they are imported (the
+# quantization utilities). The stand-in answers each as a build without that
+# kernel does: not supported. None of them is an attention question.
+CAPABILITY_OPS = {
+    "cutlass_scaled_mm_supports_fp8": "(int cuda_device_capability) -> bool",
+    "cutlass_scaled_mm_supports_fp4": "(int cuda_device_capability) -> bool",
+    "cutlass_scaled_mm_supports_block_fp8": "(int cuda_device_capability) -> bool",
+    "cutlass_group_gemm_supported": "(int cuda_device_capability) -> bool",
+    "mxfp4_experts_quant_supported": "(int cuda_device_capability) -> bool",
+    "is_onednn_acl_supported": "() -> bool",
+}
+_LIBS = []
+
 # Hardware extension modules: empty stand-ins on every simulated machine.
 HW_EXTENSIONS = [
     "vllm._C",
@@ -130,6 +144,30 @@ class _StubLoader(importlib.abc.Loader):
             module.mla_decode_fwd = mla_decode_fwd
 
 
+class _Hiding(importlib.abc.MetaPathFinder):
+    """Wraps one of Python's own finders so that a hidden package is not
+    found even when the venv has it installed: find_spec answers None, so
+    importlib.util.find_spec says absent and an import fails as Python fails
+    for a missing module."""
+
+    def __init__(self, inner):
+        self.inner = inner
+
+    def find_spec(self, name, path=None, target=None):
+        if _Finder._under(name, _FINDER.hidden):
+            return None
+        return self.inner.find_spec(name, path, target)
+
+    def invalidate_caches(self):
+        if hasattr(self.inner, "invalidate_caches"):
+            self.inner.invalidate_caches()
+
+    def find_distributions(self, *args, **kwargs):
+        # importlib.metadata asks the finders for installed distributions.
+        inner = getattr(self.inner, "find_distributions", None)
+        return inner(*args, **kwargs) if inner else iter(())
+
+
 class _Finder(importlib.abc.MetaPathFinder):
     """Stubs and hides modules; before a machine is chosen (the family
     parent), it records every component probe so the run can prove that no
@@ -169,6 +207,10 @@ def _install_hooks(machine):
     stubs, hidden = list(HW_EXTENSIONS), []
     for comp, mods in list(STUB_PACKAGES.items()) + list(EXT_COMPONENTS.items()):
         (stubs if comp in installed else hidden).extend(mods)
+    # The CUDA wheel's vllm_flash_attn (FA2/FA3 extensions, FA4's cute files)
+    # exists only in CUDA builds: ROCm, XPU and CPU installs have none.
+    if machine["family"] != "cuda":
+        hidden.append("vllm.vllm_flash_attn")
     _FINDER.stubs, _FINDER.hidden = stubs, hidden
     _FINDER.machine_known = True
     for k, v in machine.get("env", {}).items():
@@ -273,6 +315,14 @@ def _candidates(platform, cap, sel_cfg, num_heads, backend):
     if backend is not None:
         try:
             cls = backend.get_class()
+        except ValueError:
+            return []  # not registered: vLLM raises before validating anything
+        except (ImportError, OSError) as e:
+            # RocmPlatform records a failed import as the bare word.
+            bare = fam == "rocm" and isinstance(e, ImportError)
+            return [{"name": backend.name,
+                     "reasons": ["ImportError" if bare else "%s: %s" % (type(e).__name__, e)]}]
+        try:
             reasons = cls.validate_configuration(device_capability=cap, **sel_cfg._asdict())
         except (ImportError, OSError) as e:
             reasons = ["%s: %s" % (type(e).__name__, e)]
@@ -309,11 +359,16 @@ def _answer(platform, case):
     os.environ["VLLM_BATCH_INVARIANT"] = "1" if c.get("use_batch_invariant") else "0"
     ans = {}
     backend = None
-    if case.get("backend"):
+    if case.get("backend") is not None:
+        # The entry point vLLM's model layers use: --attention-backend is an
+        # AttentionConfig field ("auto" and the MSA aliases become None).
+        from vllm.config import AttentionConfig
+
         try:
-            backend = AttentionBackendEnum[case["backend"].upper()]
-        except ValueError as e:
-            return {"error": {"kind": _classify(str(e)), "type": "ValueError", "message": str(e)}}
+            backend = AttentionConfig(backend=case["backend"]).backend
+        except Exception as e:  # noqa: BLE001 - pydantic wraps vLLM's ValueError
+            msg = _validation_text(e)
+            return {"error": {"kind": _classify(msg), "type": type(e).__name__, "message": msg}}
     kv = c.get("kv_cache_dtype")
     if kv is not None:
         from typing import get_args
@@ -377,6 +432,24 @@ def _answer(platform, case):
     return ans
 
 
+def _validation_text(e):
+    """vLLM's own message inside a pydantic ValidationError (the ValueError
+    its validator raised), else the exception's text."""
+    errors = getattr(e, "errors", None)
+    if callable(errors):
+        try:
+            for err in errors():
+                inner = (err.get("ctx") or {}).get("error")
+                if inner is not None:
+                    return str(inner)
+                msg = err.get("msg", "")
+                if msg:
+                    return msg[len("Value error, "):] if msg.startswith("Value error, ") else msg
+        except Exception:  # noqa: BLE001
+            pass
+    return str(e)
+
+
 def _name_of(path):
     from vllm.v1.attention.backends.registry import AttentionBackendEnum
 
@@ -411,9 +484,40 @@ def _triton_driver(machine):
         setattr(b.driver, "is_active", staticmethod(lambda a=active: a))
 
 
+# FlashMLA's mega-attention ops, which vLLM 0.32.0's wheel builds into
+# _flashmla_C (its .so defines them) and vLLM tests with hasattr.
+FLASHMLA_MEGA_OPS = ["fused_norm_rope_attn_rope_cast_decode", "permute_q_b_proj"]
+
+
+def _flashmla_ops(machine):
+    """torch.ops._flashmla_C holds the wheel's mega-attention ops by name on
+    a machine with flashmla (the stub extension registers nothing else)."""
+    if "flashmla" not in machine.get("installed", []):
+        return
+    import torch
+
+    lib = torch.library.Library("_flashmla_C", "FRAGMENT")
+    for name in FLASHMLA_MEGA_OPS:
+        lib.define(name + "() -> ()")
+    _LIBS.append(lib)
+
+
+def _capability_ops():
+    """torch.ops._C's capability queries, each answering "not supported"."""
+    import torch
+
+    lib = torch.library.Library("_C", "FRAGMENT")
+    for name, schema in CAPABILITY_OPS.items():
+        lib.define(name + schema)
+        lib.impl(name, lambda *a: False, "CompositeExplicitAutograd")
+    _LIBS.append(lib)
+
+
 def _family_setup(machine):
     """In the family parent: bind vLLM's platform, import its config."""
-    sys.meta_path.insert(0, _FINDER)
+    sys.meta_path[:] = [_FINDER] + [_Hiding(f) for f in sys.meta_path]
+    _pin_host()
+    _capability_ops()
     _triton_driver(machine)
     _CAP["cc"] = machine.get("cc", "0.0")
     platform = _make_platform(machine)
@@ -421,6 +525,16 @@ def _family_setup(machine):
     import vllm.v1.attention.selector  # noqa: F401
 
     return platform
+
+
+def _pin_host():
+    """Facts of the host that vLLM reads and no simulated machine states: the
+    CPU's AMX tiles (CpuPlatform prefers AMX_MLA where torch finds them).
+    Pinned to absent, so answers do not change with the CPU this runs on."""
+    import torch
+
+    if hasattr(torch, "cpu"):
+        torch.cpu._is_amx_tile_supported = lambda: False
 
 
 def _fake_device(machine):
@@ -457,6 +571,7 @@ def _run_group(group, platform):
     _CAP["cc"] = machine.get("cc", "0.0")
     _install_hooks(machine)
     _fake_device(machine)
+    _flashmla_ops(machine)
     import vllm.config as VC
 
     _fa4_flag(machine)

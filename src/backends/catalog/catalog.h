@@ -1,8 +1,9 @@
 /* The catalog of known backends (internal).
  *
- * One entry per registry name, in declaration order: vLLM's
- * AttentionBackendEnum (reference §4), then libattn's additions
- * (TRITON_FLASHINFER, TRITON_FLASH_ATTN, CPU_MLA, REFERENCE). Each entry
+ * One entry per registry name, in declaration order: vLLM 0.32.0's
+ * AttentionBackendEnum, every member in its order, then libattn's own names
+ * (REFERENCE, CPU_MLA_SPARSE, REFERENCE_MLA, REFERENCE_MLA_SPARSE:
+ * libattn_only). Each entry
  * carries its default locator and, when libattn holds a descriptor for it,
  * the built-in backend object. GPU descriptors have no kernel (kernel NULL):
  * on simulated machines serving emulates them with the CPU kernels. The CPU
@@ -26,6 +27,23 @@ typedef struct attn__catalog_entry {
     const attn_backend *(*builtin)(void);
     /* Human notes for `attn backends` and docs/backends.md (dynamic rules). */
     const char *notes;
+    /* (optional) the platform rule of a built-in backend for a platform
+     * without rules of its own: the kind (ATTN_PLATFORM_UNSPECIFIED: none)
+     * and its priority there; standard or MLA layers as its descriptor is.
+     * Registered with the catalog (src/registry/rules.c), e.g.
+     * {"OPENCL_ATTN", "builtin:OPENCL_ATTN", fn, "notes", ATTN_PLATFORM_OPENCL, 0}. */
+    attn_platform_kind rule_kind;
+    int rule_priority;
+    /* (optional) the Python module vLLM's enum names for it but its wheel
+     * does not ship: a failed import is vLLM's "ModuleNotFoundError: No
+     * module named '<module>'" (libattn's own account stays the detail). */
+    const char *absent_module;
+    /* (optional) a name vLLM's AttentionConfig turns into automatic
+     * selection (the MiniMax M3 MSA decode-kernel aliases). */
+    bool auto_alias;
+    /* libattn's own name, not a member of vLLM's enum: accepted, but not in
+     * vLLM's "Valid options are" text. */
+    bool libattn_only;
 } attn__catalog_entry;
 
 int attn__catalog_count(void);
@@ -49,6 +67,34 @@ bool attn__desc_dtype_ok(const attn_backend_desc *d, const attn_check_ctx *c, at
 bool attn__desc_kv_ok(const attn_backend_desc *d, const attn_check_ctx *c, attn_kv_dtype kv);
 bool attn__desc_block_ok(const attn_backend_desc *d, const attn_check_ctx *c, int bs);
 bool attn__desc_cc_ok(const attn_backend_desc *d, const attn_check_ctx *c);
+
+/* The yes/no capabilities of a descriptor, each a static field (the
+ * machine-independent statement) and an optional hook that refines it per
+ * machine. Order: vLLM's validate_configuration. */
+typedef enum attn__flag {
+    ATTN__FLAG_MM_PREFIX,
+    ATTN__FLAG_SINK,
+    ATTN__FLAG_PER_HEAD_QUANT_SCALES,
+    ATTN__FLAG_SLIDING_WINDOW,
+    ATTN__FLAG_RSWA,
+    ATTN__FLAG_NON_CAUSAL,
+    ATTN__FLAG_NON_CAUSAL_DCP,
+    ATTN__FLAG_BATCH_INVARIANCE,
+    ATTN__FLAG_KV_CONNECTOR,
+    ATTN__FLAG_PCP,
+    ATTN__FLAG_DCP,
+    ATTN__FLAG_QUERY_LENS_MISMATCH,
+    ATTN__FLAG_COUNT
+} attn__flag;
+typedef bool (*attn__flag_hook)(const attn_check_ctx *c);
+/* The static statement (fields past an older descriptor's struct_size read
+ * as attn/backend.h states), the hook (NULL: none), and the answer on c
+ * (the hook when there is one, else the static field). */
+bool attn__desc_flag_static(const attn_backend_desc *d, attn__flag f);
+attn__flag_hook attn__desc_flag_hook(const attn_backend_desc *d, attn__flag f);
+bool attn__desc_flag_ok(const attn_backend_desc *d, const attn_check_ctx *c, attn__flag f);
+/* imports_vllm_flash_attn, read as none past an older descriptor's end. */
+attn_fa_import attn__desc_imports_fa(const attn_backend_desc *d);
 
 /* ---- FlashAttention version resolution (reference §5d) ------------------ */
 
@@ -144,5 +190,21 @@ const attn_backend *attn__builtin_flash_attn_mla_sparse(void);
 const attn_backend *attn__builtin_ultraquant(void);
 const attn_backend *attn__builtin_flashinfer_mla_sparse_sm90(void);
 const attn_backend *attn__builtin_flashinfer_mla_sparse_sm120(void);
+const attn_backend *attn__builtin_triton_attn_diffkv(void);
+const attn_backend *attn__builtin_rocm_segmented_attn(void);
+const attn_backend *attn__builtin_amx_mla(void);
+const attn_backend *attn__builtin_hpc_attn(void);
+const attn_backend *attn__builtin_b12x(void);
+const attn_backend *attn__builtin_flashmla_sparse_dsv4(void);
+const attn_backend *attn__builtin_flashinfer_mla_sparse_dsv4(void);
+const attn_backend *attn__builtin_rocm_flashmla_sparse_dsv4(void);
+const attn_backend *attn__builtin_flashmla_sparse_dsv41(void);
+const attn_backend *attn__builtin_flashinfer_mla_sparse_dsv41(void);
+const attn_backend *attn__builtin_flashmla_mega_attn_dsv41(void);
+const attn_backend *attn__builtin_minimax_m3_sparse(void);
+
+/* vLLM's text when FlashMLA's extension is absent (FLASHMLA and the
+ * FlashMLA-based sparse backends). */
+extern const char attn__flashmla_unavailable[];
 
 #endif

@@ -2,11 +2,12 @@
  * multimodal-prefix route, FLASH_ATTN for the causal one, SM 9.x) and
  * TRITON_FLASHINFER (TRITON_ATTN and FLASHINFER, SM 10.x). Both serve head
  * sizes 256 and 512 only. A composite accepts what both halves accept (head
- * size, dtype, KV dtype, blocks, capability, sliding window); the causal half
- * never sees the multimodal prefix; every other capability is the backend
- * base class's default (no sinks, no non-causal, no per-head scales, no batch
- * invariance, no PCP/DCP, decoder only). A half's own combination reason is
- * reported as "HALF: reason". */
+ * size, dtype, KV dtype, blocks, capability, sliding window, R-SWA); the
+ * causal half never sees the multimodal prefix; neither runs adaptive
+ * verification (no device/CPU query-length mismatch); every other capability
+ * is the backend base class's default (no sinks, no non-causal, no per-head
+ * scales, no batch invariance, no PCP/DCP, decoder only). A half's own
+ * combination reason is reported as "HALF: reason". */
 #include <stdio.h>
 
 #include "attn/registry.h"
@@ -136,6 +137,10 @@ static const attn_backend_desc attn__desc_triton_flash_attn = {
     ATTN__HEADS(attn__composite_heads),
     ATTN__CC_MAJORS(9, 9),
     .supports_mm_prefix = true,
+    .supports_sliding_window = true, /* both halves */
+    .supports_rswa = true,
+    .rejects_query_lens_mismatch = true,
+    .imports_vllm_flash_attn = ATTN_FA_IMPORT_CUDA,
     .cg_support = ATTN_CG_UNIFORM_BATCH,
     .can_return_lse_for_decode = true,
     .supports_head_size = tfa_head,
@@ -194,6 +199,8 @@ static const attn_backend_desc attn__desc_triton_flashinfer = {
     ATTN__HEADS(attn__composite_heads),
     ATTN__CC_MAJORS(10, 10),
     .supports_mm_prefix = true,
+    .supports_sliding_window = true, /* both halves; R-SWA only TRITON_ATTN's */
+    .rejects_query_lens_mismatch = true,
     .cg_support = ATTN_CG_UNIFORM_SINGLE_TOKEN_DECODE,
     .can_return_lse_for_decode = true,
     .import_requires = 1u << ATTN_COMPONENT_FLASHINFER,

@@ -5,6 +5,7 @@
  * descriptor asks them of its halves (composite.c). They live with the
  * descriptors, below the registry and the selector, so the catalog never
  * includes src/select. Zero-valued fields mean vLLM's base-class defaults. */
+#include "attn/abi.h"
 #include "backends/catalog/catalog.h"
 
 #define ATTN__DEFAULT_DTYPES (ATTN_DTYPE_BIT(ATTN_DTYPE_FP16) | ATTN_DTYPE_BIT(ATTN_DTYPE_BF16))
@@ -66,4 +67,64 @@ bool attn__desc_cc_ok(const attn_backend_desc *d, const attn_check_ctx *c)
     if (has_min && v < d->cc_min.major * 100 + d->cc_min.minor) return false;
     if (has_max && v > d->cc_max.major * 100 + d->cc_max.minor) return false;
     return true;
+}
+
+/* ---- the yes/no capabilities ---------------------------------------------- */
+
+/* A descriptor built against an older libattn ends before the appended
+ * fields; it is read as attn/backend.h states. */
+#define ATTN__DESC_HAS(d, field) ATTN_STRUCT_HAS(attn_backend_desc, (d), field)
+
+bool attn__desc_flag_static(const attn_backend_desc *d, attn__flag f)
+{
+    switch (f) {
+    case ATTN__FLAG_MM_PREFIX: return d->supports_mm_prefix;
+    case ATTN__FLAG_SINK: return d->supports_sink;
+    case ATTN__FLAG_PER_HEAD_QUANT_SCALES: return d->supports_per_head_quant_scales;
+    case ATTN__FLAG_SLIDING_WINDOW:
+        return !ATTN__DESC_HAS(d, supports_sliding_window) || d->supports_sliding_window;
+    case ATTN__FLAG_RSWA: return !ATTN__DESC_HAS(d, supports_rswa) || d->supports_rswa;
+    case ATTN__FLAG_NON_CAUSAL: return d->supports_non_causal;
+    case ATTN__FLAG_NON_CAUSAL_DCP:
+        return !ATTN__DESC_HAS(d, supports_non_causal_dcp) || d->supports_non_causal_dcp;
+    case ATTN__FLAG_BATCH_INVARIANCE: return d->supports_batch_invariance;
+    case ATTN__FLAG_KV_CONNECTOR:
+        return !ATTN__DESC_HAS(d, rejects_kv_connector) || !d->rejects_kv_connector;
+    case ATTN__FLAG_PCP: return d->supports_pcp;
+    case ATTN__FLAG_DCP: return d->supports_dcp;
+    case ATTN__FLAG_QUERY_LENS_MISMATCH:
+        return !ATTN__DESC_HAS(d, rejects_query_lens_mismatch) || !d->rejects_query_lens_mismatch;
+    default: return false;
+    }
+}
+
+attn__flag_hook attn__desc_flag_hook(const attn_backend_desc *d, attn__flag f)
+{
+    switch (f) {
+    case ATTN__FLAG_SINK: return d->supports_sink_fn;
+    case ATTN__FLAG_PER_HEAD_QUANT_SCALES: return d->supports_per_head_quant_scales_fn;
+    case ATTN__FLAG_MM_PREFIX:
+        return ATTN__DESC_HAS(d, supports_mm_prefix_fn) ? d->supports_mm_prefix_fn : NULL;
+    case ATTN__FLAG_NON_CAUSAL:
+        return ATTN__DESC_HAS(d, supports_non_causal_fn) ? d->supports_non_causal_fn : NULL;
+    case ATTN__FLAG_QUERY_LENS_MISMATCH:
+        return ATTN__DESC_HAS(d, supports_query_lens_mismatch_fn)
+                   ? d->supports_query_lens_mismatch_fn
+                   : NULL;
+    case ATTN__FLAG_PCP: return ATTN__DESC_HAS(d, supports_pcp_fn) ? d->supports_pcp_fn : NULL;
+    case ATTN__FLAG_DCP: return ATTN__DESC_HAS(d, supports_dcp_fn) ? d->supports_dcp_fn : NULL;
+    default: return NULL;
+    }
+}
+
+bool attn__desc_flag_ok(const attn_backend_desc *d, const attn_check_ctx *c, attn__flag f)
+{
+    attn__flag_hook hook = attn__desc_flag_hook(d, f);
+    return hook ? hook(c) : attn__desc_flag_static(d, f);
+}
+
+attn_fa_import attn__desc_imports_fa(const attn_backend_desc *d)
+{
+    return ATTN__DESC_HAS(d, imports_vllm_flash_attn) ? d->imports_vllm_flash_attn
+                                                      : ATTN_FA_IMPORT_NONE;
 }

@@ -77,6 +77,7 @@ static const attn_backend_desc attn__desc_flash_attn_mla = {
     ATTN__MLA_DENSE,
     .name = "FLASH_ATTN_MLA",
     .supports_dcp = true,
+    .imports_vllm_flash_attn = ATTN_FA_IMPORT_CUDA,
     .builder = &attn__builder_mla_varlen,
     .platforms = "CUDA, XPU",
     .kv_dtypes = KV_PLAIN,
@@ -92,13 +93,14 @@ static const attn_backend_desc attn__desc_flash_attn_mla = {
     .supports_combination = fa_mla_combination,
 };
 
+const char attn__flashmla_unavailable[] =
+    "vllm._flashmla_C is not available, likely was not compiled due to insufficient nvcc version "
+    "or a supported arch was not in the list of target arches to compile for.";
+
 static const char *flashmla_combination(const attn_check_ctx *c, char *buf, size_t size)
 {
     (void)buf, (void)size;
-    if (!attn__has(c->platform, ATTN_COMPONENT_FLASHMLA))
-        return "vllm._flashmla_C is not available, likely was not compiled due to insufficient "
-               "nvcc version or a supported arch was not in the list of target arches to "
-               "compile for.";
+    if (!attn__has(c->platform, ATTN_COMPONENT_FLASHMLA)) return attn__flashmla_unavailable;
     if (c->cfg->use_sparse) {
         if (!attn__major_is(c, 9) && !attn__major_is(c, 10))
             return "FlashMLA Sparse is only supported on Hopper and Blackwell DC devices.";
@@ -127,6 +129,7 @@ static const attn_backend_desc attn__desc_flashinfer_mla = {
     ATTN__MLA_DENSE,
     .name = "FLASHINFER_MLA",
     .supports_non_causal = true,
+    .supports_non_causal_dcp = true,
     .supports_dcp = true,
     .builder = &attn__builder_mla_uniform,
     .platforms = "CUDA",
@@ -152,6 +155,7 @@ static const attn_backend_desc attn__desc_tokenspeed_mla = {
     ATTN__MLA_DENSE,
     .name = "TOKENSPEED_MLA",
     .supports_non_causal = true,
+    .supports_non_causal_dcp = true,
     .supports_dcp = true,
     .builder = &attn__builder_mla_uniform,
     .platforms = "CUDA",
@@ -220,6 +224,7 @@ static const attn_backend_desc attn__desc_flashmla_sparse = {
     ATTN__MLA_COMMON,
     .name = "FLASHMLA_SPARSE",
     .supports_dcp = true,
+    .imports_vllm_flash_attn = ATTN_FA_IMPORT_CUDA,
     .builder = &attn__builder_mla_sparse,
     .platforms = "CUDA",
     .dtypes = DT(BF16),
@@ -248,6 +253,7 @@ static const attn_backend_desc attn__desc_flashinfer_mla_sparse = {
     .supports_combination = fi_mla_sparse_combination,
     .name = "FLASHINFER_MLA_SPARSE",
     .supports_dcp = true,
+    .imports_vllm_flash_attn = ATTN_FA_IMPORT_CUDA,
     .builder = &attn__builder_mla_sparse,
     .platforms = "CUDA",
     .kv_dtypes = KV_PLAIN | KV_FP8,
@@ -262,6 +268,7 @@ static const attn_backend_desc attn__desc_flashinfer_mla_sparse = {
 static const attn_backend_desc attn__desc_xpu_mla_sparse = {
     ATTN__MLA_DENSE,
     .name = "XPU_MLA_SPARSE",
+    .imports_vllm_flash_attn = ATTN_FA_IMPORT_CUDA,
     .builder = &attn__builder_mla_sparse,
     .platforms = "XPU",
     .kv_dtypes = KV_PLAIN,
@@ -270,6 +277,25 @@ static const attn_backend_desc attn__desc_xpu_mla_sparse = {
     .cg_support = ATTN_CG_NEVER,
 };
 
+/* AMX_MLA: vLLM's CPU MLA with AMX tiles, an MLACommonBackend: bf16, head
+ * 576, blocks in multiples of 32. Selection checks no capability, so an
+ * explicit request validates on any machine. */
+static const int attn__blocks_32[] = {32};
+
+static const attn_backend_desc attn__desc_amx_mla = {
+    ATTN__MLA_COMMON,
+    .name = "AMX_MLA",
+    .platforms = "CPU (AMX)",
+    .dtypes = DT(BF16),
+    .kv_dtypes = KV_PLAIN,
+    ATTN__BLOCKS(attn__blocks_32),
+    ATTN__HEADS(attn__heads_576),
+    .cg_support = ATTN_CG_NEVER,
+    .kv_cache_shape = attn__kv_shape_mla,
+    .builder = &attn__builder_mla,
+};
+
+ATTN__BUILTIN(attn__builtin_amx_mla, attn__desc_amx_mla)
 ATTN__BUILTIN(attn__builtin_flash_attn_mla, attn__desc_flash_attn_mla)
 ATTN__BUILTIN(attn__builtin_flashmla, attn__desc_flashmla)
 ATTN__BUILTIN(attn__builtin_flashinfer_mla, attn__desc_flashinfer_mla)

@@ -62,6 +62,7 @@ static const char *fa_sparse_combination(const attn_check_ctx *c, char *buf, siz
 static const attn_backend_desc attn__desc_flash_attn_mla_sparse = {
     ATTN__SPARSE_COMMON,
     .name = "FLASH_ATTN_MLA_SPARSE",
+    .imports_vllm_flash_attn = ATTN_FA_IMPORT_ALWAYS, /* unguarded: ROCm fails it too */
     .dtypes = DT(FP16) | DT(BF16),
     .kv_dtypes = KV(AUTO) | KV(FLOAT16) | KV(BFLOAT16),
     .supports_compute_capability = attn__sp_cc9,
@@ -84,6 +85,7 @@ static const char *fi_sm90_combination(const attn_check_ctx *c, char *buf, size_
 static const attn_backend_desc attn__desc_flashinfer_mla_sparse_sm90 = {
     ATTN__SPARSE_COMMON,
     .name = "FLASHINFER_MLA_SPARSE_SM90",
+    .imports_vllm_flash_attn = ATTN_FA_IMPORT_CUDA,
     .dtypes = DT(BF16),
     .kv_dtypes = KV(AUTO) | KV(BFLOAT16) | KV(FP8) | KV(FP8_E4M3),
     ATTN__HEADS(attn__sp_heads),
@@ -107,12 +109,12 @@ static const char *fi_sm120_combination(const attn_check_ctx *c, char *buf, size
 static const attn_backend_desc attn__desc_flashinfer_mla_sparse_sm120 = {
     ATTN__SPARSE_COMMON,
     .name = "FLASHINFER_MLA_SPARSE_SM120",
+    .imports_vllm_flash_attn = ATTN_FA_IMPORT_CUDA,
     .dtypes = DT(BF16),
     .kv_dtypes = KV(AUTO) | KV(FP8) | KV(FP8_E4M3) | KV(FP8_DS_MLA),
     ATTN__HEADS(attn__sp_heads),
     .supports_compute_capability = attn__sp_cc12,
     .supports_combination = fi_sm120_combination,
-    .supports_dcp = true,
 };
 
 ATTN__BUILTIN(attn__builtin_flash_attn_mla_sparse, attn__desc_flash_attn_mla_sparse)

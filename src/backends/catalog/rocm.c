@@ -3,6 +3,8 @@
  * capability check looks at the gfx arch, not the capability value), and
  * the AITER MLA backends. Explicitly selecting an AITER backend works
  * without aiter installed: their modules import fine (reference §6b). */
+#include <string.h>
+
 #include "backends/catalog/builders_weak.h"
 #include "backends/catalog/catalog.h"
 #include "platform/platform_impl.h"
@@ -30,6 +32,8 @@ static const attn_backend_desc attn__desc_rocm_attn = {
     ATTN__BLOCKS(attn__blocks_16),
     ATTN__HEADS(attn__heads_rocm),
     .supports_non_causal = true,
+    .supports_sliding_window = true,
+    .rejects_kv_connector = true, /* its (2, num_blocks, ...) layout */
     .attn_types = TY(DECODER) | TY(ENCODER) | TY(ENCODER_ONLY),
     .cg_support = ATTN_CG_ALWAYS,
     .kv_cache_shape = attn__kv_shape_split,
@@ -47,8 +51,45 @@ static const attn_backend_desc attn__desc_rocm_aiter_unified_attn = {
     .preferred_block_size = 64,
     .heads = {.min = 32},
     .supports_sink = true,
+    .supports_sliding_window = true,
     .attn_types = TY(DECODER) | TY(ENCODER) | TY(ENCODER_ONLY) | TY(ENCODER_DECODER),
     .cg_support = ATTN_CG_ALWAYS,
+    .kv_cache_shape = attn__kv_shape_split,
+    .builder = &attn__builder_rocm,
+};
+
+/* ROCM_SEGMENTED_ATTN: ROCM_ATTN's kernels for RDNA; none of the simulated
+ * gfx arches (gfx90a/gfx942/gfx950) is RDNA, so its check refuses them. */
+static const char *segmented_combination(const attn_check_ctx *c, char *buf, size_t size)
+{
+    (void)buf, (void)size;
+    const char *arch = c->platform ? c->platform->gfx_arch : "";
+    bool rdna = !strncmp(arch, "gfx11", 5) || !strncmp(arch, "gfx12", 5);
+    if (!rdna) return "ROCM_SEGMENTED_ATTN requires AMD RDNA GPUs on ROCm";
+    attn_kv_dtype kv = c->cfg->kv_cache_dtype;
+    if ((kv == ATTN_KV_FP8 || kv == ATTN_KV_FP8_E4M3) && strncmp(arch, "gfx12", 5))
+        return "FP8 segmented attention requires gfx12";
+    return NULL;
+}
+
+static const int attn__heads_segmented[] = {64, 128, 256};
+
+static const attn_backend_desc attn__desc_rocm_segmented_attn = {
+    .abi_version = ATTN_BACKEND_ABI_VERSION,
+    .struct_size = sizeof(attn_backend_desc),
+    .name = "ROCM_SEGMENTED_ATTN",
+    .platforms = "ROCm (RDNA)",
+    .dtypes = DT(FP16) | DT(BF16),
+    .kv_dtypes = KV_PLAIN | KV(FP8) | KV(FP8_E4M3),
+    ATTN__BLOCKS(attn__blocks_16),
+    ATTN__HEADS(attn__heads_segmented),
+    .supports_non_causal = true,
+    .supports_sliding_window = true,
+    .supports_sink = true,
+    .rejects_kv_connector = true, /* ROCM_ATTN's layout */
+    .attn_types = TY(DECODER),
+    .cg_support = ATTN_CG_ALWAYS,
+    .supports_combination = segmented_combination,
     .kv_cache_shape = attn__kv_shape_split,
     .builder = &attn__builder_rocm,
 };
@@ -71,6 +112,8 @@ static const attn_backend_desc attn__desc_rocm_aiter_fa = {
     ATTN__HEADS(attn__heads_aiter_fa),
     .supports_sink = true,
     .supports_non_causal = true,
+    .supports_sliding_window = true,
+    .imports_vllm_flash_attn = ATTN_FA_IMPORT_CUDA,
     .attn_types = TY(DECODER),
     .cg_support = ATTN_CG_UNIFORM_BATCH,
     .supports_compute_capability = on_mi3xx,
@@ -78,8 +121,16 @@ static const attn_backend_desc attn__desc_rocm_aiter_fa = {
     .builder = &attn__builder_rocm,
 };
 
+/* AITER MLA's non-causal decode: aiter.mla.mla_decode_fwd(causal=) and the
+ * ASM kernels, which only gfx950 ships. */
+static bool aiter_mla_non_causal(const attn_check_ctx *c)
+{
+    return attn__rocm_aiter_found(c->platform) &&
+           !strcmp(c->platform->gfx_arch, ATTN__MI300_ARCH_B);
+}
+
 /* AITER's fp16 MLA decode has no non-causal kernel: a non-causal fp16 query
- * over an fp16 cache is refused (non-causal itself: validate.c's table). */
+ * over an fp16 cache is refused (non-causal itself: aiter_mla_non_causal). */
 static const char *aiter_mla_combination(const attn_check_ctx *c, char *buf, size_t size)
 {
     (void)buf, (void)size;
@@ -98,7 +149,9 @@ static const char *aiter_mla_combination(const attn_check_ctx *c, char *buf, siz
     ATTN__BLOCKS(attn__blocks_1), .is_mla = true, .attn_types = TY(DECODER),                       \
     .cg_support = ATTN_CG_UNIFORM_BATCH, .kv_cache_shape = attn__kv_shape_mla,                     \
     .kv_stride_order = attn__stride_order_mla, .builder = &attn__builder_mla,                      \
-    .supports_combination = aiter_mla_combination, .supports_pcp = true
+    .supports_combination = aiter_mla_combination, .supports_pcp = true,                           \
+    .supports_non_causal = true, .supports_non_causal_fn = aiter_mla_non_causal,                   \
+    .supports_non_causal_dcp = true
 
 static const attn_backend_desc attn__desc_rocm_aiter_mla = {
     ATTN__AITER_MLA_RULES,
@@ -126,6 +179,7 @@ static const attn_backend_desc attn__desc_rocm_aiter_mla_sparse = {
     .supports_sink = true, /* refined: MI300 class only */
     .supports_sink_fn = on_mi3xx,
     .supports_pcp = true,
+    .imports_vllm_flash_attn = ATTN_FA_IMPORT_CUDA,
     .attn_types = TY(DECODER),
     .cg_support = ATTN_CG_UNIFORM_SINGLE_TOKEN_DECODE,
     .kv_cache_shape = attn__kv_shape_mla,
@@ -134,6 +188,7 @@ static const attn_backend_desc attn__desc_rocm_aiter_mla_sparse = {
 };
 
 ATTN__BUILTIN(attn__builtin_rocm_attn, attn__desc_rocm_attn)
+ATTN__BUILTIN(attn__builtin_rocm_segmented_attn, attn__desc_rocm_segmented_attn)
 ATTN__BUILTIN(attn__builtin_rocm_aiter_unified_attn, attn__desc_rocm_aiter_unified_attn)
 ATTN__BUILTIN(attn__builtin_rocm_aiter_fa, attn__desc_rocm_aiter_fa)
 ATTN__BUILTIN(attn__builtin_rocm_aiter_mla, attn__desc_rocm_aiter_mla)

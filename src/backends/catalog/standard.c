@@ -76,6 +76,12 @@ static bool fa_per_head(const attn_check_ctx *c)
     return attn__fa_version_ctx(c) >= 3;
 }
 
+/* FlashAttention's multimodal prefix is an FA4 feature. */
+static bool fa_mm_prefix(const attn_check_ctx *c)
+{
+    return attn__fa4_supported(c->platform);
+}
+
 static const char *fa_combination(const attn_check_ctx *c, char *buf, size_t size)
 {
     (void)buf, (void)size;
@@ -112,7 +118,9 @@ static const char *fa_combination(const attn_check_ctx *c, char *buf, size_t siz
     .cg_support = ATTN_CG_UNIFORM_BATCH, .can_return_lse_for_decode = true,                        \
     .supports_head_size = fa_head_size, .supports_kv_cache_dtype = fa_kv_dtype,                    \
     .supports_sink_fn = fa_sink, .supports_per_head_quant_scales_fn = fa_per_head,                 \
-    .supports_combination = fa_combination
+    .supports_combination = fa_combination, .supports_mm_prefix = true,                            \
+    .supports_mm_prefix_fn = fa_mm_prefix, .supports_sliding_window = true, .supports_rswa = true, \
+    .imports_vllm_flash_attn = ATTN_FA_IMPORT_CUDA
 
 const attn_backend_desc attn__desc_flash_attn = {
     ATTN__FLASH_ATTN_RULES,
@@ -148,6 +156,13 @@ static bool fi_trtllm(const attn_check_ctx *c, bool prefill)
 }
 
 /* Sinks: the TRT-LLM decode kernel on 9.0 / 12.x, both kernels on 10.x. */
+/* Only the TRT-LLM decode of the SM 10.x family reads the query offsets
+ * from the device tensor: adaptive verification runs there only. */
+static bool fi_query_lens_mismatch(const attn_check_ctx *c)
+{
+    return c->has_cc && c->cc_major == 10;
+}
+
 static bool fi_sink(const attn_check_ctx *c)
 {
     if (!c->has_cc) return false;
@@ -207,7 +222,8 @@ attn_kv_layout attn__fi_layout(const attn_platform *p)
     .can_return_lse_for_decode = true, .import_requires = 1u << ATTN_COMPONENT_FLASHINFER,         \
     .supports_sink_fn = fi_sink, .kv_cache_shape = attn__kv_shape_flashinfer,                      \
     .kv_stride_order = attn__stride_order_flashinfer, .builder = &attn__builder_flashinfer,        \
-    .required_layout_fn = attn__fi_layout
+    .required_layout_fn = attn__fi_layout, .supports_sliding_window = true,                        \
+    .supports_query_lens_mismatch_fn = fi_query_lens_mismatch
 
 const attn_backend_desc attn__desc_flashinfer = {
     ATTN__FLASHINFER_RULES,
@@ -231,10 +247,37 @@ const attn_backend_desc attn__desc_triton_attn = {
     .supports_sink = true,
     .supports_mm_prefix = true,
     .supports_batch_invariance = true,
+    .supports_sliding_window = true,
+    .supports_rswa = true,
     .attn_types = ALL_TYPES,
     .cg_support = ATTN_CG_ALWAYS,
     .kv_cache_shape = attn__kv_shape_triton,
     .kv_stride_order = attn__stride_order_flashinfer,
+    .builder = &attn__builder_triton,
+};
+
+/* ---- TRITON_ATTN_DIFFKV -------------------------------------------------- */
+
+/* TRITON_ATTN over a packed cache whose K and V head sizes differ (MiMo-V2.5):
+ * TRITON_ATTN's rules with its own KV list (no float16) and decoder only. */
+static const attn_backend_desc attn__desc_triton_attn_diffkv = {
+    .abi_version = ATTN_BACKEND_ABI_VERSION,
+    .struct_size = sizeof(attn_backend_desc),
+    .name = "TRITON_ATTN_DIFFKV",
+    .supports_non_causal = true,
+    .platforms = "CUDA, ROCm, XPU",
+    .dtypes = DT(FP16) | DT(BF16) | DT(FP32),
+    .kv_dtypes = KV(AUTO) | KV(BFLOAT16) | KV(FP8) | KV(FP8_E4M3),
+    ATTN__BLOCKS(attn__blocks_16),
+    .heads = {.min = 32},
+    .supports_sink = true,
+    .supports_mm_prefix = true,
+    .supports_batch_invariance = true,
+    .supports_sliding_window = true,
+    .supports_rswa = true,
+    .attn_types = TY(DECODER),
+    .cg_support = ATTN_CG_ALWAYS,
+    .kv_cache_shape = attn__kv_shape_flash_diffkv,
     .builder = &attn__builder_triton,
 };
 
@@ -251,6 +294,9 @@ static const attn_backend_desc attn__desc_flex_attention = {
     .supports_mm_prefix = true,
     .supports_non_causal = true,
     .supports_batch_invariance = true,
+    .supports_sliding_window = true,
+    .supports_rswa = true,
+    .imports_vllm_flash_attn = ATTN_FA_IMPORT_CUDA,
     .attn_types = TY(DECODER) | TY(ENCODER_ONLY),
     .cg_support = ATTN_CG_ALWAYS,
     .kv_cache_shape = attn__kv_shape_split,
@@ -272,6 +318,7 @@ static const attn_backend_desc attn__desc_turboquant = {
     .heads = {.min = 1},
     .attn_types = TY(DECODER),
     .cg_support = ATTN_CG_UNIFORM_BATCH,
+    .imports_vllm_flash_attn = ATTN_FA_IMPORT_CUDA,
     .kv_cache_shape = attn__kv_shape_turboquant,
     .builder = &attn__builder_triton,
 };
@@ -293,6 +340,7 @@ static const attn_backend_desc attn__desc_ultraquant = {
     .kv_dtypes = KV(ULTRAQUANT_4BIT),
     .supports_kv_cache_dtype = ultraquant_kv,
     .kv_none_rejected = true,
+    .imports_vllm_flash_attn = ATTN_FA_IMPORT_CUDA,
     ATTN__BLOCKS(attn__blocks_tq),
     .preferred_block_size = 64,
     .heads = {.min = 1},
@@ -310,5 +358,6 @@ ATTN__BUILTIN(attn__builtin_flash_attn, attn__desc_flash_attn)
 ATTN__BUILTIN(attn__builtin_flash_attn_diffkv, attn__desc_flash_attn_diffkv)
 ATTN__BUILTIN(attn__builtin_flashinfer, attn__desc_flashinfer)
 ATTN__BUILTIN(attn__builtin_triton_attn, attn__desc_triton_attn)
+ATTN__BUILTIN(attn__builtin_triton_attn_diffkv, attn__desc_triton_attn_diffkv)
 ATTN__BUILTIN(attn__builtin_flex_attention, attn__desc_flex_attention)
 ATTN__BUILTIN(attn__builtin_turboquant, attn__desc_turboquant)

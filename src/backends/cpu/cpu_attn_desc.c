@@ -30,6 +30,26 @@ static attn_status cpu_kv_shape(int nb, int bs, int kvh, int hs, attn_kv_dtype k
     return ATTN_OK;
 }
 
+/* On vLLM's platforms CPU_ATTN answers with vLLM's CPUAttentionBackend:
+ * kernel blocks in multiples of 32, no sinks, no per-head quant scales.
+ * libattn's own CPU kernels keep their wider abilities elsewhere (the CPU
+ * platform, where libattn differs from vLLM by design: docs/vllm-parity.md). */
+static bool cpu_on_vllm_platform(const attn_check_ctx *c)
+{
+    attn_platform_kind k = attn_platform_get_kind(c->platform);
+    return k == ATTN_PLATFORM_CUDA || k == ATTN_PLATFORM_ROCM || k == ATTN_PLATFORM_XPU;
+}
+
+static bool cpu_block_size(const attn_check_ctx *c, int bs)
+{
+    return bs % (cpu_on_vllm_platform(c) ? 32 : 16) == 0;
+}
+
+static bool cpu_own_abilities(const attn_check_ctx *c)
+{
+    return !cpu_on_vllm_platform(c);
+}
+
 static const int cpu_block_sizes[] = {16};
 static const int cpu_head_sizes[] = {32, 64, 80, 96, 112, 128, 160, 192, 224, 256, 512};
 
@@ -43,6 +63,13 @@ const attn_backend_desc attn__desc_cpu_attn = {
     .heads = {.sizes = cpu_head_sizes,
               .n_sizes = (int)(sizeof cpu_head_sizes / sizeof cpu_head_sizes[0])},
     .supports_batch_invariance = false,
+    .supports_sliding_window = true,
+    .supports_block_size = cpu_block_size,
+    .supports_sink_fn = cpu_own_abilities,
+    .supports_per_head_quant_scales_fn = cpu_own_abilities,
+    .supports_dcp_fn = cpu_own_abilities, /* vLLM's CPU_ATTN impl has no DCP */
+    /* vLLM's module reaches vllm_flash_attn through its imports */
+    .imports_vllm_flash_attn = ATTN_FA_IMPORT_CUDA,
     .required_layout = ATTN_LAYOUT_HND,
     .kv_cache_shape = cpu_kv_shape,
     .kv_stride_order = NULL,

@@ -286,12 +286,49 @@ static const int attn__cpu_mla_heads[] = {320, 576};
     .kv_dtypes = KV(AUTO) | KV(FLOAT16) | KV(BFLOAT16) | KV(FP8) | KV(FP8_E4M3) | KV(FP8_E5M2),    \
     .heads = {.sizes = attn__cpu_mla_heads, .n_sizes = 2}, .is_mla = true,                         \
     .attn_types = ATTN_TYPE_BIT(ATTN_TYPE_DECODER), .cg_support = ATTN_CG_NEVER,                   \
-    .can_return_lse_for_decode = true, .lse_base = ATTN_LSE_BASE_E, .supports_pcp = false,         \
+    .can_return_lse_for_decode = true, .lse_base = ATTN_LSE_BASE_E,                                \
     .kv_cache_shape = attn__kv_shape_mla, .kv_stride_order = attn__stride_order_mla
+
+/* On vLLM's platforms CPU_MLA answers with vLLM's CPUMLABackend: head 576,
+ * an "auto" cache, blocks of exactly 16. The CPU platform keeps what the
+ * kernels above run (libattn differs there by design: docs/vllm-parity.md). */
+static bool cpu_mla_on_vllm_platform(const attn_check_ctx *c)
+{
+    attn_platform_kind k = attn_platform_get_kind(c->platform);
+    return k == ATTN_PLATFORM_CUDA || k == ATTN_PLATFORM_ROCM || k == ATTN_PLATFORM_XPU;
+}
+
+static bool cpu_mla_head(const attn_check_ctx *c, int hs)
+{
+    return hs == 576 || (hs == 320 && !cpu_mla_on_vllm_platform(c));
+}
+
+static bool cpu_mla_kv(const attn_check_ctx *c, attn_kv_dtype kv)
+{
+    if (cpu_mla_on_vllm_platform(c)) return kv == ATTN_KV_AUTO;
+    return ((KV(AUTO) | KV(FLOAT16) | KV(BFLOAT16) | KV(FP8) | KV(FP8_E4M3) | KV(FP8_E5M2)) >> kv) &
+           1u;
+}
+
+static bool cpu_mla_block(const attn_check_ctx *c, int bs)
+{
+    return !cpu_mla_on_vllm_platform(c) || bs == 16;
+}
+
+/* vLLM's MLA implementations take PCP; libattn's CPU kernels do not. */
+static bool cpu_mla_pcp(const attn_check_ctx *c)
+{
+    return cpu_mla_on_vllm_platform(c);
+}
 
 static const attn_backend_desc cpu_mla_desc = {
     ATTN__CPU_MLA_DESC,
     .name = "CPU_MLA",
+    .supports_pcp = true, /* refined: on vLLM's platforms only */
+    .supports_pcp_fn = cpu_mla_pcp,
+    .supports_head_size = cpu_mla_head,
+    .supports_kv_cache_dtype = cpu_mla_kv,
+    .supports_block_size = cpu_mla_block,
     .supports_dcp = true, /* attn_dcp; the sparse top-k indices are global positions */
     .builder = &attn__builder_mla_cpu,
 };
