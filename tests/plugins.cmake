@@ -3,7 +3,7 @@
 # them on ATTN_PLUGIN_PATH next to the good example plugin (plugins/).
 # Like the example, they take libattn's headers but do not link libattn.
 set(ATTN_TEST_PLUGIN_DIR ${PROJECT_BINARY_DIR}/test-plugins)
-set(ATTN_TEST_PLUGIN_CASES no_entry no_abi bad_abi init_fail missing_dep ctor_bad_abi)
+set(ATTN_TEST_PLUGIN_CASES no_entry no_abi bad_abi init_fail missing_dep ctor_bad_abi hostile)
 
 foreach(case ${ATTN_TEST_PLUGIN_CASES})
   add_library(attn_test_plugin_${case} MODULE ${CMAKE_CURRENT_SOURCE_DIR}/plugins/${case}.c)
