@@ -24,7 +24,7 @@ target_link_options(attn_test_plugin_missing_dep PRIVATE -Wl,--no-as-needed)
 set_target_properties(attn_test_plugin_missing_dep PROPERTIES SKIP_BUILD_RPATH ON)
 
 # The tests that load plugins need them (and the example) built first.
-foreach(t test_plugin_load test_plugin_select test_select_threads test_plugin_elf)
+foreach(t test_plugin_load test_plugin_select test_select_threads test_plugin_elf test_badinput_elf)
   if(TARGET ${t})
     foreach(case ${ATTN_TEST_PLUGIN_CASES})
       add_dependencies(${t} attn_test_plugin_${case})

@@ -18,6 +18,12 @@ const char *attn__plugins_current(void);
 bool attn__elf_read_u32(const char *path, const char *name, uint32_t *out, char *why,
                         size_t why_size);
 
+/* The tables glibc's dlopen trusts (program headers, segments, the dynamic
+ * table, symbols, hash tables, versions, relocations, init/fini arrays)
+ * lie inside the file and its segments (elf_check.c). f holds sz >= the ELF
+ * header's size bytes with a checked ELF64 ident; false with the reason. */
+bool attn__elf_check_image(const unsigned char *f, size_t sz, char *why, size_t why_size);
+
 /* On a loaded plugin: sym was found in the plugin file itself (not in a
  * library it links) and has ELF symbol type want_type (STT_OBJECT of at
  * least a uint32_t, or STT_FUNC); false with the reason in why. */
