@@ -19,6 +19,14 @@ rows=0
 fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
 d="$tmp/out"
 mkdir -p "$d"
+# a small run (one simulated machine, a 2-layer model, 2 steps, an event at step 1):
+# fast under the sanitizers; --steps 1 puts the event outside the run, a failure
+printf '{"model_type": "llama", "num_hidden_layers": 2, "num_attention_heads": 4, "hidden_size": 256, "num_key_value_heads": 2}' >"$tmp/cfg.json"
+printf '{"name": "tiny", "machines": [{"label": "h100-0", "machine": "h100"}],
+ "deployments": [{"machine": "h100-0", "model": "%s"}],
+ "traffic": {"rate": 1, "prompt_len": [8, 16], "output_len": [2, 4], "steps": 2},
+ "events": [{"at_step": 1, "machine": "h100-0", "action": "stop"}]}' "$tmp/cfg.json" >"$tmp/tiny.json"
+TINY="$tmp/tiny.json"
 state() { (cd "$d" && find . -printf '%p %y %m %s\n' | sort && find . -type f -print0 | sort -z |
     xargs -0 -r md5sum); }
 
@@ -48,19 +56,20 @@ row() {
 }
 
 # ---- every file-writing command, failing, into an existing file ---------------
+row 2 "would fall outside the run" r.html -- simulate "$TINY" --steps 1 --html OUT
+row 2 "would fall outside the run" r.html -- simulate "$TINY" --steps 1 --json --html OUT
 row 2 "would fall outside the run" r.html -- simulate --steps 3 --html OUT
-row 2 "would fall outside the run" r.html -- simulate --steps 3 --json --html OUT
 row 2 "unknown scenario 'no-such'" r.html -- simulate no-such --html OUT
-row 2 "unknown option '--bogus'" r.html -- simulate --html OUT --bogus
-row 2 "--html - and --json both want stdout" r.html -- simulate --html - --json
+row 2 "unknown option '--bogus'" r.html -- simulate "$TINY" --html OUT --bogus
+row 2 "--html - and --json both want stdout" r.html -- simulate "$TINY" --html - --json
 # the run succeeds but its report cannot reach stdout: the page is not published
-STDOUT=closed row 1 "error writing the output" r.html -- simulate --steps 10 --html OUT
-STDOUT=closed row 1 "error writing the output" r.html -- simulate --steps 10 --json --html OUT
+STDOUT=closed row 1 "error writing the output" r.html -- simulate "$TINY" --html OUT
+STDOUT=closed row 1 "error writing the output" r.html -- simulate "$TINY" --json --html OUT
 
 # ---- a folder is refused ---------------------------------------------------------
 rows=$((rows + 1))
 mkdir -p "$d/adir"
-"$ATTN" simulate --steps 10 --html "$d/adir" >/dev/null 2>"$tmp/err"
+"$ATTN" simulate "$TINY" --html "$d/adir" >/dev/null 2>"$tmp/err"
 rc=$?
 [ "$rc" = 1 ] || fail "--html FOLDER: exit $rc, want 1"
 grep -qF "cannot write '$d/adir': is a folder" "$tmp/err" || fail "--html FOLDER: $(cat "$tmp/err")"
@@ -71,7 +80,7 @@ rows=$((rows + 1))
 rm -rf "${d:?}"/*
 printf 'old\n' >"$d/r.html"
 chmod 640 "$d/r.html"
-"$ATTN" simulate --steps 10 --html "$d/r.html" >"$tmp/stdout" 2>"$tmp/err" || fail "success: exit $?"
+"$ATTN" simulate "$TINY" --html "$d/r.html" >"$tmp/stdout" 2>"$tmp/err" || fail "success: exit $?"
 head -c 15 "$d/r.html" | grep -qF "<!DOCTYPE html>" || fail "success: no page written"
 [ "$(stat -c %a "$d/r.html")" = 640 ] || fail "success: mode $(stat -c %a "$d/r.html"), want 640"
 [ "$(ls -A "$d")" = r.html ] || fail "success: left beside it: $(ls -A "$d")"
@@ -82,14 +91,14 @@ rows=$((rows + 1))
 rm -rf "${d:?}"/*
 printf 'precious bytes\n' >"$d/target.html"
 ln -s target.html "$d/link.html"
-"$ATTN" simulate --steps 3 --html "$d/link.html" >/dev/null 2>&1
+"$ATTN" simulate "$TINY" --steps 1 --html "$d/link.html" >/dev/null 2>&1
 [ "$(cat "$d/target.html")" = "precious bytes" ] || fail "link, failing: target changed"
-"$ATTN" simulate --steps 10 --html "$d/link.html" >/dev/null 2>&1 || fail "link: exit $?"
+"$ATTN" simulate "$TINY" --html "$d/link.html" >/dev/null 2>&1 || fail "link: exit $?"
 [ -L "$d/link.html" ] || fail "link: the link was replaced by a file"
 head -c 15 "$d/target.html" | grep -qF "<!DOCTYPE html>" || fail "link: target not written"
 [ "$(ls -A "$d" | tr '\n' ' ')" = "link.html target.html " ] || fail "link: left: $(ls -A "$d")"
 rm -f "$d/target.html"
-"$ATTN" simulate --steps 10 --html "$d/link.html" >/dev/null 2>"$tmp/err"
+"$ATTN" simulate "$TINY" --html "$d/link.html" >/dev/null 2>"$tmp/err"
 [ $? = 1 ] && grep -qF "dangling symbolic link" "$tmp/err" || fail "dangling link: $(cat "$tmp/err")"
 [ ! -e "$d/target.html" ] || fail "dangling link: created its target"
 
@@ -101,11 +110,11 @@ for run in fail ok; do
     cat "$d/pipe" >"$tmp/got" &
     reader=$!
     if [ $run = fail ]; then
-        "$ATTN" simulate --steps 3 --html "$d/pipe" >/dev/null 2>"$tmp/err"
+        "$ATTN" simulate "$TINY" --steps 1 --html "$d/pipe" >/dev/null 2>"$tmp/err"
         rc=$?
         [ "$rc" = 2 ] || fail "FIFO, failing run: exit $rc, want 2"
     else
-        "$ATTN" simulate --steps 10 --html "$d/pipe" >/dev/null 2>"$tmp/err" || fail "FIFO: exit $?"
+        "$ATTN" simulate "$TINY" --html "$d/pipe" >/dev/null 2>"$tmp/err" || fail "FIFO: exit $?"
     fi
     wait $reader
     [ -p "$d/pipe" ] || fail "FIFO ($run): no longer a FIFO"
@@ -119,7 +128,7 @@ done
 
 # ---- "-": the page on stdout instead of the report --------------------------------
 rows=$((rows + 1))
-"$ATTN" simulate --steps 10 --html - >"$tmp/stdout" 2>"$tmp/err" || fail "--html -: exit $?"
+"$ATTN" simulate "$TINY" --html - >"$tmp/stdout" 2>"$tmp/err" || fail "--html -: exit $?"
 head -c 15 "$tmp/stdout" | grep -qF "<!DOCTYPE html>" || fail "--html -: stdout is not the page"
 [ ! -e ./- ] || fail "--html -: wrote a file named '-'"
 
