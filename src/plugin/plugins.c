@@ -154,34 +154,6 @@ static attn_status heard(attn_status st)
     return st;
 }
 
-/* A plugin registers a backend under the name its descriptor carries, and
- * an override of a known name must load: otherwise selection would report
- * one backend while running another, or quietly pass over the name. A new
- * name may point at a module installed later (its import error is a
- * reason, as in vLLM). */
-static attn_status api_check_target(const char *name, const char *locator, const attn_backend *b)
-{
-    char canon[64], dcanon[64];
-    if (!attn__registry_canon(name, canon, sizeof canon)) return ATTN_OK; /* registry refuses */
-    const char *plugin = g_recs[g_current].name;
-    if (locator) {
-        bool known = attn__registry_lookup(canon) != NULL;
-        attn_status st = attn__loader_resolve(locator, &b);
-        if (st != ATTN_OK && !known) return ATTN_OK;
-        if (st != ATTN_OK)
-            return attn__wrap(ATTN_IMPORT_ERROR,
-                              "plugin %s overrides %s with '%s', which cannot load", plugin, canon,
-                              locator);
-    }
-    if (!b || !b->desc || !b->desc->name) return ATTN_OK; /* the ABI check refuses it */
-    if (!attn__registry_canon(b->desc->name, dcanon, sizeof dcanon) || strcmp(canon, dcanon) != 0)
-        return attn__fail(ATTN_INVALID_ARGUMENT,
-                          "plugin %s registers %s, but the backend's descriptor is named '%s' (a "
-                          "backend is registered under its own name)",
-                          plugin, canon, b->desc->name);
-    return ATTN_OK;
-}
-
 /* One journalled registration: by locator, or (object) by backend object. */
 static attn_status api_register(const char *name, bool object, const char *locator,
                                 const attn_backend *b)
@@ -191,7 +163,7 @@ static attn_status api_register(const char *name, bool object, const char *locat
     reg_entry e;
     attn_status s = journal_prepare(&e, name);
     if (s == ATTN_OK && (object ? b != NULL : locator != NULL))
-        s = api_check_target(name, object ? NULL : locator, b);
+        s = attn__plugin_check_target(g_recs[g_current].name, name, object ? NULL : locator, b);
     if (s == ATTN_OK)
         s = object ? attn_register_backend_object(name, b) : attn_register_backend(name, locator);
     if (s != ATTN_OK) {
