@@ -3,7 +3,8 @@
  * backend's builder -> the kernel, for REFERENCE, CPU_ATTN and CPU_MLA (the
  * variants this machine runs; ATTN_CPU_MASK hides the others). Oracles:
  * nothing crashes or trips ASan/UBSan; metadata the checker accepts builds
- * and runs (OK); a refused call leaves the output buffer untouched. */
+ * and runs (OK) unless a sink logit is not finite (then refused); a refused
+ * call leaves the output buffer untouched. */
 #include <math.h>
 
 #include "attn/attn.h"
@@ -158,7 +159,11 @@ static void fuzz_standard(rd *r, int which)
     lp.logits_soft_cap = u8(r) % 5 == 0 ? 30.0f : 0.0f;
     float sinks[8] = {0.5f, -1, 2, 0, 1, 1, 1, 1},
           slopes[8] = {0.1f, 0.2f, 0.3f, 0.4f, 0.5f, 0.6f, 0.7f, 0.8f};
-    if (u8(r) % 4 == 0) lp.sinks = sinks;
+    unsigned sb = u8(r);
+    if (sb % 4 == 0) lp.sinks = sinks;
+    /* sometimes a non-finite sink: every kernel refuses it (no new byte read) */
+    bool bad_sink = sb >= 240 && sb % 4 == 0;
+    if (bad_sink) sinks[(sb >> 2) % (unsigned)lp.num_heads] = (sb & 4) ? NAN : INFINITY;
     if (u8(r) % 6 == 0) lp.alibi_slopes = slopes;
     attn_elem ke = kvel[u8(r) % 5];
     lp.kv_cache_dtype = ke == ATTN_ELEM_FP8_E4M3   ? ATTN_KV_FP8_E4M3
@@ -212,8 +217,9 @@ static void fuzz_standard(rd *r, int which)
                                .lse = lse};
         attn_status fst = attn_backend_forward(be, impl, &a);
         if (fst != ATTN_OK) FZ_ASSERT(memcmp(out, canary, ob) == 0);
+        if (bad_sink) FZ_ASSERT(fst == ATTN_INVALID_ARGUMENT);
         /* accepted metadata on a supported layer runs */
-        if (chk == ATTN_OK && bst == ATTN_OK && lp.attn_type == ATTN_TYPE_DECODER)
+        if (chk == ATTN_OK && bst == ATTN_OK && lp.attn_type == ATTN_TYPE_DECODER && !bad_sink)
             FZ_ASSERT(fst == ATTN_OK);
         if (be->kernel->destroy) be->kernel->destroy(impl);
     }

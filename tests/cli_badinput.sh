@@ -173,7 +173,7 @@ row 2 "--threads" -- bench --threads 0
 row 2 "--buffer-mb" -- bench --buffer-mb 99999999
 row 2 "unknown option '--bogus'" -- bench --bogus
 # ---- simulate ----------------------------------------------------------------------
-row 1 "cannot write /nonexistent/dir/x.html" -- simulate --html /nonexistent/dir/x.html
+row 1 "cannot write '/nonexistent/dir/x.html': No such file or directory" -- simulate --html /nonexistent/dir/x.html
 row 2 "--steps" -- simulate --steps 0
 row 2 "unknown scenario 'no-such-scenario'" -- simulate no-such-scenario
 row 2 "scn_truncated.json" -- simulate "$in/scn_truncated.json"
@@ -182,6 +182,10 @@ row 2 "invalid UTF-8" -- simulate "$in/scn_utf8.json"
 row 2 "one scenario at a time" -- simulate a b
 row 2 "unknown option '--bogus'" -- simulate --bogus
 # ---- write errors: output that cannot be written is a failure ---------------------
+# /dev/full must be the device: a machine that lost it (a command that unlinked it)
+# would make these rows pass by writing a regular file
+rows=$((rows + 1))
+[ -c /dev/full ] || fail "/dev/full is not a character device on this machine: $(ls -l /dev/full 2>&1)"
 for cmd in "select --machine h100 --head-size 128 --json" "platforms --json" "backends --json" \
     "models --json" "simulate --json"; do
     rows=$((rows + 1))

@@ -1,7 +1,8 @@
 # Context-parallel tests under mpirun on loopback (built only with MPI).
 # Rank counts 1, 2 and 4 share one binary; --mismatch, --stall and --die
 # check the startup consensus message and that a dead or stuck rank ends
-# the job with a clear error instead of a hang. Root needs
+# the job with a clear error instead of a hang; --frames that ranks out of
+# step (a report against a step's part) are refused, nothing written. Root needs
 # --allow-run-as-root; --oversubscribe lets 4 ranks share 2 cores.
 # Under ASan, leak detection is off for these runs only: Open MPI leaks from
 # components it has dlclosed by exit, which LeakSanitizer reports as
@@ -27,6 +28,10 @@ if(TARGET attn_mpi)
   set_tests_properties(cp_dcp_mpi_mismatch PROPERTIES ENVIRONMENT "${ATTN_MPI_ENV}" TIMEOUT 60
     SKIP_RETURN_CODE 77
     PASS_REGULAR_EXPRESSION "rank 0: BACKEND_INVALID: DCP ranks disagree on the attention setup: rank 0: backend CPU_ATTN, layout HND, block size 16; rank 1: backend REFERENCE, layout NHD, block size 16")
+  add_test(NAME cp_dcp_mpi_frames COMMAND ${ATTN_MPIRUN} -np 2 $<TARGET_FILE:cp_dcp_mpi> --frames)
+  set_tests_properties(cp_dcp_mpi_frames PROPERTIES ENVIRONMENT "${ATTN_MPI_ENV}" TIMEOUT 60
+    SKIP_RETURN_CODE 77
+    PASS_REGULAR_EXPRESSION "PASS: 0 failure\\(s\\) over 2 ranks")
   add_test(NAME cp_dcp_mpi_stall COMMAND ${ATTN_MPIRUN} -np 2 $<TARGET_FILE:cp_dcp_mpi> --stall)
   set_tests_properties(cp_dcp_mpi_stall PROPERTIES ENVIRONMENT "${ATTN_MPI_ENV}" TIMEOUT 60
     SKIP_RETURN_CODE 77

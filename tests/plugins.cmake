@@ -3,7 +3,7 @@
 # them on ATTN_PLUGIN_PATH next to the good example plugin (plugins/).
 # Like the example, they take libattn's headers but do not link libattn.
 set(ATTN_TEST_PLUGIN_DIR ${PROJECT_BINARY_DIR}/test-plugins)
-set(ATTN_TEST_PLUGIN_CASES no_entry no_abi bad_abi init_fail missing_dep ctor_bad_abi)
+set(ATTN_TEST_PLUGIN_CASES no_entry no_abi bad_abi init_fail missing_dep ctor_bad_abi hostile)
 
 foreach(case ${ATTN_TEST_PLUGIN_CASES})
   add_library(attn_test_plugin_${case} MODULE ${CMAKE_CURRENT_SOURCE_DIR}/plugins/${case}.c)
@@ -24,7 +24,7 @@ target_link_options(attn_test_plugin_missing_dep PRIVATE -Wl,--no-as-needed)
 set_target_properties(attn_test_plugin_missing_dep PROPERTIES SKIP_BUILD_RPATH ON)
 
 # The tests that load plugins need them (and the example) built first.
-foreach(t test_plugin_load test_plugin_select test_select_threads test_plugin_elf)
+foreach(t test_plugin_load test_plugin_select test_select_threads test_plugin_elf test_badinput_elf)
   if(TARGET ${t})
     foreach(case ${ATTN_TEST_PLUGIN_CASES})
       add_dependencies(${t} attn_test_plugin_${case})

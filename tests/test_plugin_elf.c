@@ -52,7 +52,8 @@ int main(void)
                "ELF\x02\x01",
                6);
     unsigned char hdr[64] = {0x7f, 'E', 'L', 'F', 2, 1, 1};
-    hdr[16] = 3; /* ET_DYN, but the section headers point past the end */
+    hdr[16] = 3; /* ET_DYN of this machine, but the section headers point past the end */
+    hdr[18] = 62, hdr[20] = 1, hdr[0x34] = 64, hdr[0x36] = 56;
     hdr[0x3a] = 64, hdr[0x3c] = 200, hdr[0x28] = 0xff, hdr[0x29] = 0xff;
     write_file("libsections.so", hdr, sizeof hdr);
     const char *bin = attn_test_binary_dir();

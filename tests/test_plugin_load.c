@@ -374,6 +374,71 @@ static void case_missing_folder(void)
     check_example_loaded();
 }
 
+/* hostile: what the api answered to the lying registrations. */
+static void check_hostile_heard(void)
+{
+    void *h = dlopen(plugin_file("hostile"), RTLD_NOW | RTLD_NOLOAD);
+    CHECK(h != NULL);
+    if (!h) return;
+    const char *(*heard)(void) = NULL;
+    void *sym = dlsym(h, "attn_test_hostile_heard");
+    memcpy(&heard, &sym, sizeof heard);
+    const char *t = heard ? heard() : "";
+    CHECK_CONTAINS(t, "object: 1 plugin attn_test_hostile registers CPU_ATTN, but the backend's "
+                      "descriptor is named 'EVIL' (a backend is registered under its own name)\n");
+    CHECK_CONTAINS(t, "override: 9 plugin attn_test_hostile overrides CPU_ATTN with "
+                      "'libattn_nowhere.so:attn_backend_x', which cannot load: No module named "
+                      "libattn_nowhere.so");
+    CHECK_CONTAINS(t, "new: 0 \n");
+    dlclose(h);
+    /* selection keeps the real CPU_ATTN: nothing quietly passes over it */
+    CHECK(!attn_registry_is_overridden("CPU_ATTN"));
+    const attn_platform *p = NULL;
+    const attn_backend *b = NULL;
+    CHECK_OK(attn_platform_current(&p));
+    CHECK_OK(attn_backend_resolve(p, "CPU_ATTN", &b));
+    CHECK(b && strcmp(b->desc->name, "CPU_ATTN") == 0);
+}
+
+/* init returns a status outside the table after refused calls: the report
+ * names the status and carries none of their text. */
+static void case_hostile_unknown(void)
+{
+    CHECK_OK(attn_plugins_load());
+    attn_plugin_report r;
+    CHECK(report_of("attn_test_hostile", &r));
+    CHECK(!r.loaded);
+    CHECK_STR(r.error,
+              "attn_plugin_init failed with an unknown status 999; rolled back 1 registration");
+    CHECK(name_gone("ATTN_TEST_LATER"));
+    check_hostile_heard();
+}
+
+/* init returns the refused override's status: that text is the reason. */
+static void case_hostile_same(void)
+{
+    CHECK_OK(attn_plugins_load());
+    attn_plugin_report r;
+    CHECK(report_of("attn_test_hostile", &r));
+    CHECK_STR(r.error, "attn_plugin_init failed with IMPORT_ERROR: plugin attn_test_hostile "
+                       "overrides CPU_ATTN with 'libattn_nowhere.so:attn_backend_x', which cannot "
+                       "load: No module named libattn_nowhere.so (libattn_nowhere.so: cannot open "
+                       "shared object file: No such file or directory); rolled back 1 "
+                       "registration");
+    check_hostile_heard();
+}
+
+/* init ignores the refusals and returns OK: only the honest registration stays. */
+static void case_hostile_ok(void)
+{
+    CHECK_OK(attn_plugins_load());
+    attn_plugin_report r;
+    CHECK(report_of("attn_test_hostile", &r));
+    CHECK(r.loaded);
+    CHECK_STR(attn_plugins_owner("ATTN_TEST_LATER"), "attn_test_hostile");
+    check_hostile_heard();
+}
+
 /* ---- driver --------------------------------------------------------------- */
 
 static void run_case(const char *title, const char *path, const char *allow, void (*fn)(void))
@@ -466,6 +531,14 @@ int main(void)
     run_case("duplicate", path, NULL, case_duplicate);
     snprintf(path, sizeof path, "/nonexistent-attn-plugin-folder::%s", good);
     run_case("missing-folder", path, NULL, case_missing_folder);
+
+    const char *hostile = bin_path("test-plugins/hostile");
+    setenv("ATTN_TEST_HOSTILE_MODE", "unknown", 1);
+    run_case("hostile-unknown", hostile, NULL, case_hostile_unknown);
+    setenv("ATTN_TEST_HOSTILE_MODE", "same", 1);
+    run_case("hostile-same", hostile, NULL, case_hostile_same);
+    setenv("ATTN_TEST_HOSTILE_MODE", "ok", 1);
+    run_case("hostile-ok", hostile, NULL, case_hostile_ok);
 
     clear_markers();
     rmdir(g_marker_dir);

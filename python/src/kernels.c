@@ -7,6 +7,7 @@
  * view's furthest element lies inside its storage) before the C API sees a
  * pointer; the C API then applies its own checks, so a bad
  * call raises and writes nothing. */
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -289,6 +290,21 @@ static int head_vector(PyObject *o, const char *name, int heads, float **out)
     return 0;
 }
 
+/* d[key] as UTF-8 text when present: a TypeError names the key and the type
+ * it got (no library call ran, so there is no library text to show). */
+static int opt_name(PyObject *d, const char *key, const char **out)
+{
+    PyObject *v = PyDict_GetItemString(d, key);
+    *out = NULL;
+    if (!v) return 0;
+    if (!PyUnicode_Check(v)) {
+        PyErr_Format(PyExc_TypeError, "%s must be a str, not %s", key, Py_TYPE(v)->tp_name);
+        return -1;
+    }
+    *out = PyUnicode_AsUTF8(v);
+    return *out ? 0 : -1;
+}
+
 static int layer_from(PyObject *d, attn_layer_params *l)
 {
     memset(l, 0, sizeof *l);
@@ -311,16 +327,15 @@ static int layer_from(PyObject *d, attn_layer_params *l)
         return -1;
     const char *ds = dict_str(d, "dtype");
     if (!ds || parse_dtype(ds, &l->dtype) < 0) return -1;
-    PyObject *kv = PyDict_GetItemString(d, "kv_cache_dtype"),
-             *at = PyDict_GetItemString(d, "attn_type");
     l->kv_cache_dtype = ATTN_KV_AUTO;
-    if (kv && (!PyUnicode_Check(kv) ||
-               attn_kv_dtype_parse(PyUnicode_AsUTF8(kv), &l->kv_cache_dtype) != ATTN_OK)) {
+    const char *kv = NULL, *at = NULL;
+    if (opt_name(d, "kv_cache_dtype", &kv) < 0 || opt_name(d, "attn_type", &at) < 0) return -1;
+    /* each message is the parse's own, formatted right after it failed */
+    if (kv && attn_kv_dtype_parse(kv, &l->kv_cache_dtype) != ATTN_OK) {
         PyErr_Format(PyExc_ValueError, "kv_cache_dtype: %s", attn_last_error());
         return -1;
     }
-    if (at && (!PyUnicode_Check(at) ||
-               attn_attn_type_parse(PyUnicode_AsUTF8(at), &l->attn_type) != ATTN_OK)) {
+    if (at && attn_attn_type_parse(at, &l->attn_type) != ATTN_OK) {
         PyErr_Format(PyExc_ValueError, "attn_type: %s", attn_last_error());
         return -1;
     }
@@ -351,6 +366,7 @@ static PyObject *py_kernel(PyObject *self, PyObject *args, PyObject *kw)
     k->l.sinks = k->sinks;
     k->l.alibi_slopes = k->alibi;
     if (k->b->kernel->create) {
+        attn_clear_error(); /* a plugin's create may fail without text: no stale one then */
         attn_status st = k->b->kernel->create(&k->l, &k->impl);
         if (st != ATTN_OK) {
             pyattn_raise(st, "kernel create failed");
@@ -401,17 +417,30 @@ static int step_from(PyObject *qsl, PyObject *seq, PyObject *bt, PyObject *enc, 
         if (pyattn_get_buf(enc, "encoder_seq_lens", K_I32, false, 1, rs, &s->enc) < 0) goto f3;
         s->has_enc = true;
     }
+    /* counts the C struct holds as int; the C check judges the values */
+    if (R > ATTN_MAX_NUM_REQS || tokens > INT_MAX || s->bt.shape[1] > INT_MAX) {
+        PyErr_Format(PyExc_ValueError,
+                     "%zd requests (at most %d), %zd tokens or a block table row of %zd entries "
+                     "(at most %d)",
+                     R, ATTN_MAX_NUM_REQS, tokens, s->bt.shape[1], INT_MAX);
+        goto f4;
+    }
     const int32_t *q = s->qsl.buf, *sl = s->seq.buf;
-    int maxq = 0, maxs = 0;
+    /* in 64 bits: hostile entries (INT_MIN after a positive one) are the
+     * C check's to refuse, not an overflow here */
+    int64_t maxq = 0;
+    int maxs = 0;
     for (Py_ssize_t r = 0; r < R; r++) {
-        if (q[r + 1] - q[r] > maxq) maxq = q[r + 1] - q[r];
+        int64_t d = (int64_t)q[r + 1] - q[r];
+        if (d > maxq) maxq = d;
         if (sl[r] > maxs) maxs = sl[r];
     }
+    if (maxq > INT_MAX) maxq = INT_MAX;
     s->cm = (attn_common_metadata){.query_start_loc = q,
                                    .seq_lens = sl,
                                    .num_reqs = (int)R,
                                    .num_actual_tokens = (int)tokens,
-                                   .max_query_len = maxq,
+                                   .max_query_len = (int)maxq,
                                    .max_seq_len = maxs,
                                    .block_table = s->bt.buf,
                                    .block_table_stride = (int)s->bt.shape[1],
@@ -419,6 +448,8 @@ static int step_from(PyObject *qsl, PyObject *seq, PyObject *bt, PyObject *enc, 
                                    .block_size = block_size,
                                    .encoder_seq_lens = s->has_enc ? s->enc.buf : NULL};
     return 0;
+f4:
+    if (s->has_enc) pyattn_buf_release(&s->enc);
 f3:
     pyattn_buf_release(&s->bt);
 f2:
@@ -466,6 +497,7 @@ static PyObject *py_forward(PyObject *self, PyObject *args, PyObject *kw)
     step_bufs s;
     if (step_from(qsl, seq, bt, enc, causal, view.block_size, T, &s) < 0) goto f4;
     attn_status st;
+    attn_clear_error(); /* the failure text is this call's own, or pyattn_raise's default */
     if (mla) {
         attn_mla_args a = {.layer = l,
                            .common = &s.cm,

@@ -452,7 +452,8 @@ attn_status attn_dcp_forward(attn_dcp *d, const attn_dcp_args *a)
     }
     double t1 = attn__dcp_now();
     size_t part = rows * ((size_t)Dv + 1);
-    st = attn_comm_allgather(d->init.comm, d->send, part * sizeof(float), d->recv);
+    st = attn_comm_exchange(d->init.comm, ATTN_COMM_DCP_PARTIAL, d->send, part * sizeof(float),
+                            d->recv);
     if (st != ATTN_OK) return st;
     double t2 = attn__dcp_now();
     attn_partial_state parts[1024];
@@ -491,7 +492,7 @@ attn_status attn_dcp_agree(attn_comm *comm, const char *choice, char *msg, size_
     snprintf(mine, sizeof mine, "%s", choice);
     char *all = calloc((size_t)W, sizeof mine);
     if (!all) return attn__fail(ATTN_OUT_OF_MEMORY, "attn_dcp_agree: out of memory");
-    attn_status st = attn_comm_allgather(comm, mine, sizeof mine, all);
+    attn_status st = attn_comm_exchange(comm, ATTN_COMM_DCP_CHOICE, mine, sizeof mine, all);
     bool same = true;
     for (int i = 1; st == ATTN_OK && i < W; i++)
         same = same && strcmp(all, all + (size_t)i * sizeof mine) == 0;

@@ -300,6 +300,10 @@ attn_status attn_kv_cache_create(const attn_kv_layout_info *li, int num_layers, 
     if (num_layers < 1)
         return attn__fail(ATTN_INVALID_ARGUMENT, "KV cache needs at least one layer (got %d)",
                           num_layers);
+    /* the per-layer arrays are sized by it: the stated limit, before any size */
+    if (num_layers > ATTN_MAX_LAYERS)
+        return attn__fail(ATTN_OUT_OF_MEMORY, "KV cache of %d layers is too large (at most %d)",
+                          num_layers, ATTN_MAX_LAYERS);
     if (li->bytes_per_layer == 0 || li->view.num_kv_heads < 1)
         return attn__fail(ATTN_INVALID_ARGUMENT, "KV cache: empty layout");
     size_t total;

@@ -205,8 +205,17 @@ attn_status attn__capture_check(attn_cg_support cg, const char *type_name,
                                 const attn_common_metadata *cm, int max_reqs, int max_tokens,
                                 int max_blocks_per_req);
 
+/* The batch shape attn_backend_forward checks, for every builder's build
+ * (builders are public: plugins and engines call them directly): num_reqs
+ * in [0, ATTN_MAX_NUM_REQS], query_start_loc from 0, non-decreasing, to
+ * num_actual_tokens (so every difference fits an int), seq_lens (when
+ * given) in [0, ATTN_MAX_SEQ_LEN] and not shorter than the query unless
+ * cross is set (cross attention reads encoder_seq_lens, checked the same
+ * way). ATTN_BAD_METADATA naming `who` and the first problem; read-only. */
+attn_status attn__check_batch(const char *who, const attn_common_metadata *cm, bool cross);
+
 /* Cheap checks every build does (the full walk is attn_common_metadata_check):
- * capacities from create() and required pointers. */
+ * capacities from create(), required pointers and attn__check_batch. */
 attn_status attn__build_args(const char *type_name, const attn_common_metadata *cm, int max_reqs,
                              int max_tokens, int max_blocks_per_req);
 

@@ -233,6 +233,50 @@ attn_status attn__capture_check(attn_cg_support cg, const char *type_name,
     return ATTN_OK;
 }
 
+static attn_status attn__check_lens(const char *who, const int32_t *qsl, const int32_t *lens,
+                                    const char *name, int r, bool at_least_query)
+{
+    int32_t q = qsl[r + 1] - qsl[r], s = lens[r];
+    if (s < 0 || s > ATTN_MAX_SEQ_LEN)
+        return BAD("%s: request %d has %s %d (must be in [0, %d])", who, r, name, s,
+                   ATTN_MAX_SEQ_LEN);
+    if (at_least_query && q > s)
+        return BAD("%s: request %d has query length %d but %s %d", who, r, q, name, s);
+    return ATTN_OK;
+}
+
+attn_status attn__check_batch(const char *who, const attn_common_metadata *cm, bool cross)
+{
+    if (!cm) return attn__fail(ATTN_NULL_ARGUMENT, "%s: common metadata is NULL", who);
+    const int n = cm->num_reqs;
+    if (n < 0 || n > ATTN_MAX_NUM_REQS || cm->num_actual_tokens < 0)
+        return BAD("%s: %d requests / %d tokens (requests must be in [0, %d], tokens >= 0)", who, n,
+                   cm->num_actual_tokens, ATTN_MAX_NUM_REQS);
+    if (n == 0) {
+        if (cm->num_actual_tokens != 0)
+            return BAD("%s: %d tokens but no request", who, cm->num_actual_tokens);
+        return ATTN_OK;
+    }
+    const int32_t *qsl = cm->query_start_loc;
+    if (!qsl) return BAD("%s: query_start_loc is NULL with %d requests", who, n);
+    /* the ends, then each step: from 0 and non-decreasing keeps every difference in range */
+    if (qsl[0] != 0 || qsl[n] != cm->num_actual_tokens)
+        return BAD("%s: query_start_loc runs from %d to %d but the batch has %d tokens", who,
+                   qsl[0], qsl[n], cm->num_actual_tokens);
+    for (int r = 0; r < n; r++)
+        if (qsl[r + 1] < qsl[r])
+            return BAD("%s: request %d has query_start_loc %d..%d (decreasing)", who, r, qsl[r],
+                       qsl[r + 1]);
+    for (int r = 0; r < n; r++) {
+        attn_status st = ATTN_OK;
+        if (cm->seq_lens) st = attn__check_lens(who, qsl, cm->seq_lens, "seq_len", r, !cross);
+        if (st == ATTN_OK && cross && cm->encoder_seq_lens)
+            st = attn__check_lens(who, qsl, cm->encoder_seq_lens, "encoder_seq_len", r, false);
+        if (st != ATTN_OK) return st;
+    }
+    return ATTN_OK;
+}
+
 attn_status attn__build_args(const char *type_name, const attn_common_metadata *cm, int max_reqs,
                              int max_tokens, int max_blocks_per_req)
 {
@@ -246,6 +290,10 @@ attn_status attn__build_args(const char *type_name, const attn_common_metadata *
     if (cm->num_reqs > 0 && (!cm->query_start_loc || !cm->seq_lens))
         return BAD("%s build: query_start_loc or seq_lens is NULL", type_name);
     if (cm->block_size < 1) return BAD("%s build: block_size is %d", type_name, cm->block_size);
+    char who[96];
+    snprintf(who, sizeof who, "%s build", type_name);
+    attn_status st = attn__check_batch(who, cm, false);
+    if (st != ATTN_OK) return st;
     if (cm->num_reqs > 0 && cm->block_table) {
         int cap = cm->block_table_stride < max_blocks_per_req ? cm->block_table_stride
                                                               : max_blocks_per_req;

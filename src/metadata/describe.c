@@ -78,6 +78,12 @@ attn_status attn__init_check(const char *type_name, const attn_builder_init *ini
                           "max_blocks_per_req %d, num_speculative_tokens %d (sizes must be >= 1)",
                           type_name, init->block_size, init->max_num_reqs, init->max_num_tokens,
                           init->max_blocks_per_req, init->num_speculative_tokens);
+    if (init->max_num_reqs > ATTN_MAX_NUM_REQS || init->max_num_tokens > ATTN_MAX_SEQ_LEN)
+        return attn__fail(ATTN_INVALID_ARGUMENT,
+                          "%s builder: max_num_reqs %d / max_num_tokens %d is too large (at most "
+                          "%d / %d)",
+                          type_name, init->max_num_reqs, init->max_num_tokens, ATTN_MAX_NUM_REQS,
+                          ATTN_MAX_SEQ_LEN);
     if ((int64_t)init->max_num_reqs * init->max_blocks_per_req > (int64_t)1 << 30)
         return attn__fail(ATTN_INVALID_ARGUMENT, "%s builder: %d requests x %d blocks is too large",
                           type_name, init->max_num_reqs, init->max_blocks_per_req);

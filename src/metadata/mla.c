@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "attn/mla.h"
+#include "metadata/builders.h"
 #include "metadata/mla_builder.h"
 #include "util/error.h"
 #include "util/strbuf.h"
@@ -74,6 +75,12 @@ attn_status attn__mla_builder_init(attn_mla_query_class cls, int threshold,
     if (init->max_num_reqs < 0 || init->max_num_tokens < 0 || init->num_speculative_tokens < 0)
         return attn__fail(ATTN_INVALID_ARGUMENT, "MLA builder: max_num_reqs, max_num_tokens and "
                                                  "num_speculative_tokens must be >= 0");
+    /* sized scratch (CPU_MLA's partition) must never see a narrowed count */
+    if (init->max_num_reqs > ATTN_MAX_NUM_REQS || init->max_num_tokens > ATTN_MAX_SEQ_LEN)
+        return attn__fail(ATTN_OUT_OF_MEMORY,
+                          "MLA builder: %d requests / %d tokens is too large (at most %d / %d)",
+                          init->max_num_reqs, init->max_num_tokens, ATTN_MAX_NUM_REQS,
+                          ATTN_MAX_SEQ_LEN);
     if (cls != ATTN_MLA_QUERY_SINGLE && 1 + init->num_speculative_tokens > threshold)
         threshold = 1 + init->num_speculative_tokens;
     *effective_threshold = threshold;
@@ -85,26 +92,11 @@ attn_status attn__mla_fill(const attn_common_metadata *cm, attn_mla_query_class 
 {
     ATTN__CHECK_NULL(cm);
     ATTN__CHECK_NULL(md);
-    if (cm->num_reqs < 0 || cm->num_actual_tokens < 0)
-        return attn__fail(ATTN_BAD_METADATA, "MLA builder: num_reqs %d / num_actual_tokens %d < 0",
-                          cm->num_reqs, cm->num_actual_tokens);
     if (cm->num_reqs > 0 && (!cm->query_start_loc || !cm->seq_lens))
         return attn__fail(ATTN_BAD_METADATA,
                           "MLA builder: query_start_loc and seq_lens are required");
-    const int32_t *qsl = cm->query_start_loc;
-    /* qsl[0] = 0 and non-decreasing (checked in order) keep every difference in range */
-    if (cm->num_reqs > 0 && (qsl[0] != 0 || qsl[cm->num_reqs] != cm->num_actual_tokens))
-        return attn__fail(ATTN_BAD_METADATA,
-                          "MLA builder: query_start_loc runs from %d to %d but the batch has %d "
-                          "tokens",
-                          qsl[0], qsl[cm->num_reqs], cm->num_actual_tokens);
-    for (int r = 0; r < cm->num_reqs; r++) {
-        if (qsl[r + 1] < qsl[r] || cm->seq_lens[r] < 0 || cm->seq_lens[r] > ATTN_MAX_SEQ_LEN ||
-            qsl[r + 1] - qsl[r] > cm->seq_lens[r])
-            return attn__fail(ATTN_BAD_METADATA,
-                              "MLA builder: request %d has query_start_loc %d..%d and seq_len %d",
-                              r, qsl[r], qsl[r + 1], cm->seq_lens[r]);
-    }
+    attn_status st = attn__check_batch("MLA builder", cm, false);
+    if (st != ATTN_OK) return st;
     memset(md, 0, sizeof *md);
     md->magic = ATTN_MLA_METADATA_MAGIC;
     md->struct_size = sizeof *md;

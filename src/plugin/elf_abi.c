@@ -53,6 +53,8 @@ static bool read_sym(const unsigned char *f, size_t sz, const char *name, uint32
     if (eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_ident[EI_DATA] != host_data)
         return elf_why(why, wn, "not a 64-bit ELF of this machine's byte order");
     if (eh.e_type != ET_DYN) return elf_why(why, wn, "not an ELF shared object");
+    /* what dlopen will trust, before anything here trusts it either */
+    if (!attn__elf_check_image(f, sz, why, wn)) return false;
     if (eh.e_shentsize != sizeof(Elf64_Shdr) || eh.e_shnum == 0 ||
         !in_file(eh.e_shoff, (uint64_t)eh.e_shnum * sizeof(Elf64_Shdr), sz))
         return elf_why(why, wn, "malformed ELF: section headers outside the file");

@@ -38,6 +38,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "attn/backend.h"
 #include "attn/log.h"
 #include "attn/platform.h"
 #include "attn/plugin.h"
@@ -135,19 +136,39 @@ static attn_status journal_prepare(reg_entry *e, const char *name)
     return e->name ? ATTN_OK : attn__fail(ATTN_OUT_OF_MEMORY, "plugin registration journal");
 }
 
+/* What the running init last heard from the api: a failure of one of its
+ * calls or its own api->fail. A failed init is reported with this text only
+ * when it returns the same status, so the report never carries the text of
+ * something else (an earlier refused call, a failure before init ran). */
+static _Thread_local struct {
+    attn_status st;
+    char text[512];
+} g_heard;
+
+static attn_status heard(attn_status st)
+{
+    if (st != ATTN_OK) {
+        g_heard.st = st;
+        snprintf(g_heard.text, sizeof g_heard.text, "%s", attn_last_error());
+    }
+    return st;
+}
+
 /* One journalled registration: by locator, or (object) by backend object. */
 static attn_status api_register(const char *name, bool object, const char *locator,
                                 const attn_backend *b)
 {
     if (g_current < 0) return api_not_in_init();
-    ATTN__CHECK_NULL(name);
+    if (!name) return heard(attn__fail(ATTN_NULL_ARGUMENT, "register: argument 'name' is NULL"));
     reg_entry e;
     attn_status s = journal_prepare(&e, name);
+    if (s == ATTN_OK && (object ? b != NULL : locator != NULL))
+        s = attn__plugin_check_target(g_recs[g_current].name, name, object ? NULL : locator, b);
     if (s == ATTN_OK)
         s = object ? attn_register_backend_object(name, b) : attn_register_backend(name, locator);
     if (s != ATTN_OK) {
         free(e.name);
-        return s;
+        return heard(s);
     }
     g_regs[g_nregs++] = e; /* capacity reserved by journal_prepare */
     return ATTN_OK;
@@ -182,7 +203,18 @@ static void api_log(int level, const char *msg)
 
 static attn_status api_fail(attn_status s, const char *msg)
 {
-    return attn__fail(s, "%s", msg ? msg : "");
+    return heard(attn__fail(s, "%s", msg ? msg : ""));
+}
+
+static attn_status api_platform_current(const attn_platform **out)
+{
+    return heard(attn_platform_current(out));
+}
+
+static attn_status api_backend_resolve(const attn_platform *p, const char *name,
+                                       const attn_backend **out)
+{
+    return heard(attn_backend_resolve(p, name, out));
 }
 
 /* ---- loading one plugin ----------------------------------------------------- */
@@ -288,8 +320,8 @@ static void run_init(int idx, void *h, attn_plugin_init_fn init)
         .register_backend_object = api_register_backend_object,
         .log = api_log,
         .plugin_path = r->path,
-        .platform_current = attn_platform_current,
-        .backend_resolve = attn_backend_resolve,
+        .platform_current = api_platform_current,
+        .backend_resolve = api_backend_resolve,
         .last_error = attn_last_error,
         .fail = api_fail,
         .register_platform_rule = api_register_platform_rule,
@@ -304,20 +336,26 @@ static void run_init(int idx, void *h, attn_plugin_init_fn init)
     }
     int first = g_nregs;
     g_current = idx;
+    g_heard.st = ATTN_OK;
+    g_heard.text[0] = '\0';
     attn_clear_error();
     attn_status st = init(&api);
     g_current = -1;
     int made = g_nregs - first;
 
     if (st != ATTN_OK) {
-        char detail[512];
-        snprintf(detail, sizeof detail, "%s", attn_last_error());
+        const char *detail = st == g_heard.st ? g_heard.text : "";
+        char status[64];
+        if (strcmp(attn_status_name(st), "UNKNOWN_STATUS") == 0)
+            snprintf(status, sizeof status, "an unknown status %d", (int)st);
+        else
+            snprintf(status, sizeof status, "%s", attn_status_name(st));
         attn__registry_snapshot_restore(snap);
         for (int i = first; i < g_nregs; i++)
             g_regs[i].undone = true;
-        plugin_fail(
-            idx, h, made > 0, "attn_plugin_init failed with %s%s%s; rolled back %d registration%s",
-            attn_status_name(st), detail[0] ? ": " : "", detail, made, made == 1 ? "" : "s");
+        plugin_fail(idx, h, made > 0,
+                    "attn_plugin_init failed with %s%s%s; rolled back %d registration%s", status,
+                    detail[0] ? ": " : "", detail, made, made == 1 ? "" : "s");
         return;
     }
     attn__registry_snapshot_free(snap);

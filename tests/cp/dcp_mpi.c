@@ -359,6 +359,43 @@ static const tcase g_cases[] = {
      0, 4, 4, 150, 6, 1e-4},
 };
 
+/* --frames: rank 0 gathers a 144-byte report while the others send a
+ * 30704-byte step part (ranks given different --steps): refused on every
+ * rank naming the others, nothing written (ASan sees the exact buffers);
+ * the tally then runs on a fresh communicator. */
+static attn_comm *frames(attn_comm *comm)
+{
+    size_t bytes = g_rank == 0 ? 144 : 30704;
+    uint32_t kind = g_rank == 0 ? ATTN_COMM_REPORT : ATTN_COMM_DCP_PARTIAL;
+    int W = attn_comm_size(comm);
+    unsigned char *send = calloc(bytes, 1), *recv = malloc((size_t)W * bytes);
+    memset(recv, 0xAB, (size_t)W * bytes);
+    attn_status st = attn_comm_exchange(comm, kind, send, bytes, recv);
+    printf("rank %d: %s: %s\n", g_rank, attn_status_name(st), attn_last_error());
+    EXPECT(W < 2 || st == ATTN_BAD_STATE, "out-of-step exchange accepted");
+    char want[512];
+    int n = snprintf(
+        want, sizeof want,
+        "exchange refused on rank %d: the ranks are out of step: this rank sends %s; ", g_rank,
+        g_rank ? "dcp partial, 30704 bytes, exchange #1" : "report, 144 bytes, exchange #1");
+    for (int r = 0, k = 0; r < W && n > 0 && (size_t)n < sizeof want; r++)
+        if (r != g_rank && (r == 0 || g_rank == 0))
+            n += snprintf(
+                want + n, sizeof want - (size_t)n, "%srank %d sent %s", k++ ? "; " : "", r,
+                r ? "dcp partial, 30704 bytes, exchange #1" : "report, 144 bytes, exchange #1");
+    EXPECT(W < 2 || strcmp(attn_last_error(), want) == 0, "message '%s', want '%s'",
+           attn_last_error(), want);
+    bool untouched = true;
+    for (size_t i = 0; i < (size_t)W * bytes && W > 1; i++)
+        untouched = untouched && recv[i] == 0xAB;
+    EXPECT(untouched, "recv written");
+    free(send);
+    free(recv);
+    attn_comm *fresh = NULL;
+    if (attn_comm_mpi_create(NULL, NULL, &fresh) != ATTN_OK) return comm;
+    return fresh;
+}
+
 /* --mismatch: rank 1 reports another choice; --stall: rank 1 stops
  * answering; --die: rank 1 exits in the middle of the exchange. */
 int main(int argc, char **argv)
@@ -374,7 +411,10 @@ int main(int argc, char **argv)
     }
     g_rank = attn_comm_rank(comm);
     const char *mode = argc > 1 ? argv[1] : "";
-    if (!strcmp(mode, "--mismatch")) {
+    attn_comm *tally = comm;
+    if (!strcmp(mode, "--frames")) {
+        tally = frames(comm);
+    } else if (!strcmp(mode, "--mismatch")) {
         char msg[1024] = "";
         const char *choice = g_rank == 1 ? "backend REFERENCE, layout NHD, block size 16"
                                          : "backend CPU_ATTN, layout HND, block size 16";
@@ -401,14 +441,15 @@ int main(int argc, char **argv)
     }
     int all[1024] = {0};
     int total = 0;
-    if (attn_comm_allgather(comm, &g_fail, sizeof g_fail, all) == ATTN_OK)
-        for (int i = 0; i < attn_comm_size(comm); i++)
+    if (attn_comm_allgather(tally, &g_fail, sizeof g_fail, all) == ATTN_OK)
+        for (int i = 0; i < attn_comm_size(tally); i++)
             total += all[i];
     else
         total = 1;
     if (g_rank == 0)
         printf("%s: %d failure(s) over %d ranks\n", total ? "FAIL" : "PASS", total,
-               attn_comm_size(comm));
+               attn_comm_size(tally));
+    if (tally != comm) attn_comm_free(tally);
     attn_comm_free(comm);
     return total ? 1 : 0;
 }

@@ -26,6 +26,8 @@ static inline void attn_test_plugin_mark(const char *test_case)
 
 /* init_fail keeps the api's register function and tries it after init. */
 ATTN_EXPORT attn_status attn_test_late_register(void);
+/* hostile: what the api answered to its registrations */
+ATTN_EXPORT const char *attn_test_hostile_heard(void);
 /* from libattn_missingdep.so */
 int attn_missingdep_answer(void);
 

@@ -225,10 +225,11 @@ static int resolve_backends(const args_t *a, backend_t *bes, int nbe)
         return ATTN_EXIT_FAILED;
     }
     for (int i = 0; i < nbe; i++) {
-        if (attn_backend_resolve(plat, bes[i].name, &bes[i].b) != ATTN_OK || !bes[i].b ||
-            !bes[i].b->kernel || !bes[i].b->kernel->forward) {
+        /* the library's text only when the resolve itself failed (else it is stale) */
+        bool resolved = attn_backend_resolve(plat, bes[i].name, &bes[i].b) == ATTN_OK;
+        if (!resolved || !bes[i].b || !bes[i].b->kernel || !bes[i].b->kernel->forward) {
             fprintf(stderr, "attn bench: backend %s cannot run here: %s\n", bes[i].name,
-                    attn_last_error()[0] ? attn_last_error() : "no standard forward kernel");
+                    resolved ? "no standard forward kernel" : attn_last_error());
             attn_platform_free(plat);
             return ATTN_EXIT_FAILED;
         }

@@ -81,7 +81,9 @@ static int attn__serve_open(attn__serve_run *r)
         fprintf(stderr, "attn serve: %s\n", attn_last_error());
         return ATTN_EXIT_ERROR;
     }
-    return attn__serve_dcp_open(o->dcp, o->dcp_timeout, &r->dcp);
+    int rc = attn__serve_dcp_open(o->dcp, o->dcp_timeout, &r->dcp);
+    if (rc < 0 && r->dcp) rc = attn__serve_dcp_agree_setup(r->dcp, o, r->m);
+    return rc;
 }
 
 static attn_status attn__serve_start(attn__serve_run *r)
@@ -198,7 +200,7 @@ static int attn__serve_steps(attn__serve_run *r)
     return ATTN_EXIT_OK;
 }
 
-static void attn__serve_json_final(attn__serve_run *r, const attn_engine_counts *c)
+static bool attn__serve_json_final(attn__serve_run *r, const attn_engine_counts *c)
 {
     attn__jw *w = &r->w;
     attn__jw_arr_end(w);
@@ -221,10 +223,10 @@ static void attn__serve_json_final(attn__serve_run *r, const attn_engine_counts 
     attn__put_num(w, "max_abs_diff", r->max_diff);
     attn__jw_key(w, "blocks");
     attn__engine_json_blocks(w, r->e);
-    if (r->dcp) attn__serve_dcp_report(r->dcp, r->e, &r->dcp_acc, r->o.dcp_interleave, w);
+    return !r->dcp || attn__serve_dcp_report(r->dcp, r->e, &r->dcp_acc, r->o.dcp_interleave, w);
 }
 
-static void attn__serve_text_final(attn__serve_run *r, const attn_engine_counts *c)
+static bool attn__serve_text_final(attn__serve_run *r, const attn_engine_counts *c)
 {
     printf("served %lld steps: %lld requests added (%ld refused), %lld admitted, %lld "
            "finished, %lld preemptions, %lld tokens; %d running, %d waiting\n",
@@ -235,8 +237,10 @@ static void attn__serve_text_final(attn__serve_run *r, const attn_engine_counts 
         printf("attention math: emulated on this machine's CPU kernels%s\n",
                r->o.verify ? "" : " (use --verify to check against REFERENCE)");
     if (r->o.verify) printf("largest difference from REFERENCE: %.3g\n", r->max_diff);
-    if (r->dcp) attn__serve_dcp_report(r->dcp, r->e, &r->dcp_acc, r->o.dcp_interleave, NULL);
+    bool ok =
+        !r->dcp || attn__serve_dcp_report(r->dcp, r->e, &r->dcp_acc, r->o.dcp_interleave, NULL);
     attn__print_blocks(r->e, "at the end");
+    return ok;
 }
 
 /* The totals and the block accounting before and after every request is
@@ -246,10 +250,8 @@ static int attn__serve_final(attn__serve_run *r, int exit_code)
     attn_engine_counts c;
     attn_engine_get_counts(r->e, &c);
     bool ok_before = attn__blocks_ok(r->e, false);
-    if (r->o.json)
-        attn__serve_json_final(r, &c);
-    else
-        attn__serve_text_final(r, &c);
+    bool reported = r->o.json ? attn__serve_json_final(r, &c) : attn__serve_text_final(r, &c);
+    if (!reported && exit_code == ATTN_EXIT_OK) exit_code = ATTN_EXIT_ERROR;
     attn_engine_abort_all(r->e);
     bool ok_after = attn__blocks_ok(r->e, true);
     if (r->o.json) {
@@ -280,6 +282,8 @@ int attn_cmd_serve(int argc, char **argv)
         return rc;
     }
     attn_status st = attn__serve_start(&r);
+    /* every rank takes part, started or not, so none waits for one that gave up */
+    int agreed = r.dcp ? attn__serve_dcp_agree_engine(r.dcp, r.e, st) : -1;
     if (r.o.json) attn__serve_json_head(&r);
     if (st != ATTN_OK) {
         fprintf(stderr, "attn serve: startup failed: %s\n",
@@ -291,6 +295,10 @@ int attn_cmd_serve(int argc, char **argv)
         rc = r.e ? ATTN_EXIT_FAILED : ATTN_EXIT_USAGE;
         attn__serve_close(&r);
         return rc;
+    }
+    if (agreed >= 0) {
+        attn__serve_close(&r);
+        return agreed;
     }
     attn__serve_ready(&r);
     rc = attn__serve_final(&r, attn__serve_steps(&r));

@@ -1,9 +1,16 @@
 /* `attn serve --dcp N` (see serve_dcp.h). Every rank serves the same
  * deterministic traffic; only rank 0 writes the normal output, and at the
  * end it prints one line (or JSON object) per rank: KV bytes this rank held
- * at the peak, its step times and the DCP parts of them. */
+ * at the peak, its step times and the DCP parts of them.
+ *
+ * That works only when every rank was started alike, so before the engine
+ * starts the ranks agree on every setting that shapes the batches, the
+ * layers or the exchanged parts (attn_comm_agree), and after it they agree
+ * on what the engine made of them (pool, lengths) and on having started;
+ * the engine's own consensus compares backends and KV layouts. */
 #include "serve_dcp.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,6 +58,129 @@ int attn__serve_dcp_open(long world, double timeout_s, attn_comm **out)
 #endif
 }
 
+/* The settings every rank must share, as text. The machine may differ
+ * between ranks (a mixed fleet); what it leads to is compared later. */
+typedef struct attn__dcp_setup {
+    attn_comm_field f[40];
+    char v[40][256], names[ATTN_KIND_COUNT][64];
+    char layers[4096];
+    int n;
+} attn__dcp_setup;
+
+static void attn__dcp_put(attn__dcp_setup *s, const char *name, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void attn__dcp_put(attn__dcp_setup *s, const char *name, const char *fmt, ...)
+{
+    if (s->n >= 40) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(s->v[s->n], sizeof s->v[s->n], fmt, ap);
+    va_end(ap);
+    s->f[s->n] = (attn_comm_field){name, s->v[s->n]};
+    s->n++;
+}
+
+/* A size option: 0 is "default" (the engine decides). */
+static void attn__dcp_put_size(attn__dcp_setup *s, const char *name, long v)
+{
+    if (v == 0)
+        attn__dcp_put(s, name, "default");
+    else
+        attn__dcp_put(s, name, "%ld", v);
+}
+
+/* Every KV group's layers and shape, what is not the default only:
+ * "full_attention decoder 0-31: heads 32/8, head size 128, window 4096". */
+static void attn__dcp_layers(const attn_model *m, char *buf, size_t size)
+{
+    attn__sb sb;
+    attn__sb_init(&sb);
+    for (int g = 0; g < attn_model_num_groups(m); g++) {
+        const attn_layer_spec *sp = attn_model_group_spec(m, g);
+        const int *ls = NULL;
+        int nl = attn_model_group_layers(m, g, &ls);
+        char lt[256];
+        attn_model_layers_text(ls, nl, lt, sizeof lt);
+        attn__sb_printf(&sb, "%s%s %s %s: heads %d/%d, head size %d", g ? "; " : "",
+                        attn_layer_spec_kind(sp), attn_attn_type_name(sp->attn_type), lt,
+                        sp->num_heads, sp->num_kv_heads, sp->head_size);
+        if (sp->head_size_v) attn__sb_printf(&sb, "/%d", sp->head_size_v);
+        if (sp->sliding_window) attn__sb_printf(&sb, ", window %d", sp->sliding_window);
+        if (sp->logits_soft_cap != 0.0f)
+            attn__sb_printf(&sb, ", softcap %g", (double)sp->logits_soft_cap);
+        if (sp->has_sink) attn__sb_puts(&sb, ", sinks");
+        if (sp->use_mla)
+            attn__sb_printf(&sb, ", MLA rank %d rope %d nope %d v %d", sp->kv_lora_rank,
+                            sp->qk_rope_head_dim, sp->qk_nope_head_dim, sp->v_head_dim);
+        if (sp->use_sparse) attn__sb_printf(&sb, ", sparse top-%d", sp->index_topk);
+        if (sp->use_mm_prefix) attn__sb_puts(&sb, ", multimodal prefix");
+    }
+    snprintf(buf, size, "%s", sb.data && !sb.oom ? sb.data : "(out of memory)");
+    attn__sb_free(&sb);
+}
+
+int attn__serve_dcp_agree_setup(attn_comm *c, const attn__serve_opts *o, const attn_model *m)
+{
+    attn__dcp_setup *s = calloc(1, sizeof *s);
+    if (!s) {
+        fprintf(stderr, "attn serve: rank %d: out of memory\n", attn_comm_rank(c));
+        attn__serve_dcp_abort(c);
+    }
+    const attn_traffic_config *t = &o->traffic;
+    attn__dcp_put(s, "model", "%s", attn_model_name(m));
+    attn__dcp_layers(m, s->layers, sizeof s->layers);
+    s->f[s->n++] = (attn_comm_field){"layers", s->layers};
+    attn__dcp_put(s, "--dtype", "%s", attn_dtype_name(attn_model_dtype(m)));
+    attn__dcp_put(s, "--kv-cache-dtype", "%s", attn_kv_dtype_name(o->kv));
+    attn__dcp_put(s, "--backend", "%s", o->backend ? o->backend : "auto");
+    for (int k = 0; k < ATTN_KIND_COUNT; k++) {
+        snprintf(s->names[k], sizeof s->names[k], "--backend-for %s",
+                 attn_kv_kind_name((attn_kv_kind)k));
+        attn__dcp_put(s, s->names[k], "%s", o->per_kind[k] ? o->per_kind[k] : "(unset)");
+    }
+    attn__dcp_put_size(s, "--block-size", o->block_size);
+    attn__dcp_put_size(s, "--num-blocks", o->num_blocks);
+    attn__dcp_put_size(s, "--max-num-seqs", o->max_seqs);
+    attn__dcp_put_size(s, "--max-batched-tokens", o->max_tokens);
+    attn__dcp_put_size(s, "--max-model-len", o->max_model_len);
+    attn__dcp_put(s, "--dcp-interleave", "%ld", o->dcp_interleave ? o->dcp_interleave : 1);
+    attn__dcp_put(s, "--steps", "%ld", o->steps);
+    attn__dcp_put(s, "--rate", "%.17g", t->rate);
+    attn__dcp_put(s, "--prompt-len", "%d:%d", t->prompt_min, t->prompt_max);
+    attn__dcp_put(s, "--output-len", "%d:%d", t->output_min, t->output_max);
+    attn__dcp_put(s, "--prefix-share", "%.17g", t->prefix_fraction);
+    attn__dcp_put(s, "--prefix-len", "%d", t->prefix_len);
+    attn__dcp_put(s, "--seed", "%llu", (unsigned long long)t->seed);
+    if (o->layers_to_run < 0)
+        attn__dcp_put(s, "--layers-to-run", "all");
+    else
+        attn__dcp_put_size(s, "--layers-to-run", o->layers_to_run);
+    attn__dcp_put(s, "--no-kernels", "%d", o->no_kernels);
+    attn__dcp_put(s, "--verify", "%d", o->verify);
+    attn__dcp_put(s, "--check", "%d", o->check);
+    attn_status st = attn_comm_agree(c, "DCP settings", s->f, s->n);
+    free(s);
+    if (st == ATTN_OK) return -1;
+    fprintf(stderr, "attn serve: rank %d: %s\n", attn_comm_rank(c), attn_last_error());
+    return st == ATTN_INVALID_ARGUMENT ? ATTN_EXIT_USAGE : ATTN_EXIT_ERROR;
+}
+
+int attn__serve_dcp_agree_engine(attn_comm *c, const attn_engine *e, attn_status startup)
+{
+    attn__dcp_setup s = {0};
+    attn__dcp_put(&s, "startup", "%s", attn_status_name(startup));
+    if (startup == ATTN_OK) {
+        attn__dcp_put(&s, "block size", "%d", attn_engine_block_size(e));
+        attn__dcp_put(&s, "blocks per KV group", "%d", attn_engine_num_blocks(e));
+        attn__dcp_put(&s, "KV groups", "%d", attn_engine_num_groups(e));
+        attn__dcp_put(&s, "max model length", "%d", attn_engine_max_model_len(e));
+    }
+    attn_status st = attn_comm_agree(c, "DCP engines after startup", s.f, s.n);
+    if (st == ATTN_OK) return -1;
+    fprintf(stderr, "attn serve: rank %d: %s\n", attn_comm_rank(c), attn_last_error());
+    return ATTN_EXIT_FAILED;
+}
+
 void attn__serve_dcp_step(attn__dcp_acc *acc, const attn_engine_step_stats *ss,
                           const attn__harness_stats *hs)
 {
@@ -80,16 +210,16 @@ static double attn__bytes_per_token(const attn_engine *e)
     return b;
 }
 
-void attn__serve_dcp_report(attn_comm *c, const attn_engine *e, const attn__dcp_acc *acc,
+bool attn__serve_dcp_report(attn_comm *c, const attn_engine *e, const attn__dcp_acc *acc,
                             long interleave, attn__jw *w)
 {
     int W = attn_comm_size(c);
     attn__dcp_acc *all = calloc((size_t)W, sizeof *all);
-    if (!all || attn_comm_allgather(c, acc, sizeof *acc, all) != ATTN_OK) {
+    if (!all || attn_comm_exchange(c, ATTN_COMM_REPORT, acc, sizeof *acc, all) != ATTN_OK) {
         fprintf(stderr, "attn serve: rank %d: DCP report: %s\n", attn_comm_rank(c),
                 all ? attn_last_error() : "out of memory");
         free(all);
-        return;
+        return false;
     }
     double bpt = attn__bytes_per_token(e);
     if (w) {
@@ -149,6 +279,7 @@ void attn__serve_dcp_report(attn_comm *c, const attn_engine *e, const attn__dcp_
         attn__jw_obj_end(w);
     }
     free(all);
+    return true;
 }
 
 void attn__serve_dcp_abort(attn_comm *c)

@@ -8,6 +8,7 @@
 #include "attn/comm.h"
 #include "attn/engine.h"
 #include "harness/harness.h"
+#include "serve.h"
 #include "util/strbuf.h"
 
 typedef struct attn__dcp_acc {
@@ -23,8 +24,17 @@ typedef struct attn__dcp_acc {
 int attn__serve_dcp_open(long world, double timeout_s, attn_comm **out);
 void attn__serve_dcp_step(attn__dcp_acc *acc, const attn_engine_step_stats *ss,
                           const attn__harness_stats *hs);
-/* Gathers every rank's figures; rank 0 prints them (text, or into w). */
-void attn__serve_dcp_report(attn_comm *c, const attn_engine *e, const attn__dcp_acc *acc,
+/* Before the engine starts: the ranks agree on every setting they must
+ * share (model and layers, dtypes, block and pool sizes, interleave, steps
+ * and traffic, backends, kernel flags). -1 when they do, else the exit
+ * code after printing the one message every rank prints. */
+int attn__serve_dcp_agree_setup(attn_comm *c, const attn__serve_opts *o, const attn_model *m);
+/* After the engine started (or failed to) on every rank: they agree on
+ * having started and on its pool and lengths. -1, or the exit code. */
+int attn__serve_dcp_agree_engine(attn_comm *c, const attn_engine *e, attn_status startup);
+/* Gathers every rank's figures; rank 0 prints them (text, or into w).
+ * false after printing why (the ranks were out of step). */
+bool attn__serve_dcp_report(attn_comm *c, const attn_engine *e, const attn__dcp_acc *acc,
                             long interleave, attn__jw *w);
 /* A step failed on this rank: end every rank (does not return). */
 void attn__serve_dcp_abort(attn_comm *c);

@@ -1,6 +1,5 @@
 /* `attn simulate [SCENARIO] [--steps N] [--json] [--html FILE]`: machines
  * side by side through startup and serving, in stages (sim/scenario). */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +9,7 @@
 #include "serve_dcp.h"
 #include "scenario/scenario.h"
 #include "scenario/view.h"
+#include "util/outfile.h"
 
 static int usage(FILE *f)
 {
@@ -27,7 +27,9 @@ static int usage(FILE *f)
             "           schema: data/scenarios/README.md)\n"
             "--steps N  run N steps instead of the scenario's\n"
             "--json     print the whole run as one JSON document instead of the report\n"
-            "--html F   also write the run as one self-contained HTML page to F\n"
+            "--html F   also write the run as one self-contained HTML page to F (written\n"
+            "           whole on success, an existing F is left as it was on failure;\n"
+            "           '-': the page on stdout instead of the report)\n"
             "--verify   also run the REFERENCE oracle on every attention step and show the\n"
             "           largest difference (slower)\n"
             "--dcp N    instead: a decode-context-parallel deployment over N ranks (backend\n"
@@ -93,29 +95,35 @@ static int parse_opts(int argc, char **argv, simulate_opts *o)
     return -1;
 }
 
-/* The document as text or JSON on stdout, and as HTML into hf. */
-static int write_outputs(const simulate_opts *o, const char *doc, FILE *hf)
+/* The document as text or JSON on stdout (unless the page goes there), and
+ * as HTML into hf, which is published only when everything succeeded. */
+static int write_outputs(const simulate_opts *o, const char *doc, attn__outfile *hf)
 {
-    int rc = ATTN_EXIT_OK;
+    bool page_on_stdout = hf->is_stdout;
     if (o->json) {
         printf("%s\n", doc);
-    } else if (attn__scenario_print_text(doc, stdout) != ATTN_OK) {
+    } else if (!page_on_stdout && attn__scenario_print_text(doc, stdout) != ATTN_OK) {
         fprintf(stderr, "attn simulate: %s\n", attn_last_error());
-        rc = ATTN_EXIT_ERROR;
+        attn__outfile_abort(hf);
+        return ATTN_EXIT_ERROR;
     }
-    if (hf) {
-        if (attn__scenario_write_html(doc, hf) != ATTN_OK) {
-            fprintf(stderr, "attn simulate: %s\n", attn_last_error());
-            rc = ATTN_EXIT_ERROR;
-        }
-        if (fclose(hf) != 0) {
-            fprintf(stderr, "attn simulate: writing %s: %s\n", o->html, strerror(errno));
-            rc = ATTN_EXIT_ERROR;
-        } else if (!o->json) {
-            printf("\nHTML report written to %s\n", o->html);
-        }
+    if (!o->html) return ATTN_EXIT_OK;
+    if (attn__scenario_write_html(doc, hf->f) != ATTN_OK) {
+        fprintf(stderr, "attn simulate: %s\n", attn_last_error());
+        attn__outfile_abort(hf);
+        return ATTN_EXIT_ERROR;
     }
-    return rc;
+    /* a report that did not reach stdout fails the run: the page is not published */
+    if (!page_on_stdout && (fflush(stdout) != 0 || ferror(stdout))) {
+        attn__outfile_abort(hf);
+        return ATTN_EXIT_ERROR; /* main names the write error */
+    }
+    if (attn__outfile_commit(hf) != ATTN_OK) {
+        fprintf(stderr, "attn simulate: %s\n", attn_last_error());
+        return ATTN_EXIT_ERROR;
+    }
+    if (!o->json && !page_on_stdout) printf("\nHTML report written to %s\n", o->html);
+    return ATTN_EXIT_OK;
 }
 
 /* Loads and runs the scenario: the document, or NULL with *rc set. */
@@ -154,18 +162,20 @@ int attn_cmd_simulate(int argc, char **argv)
     }
     if (o.machine || o.model)
         return attn_cli_usage_error("simulate", "--machine and --model go with --dcp");
-    /* the report file is opened before the run, so a bad path fails at once */
-    FILE *hf = NULL;
-    if (o.html && !(hf = fopen(o.html, "w"))) {
-        fprintf(stderr, "attn simulate: cannot write %s: %s\n", o.html, strerror(errno));
+    if (o.html && o.json && strcmp(o.html, "-") == 0)
+        return attn_cli_usage_error("simulate", "--html - and --json both want stdout");
+    /* opened before the run, so a bad path fails at once; a temporary until the run succeeds */
+    attn__outfile hf = {0};
+    if (o.html && attn__outfile_open(&hf, o.html, ATTN__OUT_ALLOW_STDOUT) != ATTN_OK) {
+        fprintf(stderr, "attn simulate: %s\n", attn_last_error());
         return ATTN_EXIT_ERROR;
     }
     char *doc = run_scenario(&o, &rc);
     if (!doc) {
-        if (hf) fclose(hf), remove(o.html);
+        attn__outfile_abort(&hf);
         return rc;
     }
-    rc = write_outputs(&o, doc, hf);
+    rc = write_outputs(&o, doc, &hf);
     free(doc);
     return rc;
 }

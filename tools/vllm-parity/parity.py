@@ -27,6 +27,20 @@ VLLM_VERSION = "0.32.0"
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 
+
+def write_whole(path, text):
+    """Writes text to a temporary file beside path and renames it over path:
+    a failed write leaves an existing file as it was (tests/data is tracked)."""
+    tmp = "%s.%d.tmp" % (path, os.getpid())
+    try:
+        with open(tmp, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
 # ---- the configurations ----------------------------------------------------
 
 CUDA_CCS = ["7.0", "7.5", "8.0", "8.9", "9.0", "10.0", "11.0", "12.0"]
@@ -311,8 +325,7 @@ def vllm_answers(py, venv, cases):
             sys.stderr.write(p.stderr[-3000:])
         got = json.loads(p.stdout)["answers"]
         cache.update(got)
-        with open(cache_path, "w") as f:
-            json.dump(cache, f)
+        write_whole(cache_path, json.dumps(cache))
     return {c["id"]: cache.get(c["id"]) for c in cases}
 
 
@@ -500,11 +513,8 @@ def write_cases(path, cases, vans):
         else:
             e["expect"] = {"selected": v["selected"]}
         out.append(e)
-    with open(path, "w") as f:
-        f.write('{"vllm": "%s", "generator": "tools/vllm-parity/parity.py", "cases": [\n'
-                % VLLM_VERSION)
-        f.write(",\n".join(json.dumps(e, sort_keys=True) for e in out))
-        f.write("\n]}\n")
+    write_whole(path, '{"vllm": "%s", "generator": "tools/vllm-parity/parity.py", "cases": [\n'
+                % VLLM_VERSION + ",\n".join(json.dumps(e, sort_keys=True) for e in out) + "\n]}\n")
     print("wrote %d cases to %s" % (len(out), path), file=sys.stderr)
 
 
@@ -533,11 +543,10 @@ def write_known(path, cases, vans, lans):
             continue
         if v_outcome(v) != l_outcome(l):
             rows.append("%s %s" % (c["id"], cause_of(c, v, l)))
-    with open(path, "w") as f:
-        f.write("# Cases of vllm-0.32.0-cases.json where libattn's outcome differs from\n"
+    write_whole(path, "# Cases of vllm-0.32.0-cases.json where libattn's outcome differs from\n"
                 "# vLLM's, each with its cause. Written by tools/vllm-parity/parity.py;\n"
-                "# test_select_cases fails when a listed case starts agreeing.\n")
-        f.write("\n".join(rows) + "\n")
+                "# test_select_cases fails when a listed case starts agreeing.\n"
+                + "\n".join(rows) + "\n")
     print("wrote %d known differences to %s" % (len(rows), path), file=sys.stderr)
 
 

@@ -15,6 +15,17 @@
 
 /* ---- kernel ops -------------------------------------------------------------- */
 
+/* No per-layer state: create checks the layer once (the limits of
+ * attn/types.h, finite sinks) so a layer that can never run is refused
+ * when it is set up, not at its first forward. */
+static attn_status cpu_create(const attn_layer_params *layer, void **impl)
+{
+    ATTN__CHECK_NULL(impl);
+    *impl = NULL;
+    attn_status st = attn__fwd_check_layer(layer);
+    return st == ATTN_OK ? ATTN_OK : attn__wrap(st, "CPU_ATTN create");
+}
+
 static attn_status cpu_forward(void *impl, const attn_forward_args *a)
 {
     (void)impl;
@@ -34,6 +45,7 @@ static const char *cpu_variant(void)
 
 static const attn_kernel_ops cpu_kernel = {
     .struct_size = sizeof(attn_kernel_ops),
+    .create = cpu_create,
     .forward = cpu_forward,
     .self_test = cpu_self_test,
     .variant = cpu_variant,

@@ -25,6 +25,7 @@
 
 #include "backends/cpu/cpu_attn.h"
 #include "backends/reference/reference.h"
+#include "metadata/builders.h"
 #include "util/error.h"
 #include "util/threadpool.h"
 
@@ -32,6 +33,8 @@
 #define ATTN_CPU_MIN_SPLIT 512
 /* Cascade partials are capped at this many bytes (else no cascade). */
 #define ATTN_CPU_CASCADE_BYTES (256ll << 20)
+/* All partials (split parts or cascade): a larger init is refused. */
+#define ATTN_CPU_PARTIAL_BYTES (16ll << 30)
 
 typedef struct {
     attn__cpu_md md;
@@ -51,6 +54,41 @@ typedef struct {
     attn__cpu_tile *tmp;
 } cpu_builder;
 
+/* The init's sizes within the stated limits, so every count create derives
+ * stays an int and every allocation is bounded before it is attempted. */
+static attn_status cpu_builder_check_init(const attn_builder_init *init)
+{
+    const attn_layer_params *l = init->layer;
+    if (l->num_heads < 1 || l->num_kv_heads < 1 || l->num_heads % l->num_kv_heads)
+        return attn__fail(ATTN_INVALID_ARGUMENT,
+                          "CPU_ATTN builder: num_heads %d is not a multiple of num_kv_heads %d",
+                          l->num_heads, l->num_kv_heads);
+    if (l->num_heads > ATTN_MAX_HEADS || l->head_size < 1 || l->head_size > ATTN_MAX_HEAD_SIZE ||
+        l->head_size_v < 0 || l->head_size_v > ATTN_MAX_HEAD_SIZE)
+        return attn__fail(ATTN_INVALID_ARGUMENT,
+                          "CPU_ATTN builder: %d heads of size %d/%d (limits %d heads, size %d)",
+                          l->num_heads, l->head_size, l->head_size_v, ATTN_MAX_HEADS,
+                          ATTN_MAX_HEAD_SIZE);
+    if (init->max_num_reqs < 1 || init->max_num_tokens < 1 || init->block_size < 1)
+        return attn__fail(ATTN_INVALID_ARGUMENT,
+                          "CPU_ATTN builder: max_num_reqs %d, max_num_tokens %d and block_size "
+                          "%d must be positive",
+                          init->max_num_reqs, init->max_num_tokens, init->block_size);
+    if (init->num_threads < 0 || init->num_threads > 4096 || init->num_speculative_tokens < 0 ||
+        init->num_speculative_tokens > 1024)
+        return attn__fail(ATTN_INVALID_ARGUMENT,
+                          "CPU_ATTN builder: num_threads %d (0..4096) / num_speculative_tokens %d "
+                          "(0..1024)",
+                          init->num_threads, init->num_speculative_tokens);
+    if (init->max_num_reqs > ATTN_MAX_NUM_REQS || init->max_num_tokens > ATTN_MAX_SEQ_LEN)
+        return attn__fail(ATTN_OUT_OF_MEMORY,
+                          "CPU_ATTN builder: %d requests / %d tokens is too large (at most %d / "
+                          "%d)",
+                          init->max_num_reqs, init->max_num_tokens, ATTN_MAX_NUM_REQS,
+                          ATTN_MAX_SEQ_LEN);
+    return ATTN_OK;
+}
+
 static attn_status cpu_builder_create(const attn_builder_init *init, void **state)
 {
     ATTN__CHECK_NULL(init);
@@ -58,15 +96,8 @@ static attn_status cpu_builder_create(const attn_builder_init *init, void **stat
     ATTN__CHECK_NULL(state);
     *state = NULL;
     const attn_layer_params *l = init->layer;
-    if (l->num_heads < 1 || l->num_kv_heads < 1 || l->num_heads % l->num_kv_heads)
-        return attn__fail(ATTN_INVALID_ARGUMENT,
-                          "CPU_ATTN builder: num_heads %d is not a multiple of num_kv_heads %d",
-                          l->num_heads, l->num_kv_heads);
-    if (init->max_num_reqs < 1 || init->max_num_tokens < 1 || init->block_size < 1)
-        return attn__fail(ATTN_INVALID_ARGUMENT,
-                          "CPU_ATTN builder: max_num_reqs %d, max_num_tokens %d and block_size "
-                          "%d must be positive",
-                          init->max_num_reqs, init->max_num_tokens, init->block_size);
+    attn_status st = cpu_builder_check_init(init);
+    if (st != ATTN_OK) return st;
     cpu_builder *b = calloc(1, sizeof *b);
     if (!b) return attn__fail(ATTN_OUT_OF_MEMORY, "CPU_ATTN builder: out of memory");
     b->block_size = init->block_size;
@@ -100,6 +131,13 @@ static attn_status cpu_builder_create(const attn_builder_init *init, void **stat
     if (b->cascade_slots * slot_bytes > ATTN_CPU_CASCADE_BYTES)
         b->cascade_slots = ATTN_CPU_CASCADE_BYTES / slot_bytes;
     b->md.partial_slots = b->split_slots > b->cascade_slots ? b->split_slots : b->cascade_slots;
+    if (b->md.partial_slots * slot_bytes > ATTN_CPU_PARTIAL_BYTES) {
+        int64_t bytes = b->md.partial_slots * slot_bytes;
+        free(b);
+        return attn__fail(ATTN_OUT_OF_MEMORY,
+                          "CPU_ATTN builder: %lld bytes of split-KV partials is too large",
+                          (long long)bytes);
+    }
     b->md.magic = ATTN_CPU_MD_MAGIC;
     b->md.num_heads = l->num_heads;
     b->md.num_kv_heads = l->num_kv_heads;
@@ -174,7 +212,7 @@ static void sort_by_cost(int32_t *o, const attn__cpu_tile *t, int n)
     }
 }
 
-/* The batch fits the builder and its query_start_loc / seq_lens are sane */
+/* The batch fits the builder and has the shape attn_backend_forward checks */
 static attn_status check_batch(const cpu_builder *b, const attn_common_metadata *cm)
 {
     if (cm->num_reqs < 0 || cm->num_reqs > b->max_reqs || cm->num_actual_tokens < 0 ||
@@ -183,28 +221,10 @@ static attn_status check_batch(const cpu_builder *b, const attn_common_metadata 
                           "CPU_ATTN builder: batch of %d requests / %d tokens exceeds the "
                           "builder's maxima (%d / %d)",
                           cm->num_reqs, cm->num_actual_tokens, b->max_reqs, b->max_tokens);
-    if (cm->num_reqs > 0 && !cm->query_start_loc)
-        return attn__fail(ATTN_NULL_ARGUMENT, "CPU_ATTN builder: query_start_loc is NULL");
     if (cm->num_reqs > 0 && !cm->seq_lens && b->attn_type == ATTN_TYPE_DECODER)
-        return attn__fail(ATTN_NULL_ARGUMENT, "CPU_ATTN builder: seq_lens is NULL");
-    const int32_t *qsl = cm->query_start_loc;
-    /* the tile walks below index qsl by token: its ends must match the count */
-    if (cm->num_reqs > 0 ? qsl[0] != 0 || qsl[cm->num_reqs] != cm->num_actual_tokens
-                         : cm->num_actual_tokens != 0)
-        return attn__fail(ATTN_BAD_METADATA,
-                          "CPU_ATTN builder: query_start_loc runs from %d to %d but the batch "
-                          "has %d tokens",
-                          cm->num_reqs > 0 ? qsl[0] : 0, cm->num_reqs > 0 ? qsl[cm->num_reqs] : 0,
-                          cm->num_actual_tokens);
-    for (int r = 0; r < cm->num_reqs; r++) {
-        int qlen = qsl[r + 1] - qsl[r];
-        int kv = req_kv_len(b, cm, r);
-        if (qlen < 0 || kv < 0 || qsl[r + 1] > cm->num_actual_tokens)
-            return attn__fail(ATTN_BAD_METADATA,
-                              "CPU_ATTN builder: request %d has query length %d and %d keys", r,
-                              qlen, kv);
-    }
-    return ATTN_OK;
+        return attn__fail(ATTN_BAD_METADATA, "CPU_ATTN builder: seq_lens is NULL");
+    bool cross = b->attn_type == ATTN_TYPE_ENCODER_DECODER && cm->encoder_seq_lens;
+    return attn__check_batch("CPU_ATTN builder", cm, cross);
 }
 
 /* cascade prefix: whole blocks, visible to every query (0: no cascade) */

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "backends/mla/mla_internal.h"
+#include "backends/reference/reference.h"
 #include "util/error.h"
 #include "util/numeric.h"
 
@@ -476,6 +477,7 @@ attn_status attn__mla_prepare(const char *who, const attn_mla_args *a, attn__mla
     if ((unsigned)L->dtype >= ATTN_DTYPE_COUNT)
         return attn__fail(ATTN_INVALID_ARGUMENT, "%s: unknown dtype %d", who, (int)L->dtype);
     attn_status st = attn__mla_dims(who, a, entry, c);
+    if (st == ATTN_OK) st = attn__check_sinks(who, L, c->H);
     if (st != ATTN_OK) return st;
     const attn_kv_view *kv = a->kv;
     st = attn__check_view(who, kv);

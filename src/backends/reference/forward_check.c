@@ -1,6 +1,7 @@
 /* The one check of a forward call shared by REFERENCE and CPU_ATTN: every
- * pointer, the layer parameters, the metadata's internal consistency, each
- * request's lengths and every block id the kernels will read. It only reads;
+ * pointer, the layer parameters (sink logits finite: refused rather than
+ * defined, the same in every kernel), the metadata's internal consistency,
+ * each request's lengths and every block id the kernels will read. It only reads;
  * a failure names the first problem found and the kernels then touch
  * nothing. */
 #include <math.h>
@@ -8,8 +9,19 @@
 #include "backends/reference/reference.h"
 #include "util/error.h"
 
-static attn_status check_layer(const attn_layer_params *l)
+attn_status attn__check_sinks(const char *who, const attn_layer_params *l, int num_heads)
 {
+    for (int h = 0; l->sinks && h < num_heads; h++)
+        if (!isfinite(l->sinks[h]))
+            return attn__fail(ATTN_INVALID_ARGUMENT,
+                              "%s%ssink logit of head %d is %g (must be finite)", who,
+                              *who ? ": " : "", h, (double)l->sinks[h]);
+    return ATTN_OK;
+}
+
+attn_status attn__fwd_check_layer(const attn_layer_params *l)
+{
+    ATTN__CHECK_NULL(l);
     if (l->num_heads < 1 || l->num_kv_heads < 1 || l->num_heads % l->num_kv_heads != 0)
         return attn__fail(ATTN_INVALID_ARGUMENT,
                           "num_heads (%d) must be a positive multiple of num_kv_heads (%d)",
@@ -32,7 +44,7 @@ static attn_status check_layer(const attn_layer_params *l)
         return attn__fail(ATTN_INVALID_ARGUMENT, "logits_soft_cap must be finite and >= 0");
     if (!isfinite(l->scale) || l->scale < 0.0f)
         return attn__fail(ATTN_INVALID_ARGUMENT, "scale must be finite and >= 0");
-    return ATTN_OK;
+    return attn__check_sinks("", l, l->num_heads);
 }
 
 static attn_status check_view(const attn_forward_args *a)
@@ -81,7 +93,7 @@ attn_status attn__fwd_check(const attn_forward_args *a)
     ATTN__CHECK_NULL(a->common);
     const attn_layer_params *l = a->layer;
     const attn_common_metadata *cm = a->common;
-    attn_status st = check_layer(l);
+    attn_status st = attn__fwd_check_layer(l);
     if (st != ATTN_OK) return st;
     if (cm->num_reqs > ATTN_MAX_NUM_REQS)
         return attn__fail(ATTN_BAD_METADATA, "num_reqs %d exceeds ATTN_MAX_NUM_REQS (%d)",

@@ -11,6 +11,7 @@
 
 #include "backends/catalog/catalog.h"
 #include "backends/reference/reference.h"
+#include "metadata/builders.h"
 #include "util/error.h"
 #include "util/numeric.h"
 
@@ -169,15 +170,18 @@ static const attn_kernel_ops ref_kernel = {
 /* ---- builder: the oracle reads the common metadata as is ---------------- */
 
 typedef struct {
-    int unused;
+    bool cross; /* cross attention: the keys are the encoder's */
 } ref_md;
 
 static attn_status ref_builder_create(const attn_builder_init *init, void **state)
 {
     ATTN__CHECK_NULL(init);
     ATTN__CHECK_NULL(state);
-    *state = calloc(1, sizeof(ref_md));
-    return *state ? ATTN_OK : attn__fail(ATTN_OUT_OF_MEMORY, "REFERENCE builder: out of memory");
+    ref_md *m = calloc(1, sizeof(ref_md));
+    if (!m) return attn__fail(ATTN_OUT_OF_MEMORY, "REFERENCE builder: out of memory");
+    m->cross = init->layer && init->layer->attn_type == ATTN_TYPE_ENCODER_DECODER;
+    *state = m;
+    return ATTN_OK;
 }
 
 static void ref_builder_destroy(void *state)
@@ -194,6 +198,11 @@ static attn_status ref_builder_build(void *state, int common_prefix_len,
     ATTN__CHECK_NULL(state);
     ATTN__CHECK_NULL(cm);
     ATTN__CHECK_NULL(md);
+    /* nothing is derived here, but a caller gets the same verdict as from forward */
+    const ref_md *m = state;
+    attn_status st =
+        attn__check_batch("REFERENCE builder", cm, m->cross && cm->encoder_seq_lens != NULL);
+    if (st != ATTN_OK) return st;
     *md = state;
     return ATTN_OK;
 }

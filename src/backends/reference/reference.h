@@ -37,6 +37,14 @@ attn_status attn__reference_forward(const attn_forward_args *a);
  * block ids, lengths, view geometry). ATTN_OK or a failure with detail;
  * nothing is touched. */
 attn_status attn__fwd_check(const attn_forward_args *a);
+/* The layer part of that check, for kernels' create (CPU_ATTN): head counts
+ * and sizes within attn/types.h's limits, dtype, type, window, scale, soft
+ * cap, and every sink logit finite. */
+attn_status attn__fwd_check_layer(const attn_layer_params *l);
+/* Sink logits (num_heads of them, when given) must be finite: a NaN or an
+ * infinite sink would poison the softmax denominator. Shared by the standard
+ * and the MLA call checks; who prefixes the message. */
+attn_status attn__check_sinks(const char *who, const attn_layer_params *l, int num_heads);
 
 /* Keys of request r (see the semantics above). */
 static inline int attn__fwd_kv_len(const attn_forward_args *a, int r)
