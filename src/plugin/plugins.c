@@ -205,8 +205,11 @@ static void abi_mismatch(int idx, void *h, uint32_t abi)
 {
     plugin_fail(idx, h, false,
                 "ABI version mismatch: the plugin was built for plugin ABI %u, this "
-                "libattn has ABI %u",
-                (unsigned)abi, (unsigned)ATTN_PLUGIN_ABI_VERSION);
+                "libattn has ABI %u%s",
+                (unsigned)abi, (unsigned)ATTN_PLUGIN_ABI_VERSION,
+                abi == 1 ? " (backend contract v1: rebuild it against this libattn's headers, "
+                           "docs/design/contract-v2.md)"
+                         : "");
 }
 
 /* dlopen after the ABI checks, or NULL (the failure recorded). The ABI is

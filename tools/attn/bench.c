@@ -200,9 +200,9 @@ static int parse_args(int argc, char **argv, args_t *a)
     return finish_args(a);
 }
 
-/* Resolves the backends on the real machine, forces --variant, and runs
- * each backend's self-test (a failure is a warning: the figures still
- * count). */
+/* Resolves the backends on the real machine and forces --variant; each
+ * backend's self-test runs when its kernel is opened (attn/kernel.h): a
+ * backend that fails it is not measured. */
 static int resolve_backends(const args_t *a, backend_t *bes, int nbe)
 {
     attn_platform *plat = NULL;
@@ -212,7 +212,7 @@ static int resolve_backends(const args_t *a, backend_t *bes, int nbe)
     }
     for (int i = 0; i < nbe; i++) {
         if (attn_backend_resolve(plat, bes[i].name, &bes[i].b) != ATTN_OK || !bes[i].b ||
-            !bes[i].b->kernel || !bes[i].b->kernel->forward) {
+            !bes[i].b->kernel || bes[i].b->desc->is_mla) {
             fprintf(stderr, "attn bench: backend %s cannot run here: %s\n", bes[i].name,
                     attn_last_error()[0] ? attn_last_error() : "no standard forward kernel");
             attn_platform_free(plat);
@@ -223,12 +223,6 @@ static int resolve_backends(const args_t *a, backend_t *bes, int nbe)
     if (a->variant && attn_cpu_attn_force_variant(a->variant) != ATTN_OK) {
         fprintf(stderr, "attn bench: --variant: %s\n", attn_last_error());
         return ATTN_EXIT_USAGE;
-    }
-    for (int i = 0; i < nbe; i++) {
-        char detail[256] = "";
-        if (bes[i].b->kernel->self_test &&
-            bes[i].b->kernel->self_test(detail, sizeof detail) != ATTN_OK)
-            fprintf(stderr, "attn bench: warning: %s self-test failed: %s\n", bes[i].name, detail);
     }
     return ATTN_EXIT_OK;
 }
