@@ -18,7 +18,6 @@
 #include "attn/attn.h"
 #include "attn/backend.h"
 #include "backends/reference/reference.h"
-#include "device/device_impl.h"
 #include "devtest_device.h"
 #include "test.h"
 
@@ -216,7 +215,11 @@ static void test_opaque_kernel(attn_device *d, const attn_kv_view *kv)
     CHECK_OK(attn_device_copy_out(d, lse, dlse, 0, sizeof lse));
     /* REFERENCE on a host copy of the same cache layer */
     int64_t elems = 0;
-    CHECK(attn__view_extent(kv, &elems));
+    CHECK_OK(attn_kv_view_extent(kv, &elems));
+    attn_kv_view bad = *kv;
+    bad.stride_block = INT64_MAX / 2;
+    int64_t ignored;
+    CHECK_STATUS(attn_kv_view_extent(&bad, &ignored), ATTN_INVALID_ARGUMENT);
     float *host = malloc((size_t)elems * sizeof(float));
     CHECK_OK(attn_device_copy_out(d, host, kv->data, 0, (size_t)elems * sizeof(float)));
     attn_kv_view hv = *kv;

@@ -159,6 +159,10 @@ ATTN_API attn_status attn_kv_write(const attn_kv_view *kv, const int64_t *slot_m
 ATTN_API attn_status attn_kv_write_at(const attn_kv_view *kv, const int64_t *slot_mapping,
                                       int num_tokens, const void *k, int64_t k_offset,
                                       const void *v, int64_t v_offset, attn_elem src);
+/* Elements a view spans from its data: the end of its last row (last
+ * block, token and head, K or V), with checked arithmetic. What a copy of
+ * the view's memory must hold. ATTN_INVALID_ARGUMENT for a malformed view. */
+ATTN_API attn_status attn_kv_view_extent(const attn_kv_view *kv, int64_t *elements);
 /* Reads back one head's key (value=false) or value row of a slot,
  * dequantised to float: out has head_size (or head_size_v) entries. On a
  * device that is not host-visible the row is copied out first. */

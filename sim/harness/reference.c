@@ -11,6 +11,7 @@
 
 #include "attn/convert.h"
 #include "attn/device.h"
+#include "attn/kvcache.h"
 #include "attn/mla.h"
 #include "attn/registry.h"
 #include "harness/harness_impl.h"
@@ -23,17 +24,6 @@ static bool attn__hns_fits(const attn_backend *b, bool mla)
            (mla ? b->kernel->forward_mqa && b->kernel->forward_mha : b->kernel->forward != NULL);
 }
 
-/* Elements a KV view spans from its data (the last row's end). */
-static int64_t attn__hns_view_elems(const attn_kv_view *kv)
-{
-    int64_t last = (int64_t)(kv->num_blocks - 1) * kv->stride_block +
-                   (int64_t)(kv->block_size - 1) * kv->stride_token +
-                   (int64_t)(kv->num_kv_heads - 1) * kv->stride_head;
-    int64_t k = kv->k_offset + last + kv->head_size;
-    int64_t v = kv->head_size_v > 0 ? kv->v_offset + last + kv->head_size_v : 0;
-    return k > v ? k : v;
-}
-
 /* io's layer K/V written into the host mirror of its device cache, whose
  * view (same geometry and scales, host memory) goes to *out. */
 static attn_status attn__hns_mirror(attn__hns_ref *r, const attn_engine_layer_io *io,
@@ -43,8 +33,11 @@ static attn_status attn__hns_mirror(attn__hns_ref *r, const attn_engine_layer_io
     out->device = NULL;
     void **m = &r->mirror[io->layer_slot];
     if (!*m) {
-        size_t bytes = (size_t)attn__hns_view_elems(io->kv) * attn_elem_size(io->kv->elem);
-        attn_status st = attn_device_alloc(attn_device_host(), bytes, ATTN_MEM_CACHE, m);
+        int64_t n = 0;
+        attn_status st = attn_kv_view_extent(io->kv, &n);
+        if (st != ATTN_OK) return st;
+        size_t bytes = (size_t)n * attn_elem_size(io->kv->elem);
+        st = attn_device_alloc(attn_device_host(), bytes, ATTN_MEM_CACHE, m);
         if (st != ATTN_OK) return attn_wrap_error(st, "harness: host mirror of a device cache");
     }
     out->data = *m;

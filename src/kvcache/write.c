@@ -174,3 +174,13 @@ attn_status attn_kv_read(const attn_kv_view *kv, int64_t slot, int head, bool va
         out[d] = attn__load_elem(row, kv->elem, (size_t)d) * scale;
     return ATTN_OK;
 }
+
+attn_status attn_kv_view_extent(const attn_kv_view *kv, int64_t *elements)
+{
+    ATTN__CHECK_NULL(kv);
+    ATTN__CHECK_NULL(elements);
+    if (!attn__view_extent(kv, elements))
+        return attn__fail(ATTN_INVALID_ARGUMENT,
+                          "KV view is malformed (negative geometry or an extent that overflows)");
+    return ATTN_OK;
+}
