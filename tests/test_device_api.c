@@ -17,6 +17,7 @@
 
 #include "attn/attn.h"
 #include "attn/backend.h"
+#include "attn/dcp.h"
 #include "backends/reference/reference.h"
 #include "devtest_device.h"
 #include "test.h"
@@ -262,6 +263,77 @@ static void test_opaque_kernel(attn_device *d, const attn_kv_view *kv)
     attn_device_free(d, dlse);
 }
 
+/* One-rank DCP on the device: its local batch lives in the device's memory
+ * (queries copied in, outputs and LSE out, rows addressed by offsets; a
+ * sliding window runs one call per token) and equals REFERENCE on host
+ * memory holding the same cache. */
+static void test_opaque_dcp(attn_device *d, const attn_kv_view *kv)
+{
+    attn_layer_params lp = {.num_heads = 4,
+                            .num_kv_heads = 2,
+                            .head_size = 64,
+                            .attn_type = ATTN_TYPE_DECODER,
+                            .dtype = ATTN_DTYPE_FP32,
+                            .sliding_window = 0};
+    int32_t qsl[3] = {0, 1, 3}, seq[2] = {20, 14}, bt[2][2] = {{4, 5}, {2, 0}};
+    int32_t pos[3] = {19, 12, 13};
+    attn_common_metadata cm = {.query_start_loc = qsl,
+                               .seq_lens = seq,
+                               .num_reqs = 2,
+                               .num_actual_tokens = 3,
+                               .max_query_len = 2,
+                               .max_seq_len = 20,
+                               .block_table = &bt[0][0],
+                               .block_table_stride = 2,
+                               .causal = true,
+                               .block_size = 16,
+                               .positions = pos};
+    static float q[3 * 4 * 64], out[3 * 4 * 64], ref[3 * 4 * 64];
+    for (int i = 0; i < 3 * 4 * 64; i++)
+        q[i] = sinf((float)i * 0.05f);
+    int64_t elems = 0;
+    CHECK_OK(attn_kv_view_extent(kv, &elems));
+    float *host = malloc((size_t)elems * sizeof(float));
+    CHECK_OK(attn_device_copy_out(d, host, kv->data, 0, (size_t)elems * sizeof(float)));
+    attn_kv_view hv = *kv;
+    hv.data = host;
+    hv.device = NULL;
+    attn_comm *self = NULL;
+    CHECK_OK(attn_comm_self(&self));
+    for (int window = 0; window <= 6; window += 6) {
+        lp.sliding_window = window;
+        attn_dcp_init di = {.struct_size = sizeof di,
+                            .backend = &unit,
+                            .layer = &lp,
+                            .comm = self,
+                            .block_size = 16,
+                            .num_blocks = kv->num_blocks,
+                            .max_num_tokens = 4,
+                            .max_blocks_per_req = 2,
+                            .device = d,
+                            .num_layers = 2};
+        attn_dcp *dcp = NULL;
+        CHECK_OK(attn_dcp_create(&di, &dcp));
+        if (!dcp) break;
+        long in = g_stats.copies_in, kernels = g_stats.kernels;
+        attn_dcp_args a = {.cm = &cm, .kv = kv, .layer = 1, .q = q, .out = out};
+        CHECK_OK(attn_dcp_forward(dcp, &a));
+        CHECK(g_stats.copies_in == in + 1);                   /* the local batch, once */
+        CHECK(g_stats.kernels - kernels == (window ? 3 : 1)); /* one call per token with a window */
+        a.layer = 2;
+        CHECK_STATUS(attn_dcp_forward(dcp, &a), ATTN_OUT_OF_RANGE);
+        attn_forward_args h = {.layer = &lp, .common = &cm, .q = q, .kv = &hv, .out = ref};
+        CHECK_OK(attn__reference_forward(&h));
+        double e = 0;
+        for (int i = 0; i < 3 * 4 * 64; i++)
+            e = fmax(e, fabs((double)out[i] - (double)ref[i]));
+        CHECK_MSG(e < 1e-5, "DCP on the device, window %d: max error %.3g", window, e);
+        attn_dcp_free(dcp);
+    }
+    attn_comm_free(self);
+    free(host);
+}
+
 int main(void)
 {
     unit_desc = *attn__backend_reference.desc;
@@ -275,6 +347,7 @@ int main(void)
     attn_kv_view kv;
     test_opaque_cache(d, &c, &kv);
     test_opaque_kernel(d, &kv);
+    test_opaque_dcp(d, &kv);
     attn_kv_cache_free(c);
     int n;
     attn_device_usage(d, &n, NULL);

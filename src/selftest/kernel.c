@@ -14,6 +14,7 @@
  * tensor range lies inside a live allocation. On a host-visible device the
  * element offsets are folded into the pointers (such kernels always see
  * 0). Everything a failed call would touch is untouched. */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -129,7 +130,9 @@ static attn_status attn__kernel_gate(const attn_backend *b)
                           "calls no kernel it has not checked",
                           attn__kname(b));
     if (attn__selftest_disabled()) {
-        attn_log(ATTN_LOG_INFO, "%s: self-test skipped (ATTN_SELFTEST=0)", attn__kname(b));
+        static atomic_bool said; /* once per process, not per layer */
+        if (!atomic_exchange(&said, true))
+            attn_log(ATTN_LOG_INFO, "kernels open without their self-tests (ATTN_SELFTEST=0)");
         return ATTN_OK;
     }
     char detail[256];
