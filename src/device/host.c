@@ -3,7 +3,8 @@
  * CPU_MLA). Handles are host pointers (ATTN_DEVICE_HOST_VISIBLE); caches
  * are reserved lazily with mmap(MAP_NORESERVE) so a pool sized for a
  * simulated 80 GB device costs only the pages written; step memory is
- * 64-byte aligned and zeroed; copies are memcpy; nothing is asynchronous.
+ * 64-byte aligned and zeroed (large blocks mapped, as calloc maps them);
+ * copies are memcpy; nothing is asynchronous.
  *
  * The writes (vLLM's reshape_and_cache and concat_and_cache_mla) get
  * arguments the caller has checked in full: every slot is -1 or inside the
@@ -21,12 +22,21 @@
 
 /* ---- memory ------------------------------------------------------------------------ */
 
+/* Step memory from this size on is mapped, as calloc does for large
+ * blocks: zero pages committed when first written, not cleared up front. */
+#define HOST_MAP_MIN ((size_t)128 << 10)
+
+static bool host_mapped(size_t bytes, attn_mem_kind kind)
+{
+    return kind == ATTN_MEM_CACHE || bytes >= HOST_MAP_MIN;
+}
+
 static attn_status host_alloc(void *state, size_t bytes, attn_mem_kind kind, void **mem)
 {
     (void)state;
-    if (kind == ATTN_MEM_CACHE) {
-        void *m = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
-                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (host_mapped(bytes, kind)) {
+        int flags = MAP_PRIVATE | MAP_ANONYMOUS | (kind == ATTN_MEM_CACHE ? MAP_NORESERVE : 0);
+        void *m = mmap(NULL, bytes, PROT_READ | PROT_WRITE, flags, -1, 0);
         if (m == MAP_FAILED)
             return attn__fail(ATTN_OUT_OF_MEMORY, "host device: cannot reserve %zu bytes", bytes);
         *mem = m;
@@ -43,7 +53,7 @@ static attn_status host_alloc(void *state, size_t bytes, attn_mem_kind kind, voi
 static void host_free(void *state, void *mem, size_t bytes, attn_mem_kind kind)
 {
     (void)state;
-    if (kind == ATTN_MEM_CACHE)
+    if (host_mapped(bytes, kind))
         munmap(mem, bytes);
     else
         free(mem);
