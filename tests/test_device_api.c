@@ -18,6 +18,7 @@
 #include "attn/attn.h"
 #include "attn/backend.h"
 #include "attn/dcp.h"
+#include "backends/reference/ref_mla.h"
 #include "backends/reference/reference.h"
 #include "devtest_device.h"
 #include "test.h"
@@ -42,6 +43,47 @@ static attn_status unit_forward(void *impl, const attn_forward_args *a)
 {
     return devtest_forward(impl, attn__backend_reference.kernel, a);
 }
+
+static attn_status unit_mqa(void *impl, const attn_mla_args *a)
+{
+    return devtest_forward_mla(impl, attn__backend_reference_mla.kernel, false, a);
+}
+
+static attn_status unit_mha(void *impl, const attn_mla_args *a)
+{
+    return devtest_forward_mla(impl, attn__backend_reference_mla.kernel, true, a);
+}
+
+static attn_backend_desc unit_mla_desc;
+
+/* a prefill that forgets to write its output */
+static attn_status unit_mha_lazy(void *impl, const attn_mla_args *a)
+{
+    (void)impl, (void)a;
+    return ATTN_OK;
+}
+
+static const attn_kernel_ops unit_mla_lazy_kernel = {.struct_size = sizeof(attn_kernel_ops),
+                                                     .create = unit_create,
+                                                     .forward_mqa = unit_mqa,
+                                                     .forward_mha = unit_mha_lazy,
+                                                     .kind = ATTN_KERNEL_MLA};
+static const attn_backend unit_mla_lazy = {.abi_version = ATTN_BACKEND_ABI_VERSION,
+                                           .struct_size = sizeof(attn_backend),
+                                           .desc = &unit_mla_desc,
+                                           .kernel = &unit_mla_lazy_kernel,
+                                           .device = &unit_ops};
+
+static const attn_kernel_ops unit_mla_kernel = {.struct_size = sizeof(attn_kernel_ops),
+                                                .create = unit_create,
+                                                .forward_mqa = unit_mqa,
+                                                .forward_mha = unit_mha,
+                                                .kind = ATTN_KERNEL_MLA};
+static const attn_backend unit_mla = {.abi_version = ATTN_BACKEND_ABI_VERSION,
+                                      .struct_size = sizeof(attn_backend),
+                                      .desc = &unit_mla_desc,
+                                      .kernel = &unit_mla_kernel,
+                                      .device = &unit_ops};
 
 static const attn_kernel_ops unit_kernel = {.struct_size = sizeof(attn_kernel_ops),
                                             .create = unit_create,
@@ -334,10 +376,39 @@ static void test_opaque_dcp(attn_device *d, const attn_kv_view *kv)
     free(host);
 }
 
+/* An MLA backend on the device: the core's MLA known-answer test (decode
+ * and prefill, fp8 included) runs through the device's copies and passes;
+ * the whole-batch entry, whose projections are host code, is refused. */
+static void test_opaque_mla(attn_device *d)
+{
+    const attn_layer_params lp = {.num_heads = 4,
+                                  .num_kv_heads = 1,
+                                  .head_size = 96,
+                                  .dtype = ATTN_DTYPE_BF16,
+                                  .kv_lora_rank = 64,
+                                  .qk_rope_head_dim = 32,
+                                  .qk_nope_head_dim = 32,
+                                  .v_head_dim = 48};
+    long kernels = g_stats.kernels, outs = g_stats.copies_out;
+    attn_kernel *k = NULL;
+    CHECK_OK(attn_kernel_open(&unit_mla, &lp, d, &k));
+    CHECK(g_stats.kernels - kernels >= 4 && g_stats.copies_out - outs >= 4);
+    CHECK(attn_kernel_is_mla(k));
+    attn_mla_args a = {0};
+    CHECK_STATUS(attn_kernel_mla_forward(k, &a, NULL, 0), ATTN_UNSUPPORTED);
+    CHECK_CONTAINS(attn_last_error(), "projections around forward_mqa are host code");
+    attn_kernel_close(k);
+    /* the test runs forward_mha on the device too: a lazy prefill fails it */
+    CHECK_STATUS(attn_kernel_open(&unit_mla_lazy, &lp, d, &k), ATTN_SELFTEST_FAILED);
+    CHECK_CONTAINS(attn_last_error(), "on  forward_mha");
+}
+
 int main(void)
 {
     unit_desc = *attn__backend_reference.desc;
     unit_desc.name = "DEVUNIT_ATTN";
+    unit_mla_desc = *attn__backend_reference_mla.desc;
+    unit_mla_desc.name = "DEVUNIT_MLA";
     test_host();
     attn_device *d = NULL;
     CHECK_OK(attn_device_open(&unit, NULL, &d));
@@ -348,6 +419,7 @@ int main(void)
     test_opaque_cache(d, &c, &kv);
     test_opaque_kernel(d, &kv);
     test_opaque_dcp(d, &kv);
+    test_opaque_mla(d);
     attn_kv_cache_free(c);
     int n;
     attn_device_usage(d, &n, NULL);

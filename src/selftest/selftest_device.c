@@ -2,10 +2,14 @@
  * device (selftest.c, selftest_mla.c): the inputs are host memory; for a
  * backend on the host device the kernel reads them where they are (as
  * before devices existed: per-layer state from create, no builder
- * metadata), for any other device they are copied into its memory, the
- * metadata comes from the backend's own builder created on that instance
- * (plan on the host, upload once), and the outputs are copied back. The
- * instance is closed afterwards, which frees everything allocated on it. */
+ * metadata), for any other device they are copied into its memory and the
+ * outputs are copied back. A standard kernel there gets the metadata of
+ * the backend's own builder created on that instance (plan on the host,
+ * upload once); an MLA kernel gets none (args->metadata NULL, as on the
+ * host: each entry point handles every request of the common metadata,
+ * whose arrays are host memory), because an MLA builder's decode/prefill
+ * split would leave one entry point untested. The instance is closed
+ * afterwards, which frees everything allocated on it. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -43,7 +47,8 @@ static attn_status st_up(st_dev *s, const void *host, size_t bytes, const void *
 }
 
 static attn_status st_open(const attn_backend *b, const attn_layer_params *l,
-                           const attn_common_metadata *cm, const attn_kv_view *kv, st_dev *s)
+                           const attn_common_metadata *cm, const attn_kv_view *kv, bool builder,
+                           st_dev *s)
 {
     memset(s, 0, sizeof *s);
     s->ops = b->kernel;
@@ -51,7 +56,7 @@ static attn_status st_open(const attn_backend *b, const attn_layer_params *l,
     attn_status st = host ? ATTN_OK : attn_device_open(b, NULL, &s->d);
     if (host) s->d = attn_device_host();
     if (st != ATTN_OK) return st;
-    if (!host && b->desc->builder) {
+    if (!host && builder && b->desc->builder) {
         s->builder = b->desc->builder;
         int maxb = cm->block_table_stride;
         attn_builder_init bi = {.desc = b->desc,
@@ -96,7 +101,7 @@ static attn_status st_view_up(st_dev *s, const attn_kv_view *hv, attn_kv_view *d
 attn_status attn__selftest_call(const attn_backend *b, const attn_forward_args *a)
 {
     st_dev s;
-    attn_status st = st_open(b, a->layer, a->common, a->kv, &s);
+    attn_status st = st_open(b, a->layer, a->common, a->kv, true, &s);
     if (st == ATTN_OK && s.d == attn_device_host()) {
         st = s.ops->forward(s.impl, a);
         st_dev_close(&s);
@@ -128,7 +133,9 @@ attn_status attn__selftest_call(const attn_backend *b, const attn_forward_args *
 attn_status attn__selftest_call_mla(const attn_backend *b, bool mha, const attn_mla_args *a)
 {
     st_dev s;
-    attn_status st = st_open(b, a->layer, a->common, a->kv, &s);
+    /* no builder metadata: an MLA builder splits decodes from prefills,
+     * and each entry point must be checked on every request */
+    attn_status st = st_open(b, a->layer, a->common, a->kv, false, &s);
     const attn_kernel_ops *k = b->kernel;
     if (st == ATTN_OK && s.d == attn_device_host()) {
         st = mha ? k->forward_mha(s.impl, a) : k->forward_mqa(s.impl, a);
@@ -152,8 +159,6 @@ attn_status attn__selftest_call_mla(const attn_backend *b, bool mha, const attn_
     if (st == ATTN_OK) st = st_up(&s, a->w_uv, H * R * V * esz, &c.w_uv);
     if (st == ATTN_OK && a->topk_indices)
         st = st_up(&s, a->topk_indices, T * (size_t)a->topk * sizeof(int32_t), &topk);
-    if (st == ATTN_OK && s.builder)
-        st = s.builder->build(s.builder_state, 0, a->common, false, &c.metadata);
     if (st == ATTN_OK) {
         c.kv = &dv;
         c.out = (void *)out;

@@ -219,6 +219,28 @@ static inline attn_status devtest_forward(void *state, const attn_kernel_ops *in
     return inner->forward(NULL, &h);
 }
 
+/* The same for an MLA entry point (mha: forward_mha, else forward_mqa). */
+static inline attn_status devtest_forward_mla(void *state, const attn_kernel_ops *inner, bool mha,
+                                              const attn_mla_args *a)
+{
+    devtest_state *s = state;
+    attn_mla_args h = *a;
+    size_t esz = a->layer->dtype == ATTN_DTYPE_FP32 ? 4 : 2;
+    attn_kv_view kv = *a->kv;
+    kv.data = devtest_at(s, kv.data, 0);
+    kv.device = NULL;
+    h.kv = &kv;
+    h.q = devtest_at(s, a->q, (size_t)a->q_offset * esz);
+    h.out = devtest_at(s, a->out, (size_t)a->out_offset * esz);
+    h.lse = a->lse ? (float *)devtest_at(s, a->lse, (size_t)a->lse_offset * sizeof(float)) : NULL;
+    h.w_uk = a->w_uk ? devtest_at(s, a->w_uk, 0) : NULL;
+    h.w_uv = a->w_uv ? devtest_at(s, a->w_uv, 0) : NULL;
+    h.topk_indices = a->topk_indices ? (const int32_t *)devtest_at(s, a->topk_indices, 0) : NULL;
+    h.q_offset = h.out_offset = h.lse_offset = 0;
+    s->stats->kernels++;
+    return mha ? inner->forward_mha(NULL, &h) : inner->forward_mqa(NULL, &h);
+}
+
 /* The ops of a devtest device whose open counts into `stats` (a static of
  * the including file, passed through this macro's open function). */
 #define DEVTEST_DEVICE_OPS(ops_name, open_fn)                                                      \
