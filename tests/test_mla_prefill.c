@@ -2,7 +2,7 @@
  * variant usable here: fresh prefills, chunked prefills over a cached
  * prefix, fp32 / bf16 / fp16 and fp8 caches, DeepSeek per-head dims
  * (512 + 64, nope 128, v 128); the decode/prefill split of the MLA builder
- * (each entry point touches only its own rows); and attn_mla_forward
+ * (each entry point touches only its own rows); and attn_kernel_mla_forward
  * running a whole mixed batch (decodes absorbed, prefills decompressed)
  * against naive decompressed attention for every token.
  * Tolerances (max |error| over max |reference|): fp32 1e-4, bf16 / fp16
@@ -47,7 +47,7 @@ static void check_mha(int vi, const char *vname, attn_dtype dt, attn_elem kve, c
 }
 
 /* The builder's split: forward_mqa writes only decode rows, forward_mha only
- * prefill rows; together with attn_mla_forward they equal the naive
+ * prefill rows; together with attn_kernel_mla_forward they equal the naive
  * reference on every token. */
 static void check_layer(attn_dtype dt, uint64_t seed)
 {
@@ -105,8 +105,10 @@ static void check_layer(attn_dtype dt, uint64_t seed)
     CHECK_OK(tk_mla_forward(&attn__backend_cpu_mla, &w, scratch, scratch_size));
     double e = fx_rel_err(out, ref, f.qe, nrow * f.V), le = fx_lse_err(lout, lref, nrow);
     CHECK_MSG(e <= tol_for(dt) && le <= tol_for(dt),
-              "attn_mla_forward mixed batch %s: error %.3g lse %.3g", attn_dtype_name(dt), e, le);
-    printf("  attn_mla_forward mixed batch %s: error %.2e, lse %.2e\n", attn_dtype_name(dt), e, le);
+              "attn_kernel_mla_forward mixed batch %s: error %.3g lse %.3g", attn_dtype_name(dt), e,
+              le);
+    printf("  attn_kernel_mla_forward mixed batch %s: error %.2e, lse %.2e\n", attn_dtype_name(dt),
+           e, le);
     /* too little scratch: refused, nothing written */
     memcpy(out, sent, ob);
     CHECK_STATUS(tk_mla_forward(&attn__backend_cpu_mla, &w, scratch, 64), ATTN_INVALID_ARGUMENT);
@@ -114,7 +116,7 @@ static void check_layer(attn_dtype dt, uint64_t seed)
     /* REFERENCE_MLA through the same call */
     CHECK_OK(tk_mla_forward(&attn__backend_reference_mla, &w, scratch, scratch_size));
     e = fx_rel_err(out, ref, f.qe, nrow * f.V);
-    CHECK_MSG(e <= tol_for(dt), "attn_mla_forward on REFERENCE_MLA %s: error %.3g",
+    CHECK_MSG(e <= tol_for(dt), "attn_kernel_mla_forward on REFERENCE_MLA %s: error %.3g",
               attn_dtype_name(dt), e);
 
     free(scratch), free(ref), free(out), free(sent), free(lref), free(lout), free(lat), free(lsent);

@@ -2,7 +2,7 @@
  * top-k positions (-1 = unused, positions after the token's own ignored).
  * Checked against REFERENCE_MLA_SPARSE for every decode variant usable here;
  * a full list equals dense attention; a token with no usable index gets
- * output 0 and LSE -inf; attn_mla_forward runs every token (prefills too)
+ * output 0 and LSE -inf; attn_kernel_mla_forward runs every token (prefills too)
  * through the absorbed path on a sparse backend.
  * Tolerances: fp32 1e-4, bf16 2e-2 (relative to the output's magnitude). */
 #include "kernel_call.h"
@@ -105,7 +105,7 @@ int main(void)
         mla_fx_free(&f);
     }
 
-    /* attn_mla_forward on the sparse backend: every token absorbed */
+    /* attn_kernel_mla_forward on the sparse backend: every token absorbed */
     {
         static const int q[] = {1, 20}, s[] = {40, 20};
         mla_fx f;
@@ -129,7 +129,7 @@ int main(void)
         w.topk = topk;
         CHECK_OK(tk_mla_forward(&attn__backend_cpu_mla_sparse, &w, scratch, ss));
         double e = fx_rel_err(out, ref, ATTN_ELEM_BF16, nrow * f.V);
-        CHECK_MSG(e <= 2e-2, "attn_mla_forward sparse: error %.3g", e);
+        CHECK_MSG(e <= 2e-2, "attn_kernel_mla_forward sparse: error %.3g", e);
         free(scratch), free(ix), free(lat), free(ref), free(out);
         mla_fx_free(&f);
     }
