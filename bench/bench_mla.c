@@ -382,11 +382,12 @@ static void rotate(mla_env *e, int32_t *bt, int nb)
 
 /* Median seconds of forward_mqa calls (about 0.3 s in all unless --repeat
  * is given), each on a fresh window of the pool. */
-static double time_forward(const mla_args *a, mla_env *e, attn_mla_args *fa, int32_t *bt, int nb)
+static double time_forward(const mla_args *a, mla_env *e, attn_kernel *k, attn_mla_args *fa,
+                           int32_t *bt, int nb)
 {
     rotate(e, bt, nb);
     double t1 = now_s();
-    attn_backend_forward_mqa(&attn__backend_cpu_mla, NULL, fa);
+    attn_kernel_forward_mqa(k, fa);
     t1 = now_s() - t1;
     int n = a->repeat > 0 ? a->repeat : (int)(0.3 / (t1 > 1e-6 ? t1 : 1e-6));
     n = n < 3 ? 3 : n > 200 ? 200 : n;
@@ -395,7 +396,7 @@ static double time_forward(const mla_args *a, mla_env *e, attn_mla_args *fa, int
     for (int i = 0; i < n; i++) {
         rotate(e, bt, nb);
         double t = now_s();
-        attn_backend_forward_mqa(&attn__backend_cpu_mla, NULL, fa);
+        attn_kernel_forward_mqa(k, fa);
         ts[i] = now_s() - t;
     }
     qsort(ts, (size_t)n, sizeof *ts, cmp_double);
@@ -421,6 +422,7 @@ static bool run_shape(const mla_args *a, mla_env *e, int B, int L, double *t)
     void *out = malloc((size_t)B * MLA_H * MLA_R * qesz);
     float *lse = malloc(sizeof(float) * (size_t)B * MLA_H);
     void *bst = NULL;
+    attn_kernel *k = NULL;
     bool ok = false;
     if (!qsl || !sl || !bt || !q || !out || !lse) {
         fprintf(stderr, "bench_mla: out of memory\n");
@@ -478,13 +480,15 @@ static bool run_shape(const mla_args *a, mla_env *e, int B, int L, double *t)
     }
     attn_mla_args fa = {
         .layer = &lp, .common = &cm, .metadata = md, .kv = &kv, .q = q, .out = out, .lse = lse};
-    if (attn_backend_forward_mqa(&attn__backend_cpu_mla, NULL, &fa) != ATTN_OK) {
+    if (attn_kernel_open(&attn__backend_cpu_mla, &lp, NULL, &k) != ATTN_OK ||
+        attn_kernel_forward_mqa(k, &fa) != ATTN_OK) {
         fprintf(stderr, "bench_mla: forward_mqa: %s\n", attn_last_error());
         goto done;
     }
-    *t = time_forward(a, e, &fa, bt, nb);
+    *t = time_forward(a, e, k, &fa, bt, nb);
     ok = true;
 done:
+    attn_kernel_close(k);
     if (bst) attn__builder_mla_cpu.destroy(bst);
     free(qsl), free(sl), free(bt), free(q), free(out), free(lse);
     return ok;

@@ -16,14 +16,16 @@
 
 # ATTN_LAYER_<layer>_DIRS: its folders under src/; _DEPS: the layers
 # directly below it (what it sees is the closure). docs/design.md has the table.
-set(ATTN_LAYERS util platform model catalog registry plugin metadata kvcache cp
-                kernels opencl selftest select engine)
+set(ATTN_LAYERS util platform model device catalog registry plugin metadata kvcache
+                kernels opencl selftest cp select engine)
 set(ATTN_LAYER_util_DIRS util)
 set(ATTN_LAYER_util_DEPS)
 set(ATTN_LAYER_platform_DIRS platform)
 set(ATTN_LAYER_platform_DEPS util)
 set(ATTN_LAYER_model_DIRS model)
 set(ATTN_LAYER_model_DEPS util)
+set(ATTN_LAYER_device_DIRS device)
+set(ATTN_LAYER_device_DEPS util)
 set(ATTN_LAYER_catalog_DIRS backends/catalog)
 set(ATTN_LAYER_catalog_DEPS platform)
 set(ATTN_LAYER_registry_DIRS registry)
@@ -33,17 +35,17 @@ set(ATTN_LAYER_plugin_DEPS registry)
 set(ATTN_LAYER_metadata_DIRS metadata)
 set(ATTN_LAYER_metadata_DEPS util)
 set(ATTN_LAYER_kvcache_DIRS kvcache)
-set(ATTN_LAYER_kvcache_DEPS util)
-set(ATTN_LAYER_cp_DIRS cp)
-set(ATTN_LAYER_cp_DEPS util)
+set(ATTN_LAYER_kvcache_DEPS device)
 set(ATTN_LAYER_kernels_DIRS backends/cpu backends/mla backends/reference)
-set(ATTN_LAYER_kernels_DEPS catalog metadata)
+set(ATTN_LAYER_kernels_DEPS catalog metadata device)
 # OPENCL_ATTN: the kernel dialect sources (no .c) and the OpenCL runtime;
 # it shares REFERENCE's checks and semantics (backends/reference).
 set(ATTN_LAYER_opencl_DIRS backends/devkern backends/opencl)
 set(ATTN_LAYER_opencl_DEPS kernels)
 set(ATTN_LAYER_selftest_DIRS selftest)
 set(ATTN_LAYER_selftest_DEPS kernels)
+set(ATTN_LAYER_cp_DIRS cp)
+set(ATTN_LAYER_cp_DEPS selftest)
 set(ATTN_LAYER_select_DIRS select)
 set(ATTN_LAYER_select_DEPS selftest registry)
 set(ATTN_LAYER_engine_DIRS engine)

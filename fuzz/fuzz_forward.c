@@ -203,10 +203,11 @@ static void fuzz_standard(rd *r, int which)
 
     attn_status chk = attn_common_metadata_check(&b.cm, b.nb);
     const void *md;
-    void *bstate, *impl = NULL;
+    void *bstate;
+    attn_kernel *k = NULL;
     bool built;
     attn_status bst = run_layer(be, &lp, &b, &kv, (int)(u8(r) % 33), &md, &bstate, &built);
-    attn_status kst = be->kernel->create ? be->kernel->create(&lp, &impl) : ATTN_OK;
+    attn_status kst = attn_kernel_open(be, &lp, NULL, &k);
     if (kst == ATTN_OK) {
         attn_forward_args a = {.layer = &lp,
                                .common = &b.cm,
@@ -215,13 +216,13 @@ static void fuzz_standard(rd *r, int which)
                                .kv = &kv,
                                .out = out,
                                .lse = lse};
-        attn_status fst = attn_backend_forward(be, impl, &a);
+        attn_status fst = attn_kernel_forward(k, &a);
         if (fst != ATTN_OK) FZ_ASSERT(memcmp(out, canary, ob) == 0);
         if (bad_sink) FZ_ASSERT(fst == ATTN_INVALID_ARGUMENT);
         /* accepted metadata on a supported layer runs */
         if (chk == ATTN_OK && bst == ATTN_OK && lp.attn_type == ATTN_TYPE_DECODER && !bad_sink)
             FZ_ASSERT(fst == ATTN_OK);
-        if (be->kernel->destroy) be->kernel->destroy(impl);
+        attn_kernel_close(k);
     }
     if (bstate) be->desc->builder->destroy(bstate);
     free(kv.data), free(q), free(kin), free(out), free(canary), free(lse), free(b.bt);
@@ -279,10 +280,11 @@ static void fuzz_mla(rd *r)
 
     attn_status chk = attn_common_metadata_check(&b.cm, b.nb);
     const void *md;
-    void *bstate, *impl = NULL;
+    void *bstate;
+    attn_kernel *k = NULL;
     bool built;
     attn_status bst = run_layer(be, &lp, &b, &kv, 0, &md, &bstate, &built);
-    attn_status kst = be->kernel->create ? be->kernel->create(&lp, &impl) : ATTN_OK;
+    attn_status kst = attn_kernel_open(be, &lp, NULL, &k);
     if (kst == ATTN_OK) {
         attn_mla_args a = {.layer = &lp,
                            .common = &b.cm,
@@ -292,10 +294,10 @@ static void fuzz_mla(rd *r)
                            .out = out,
                            .w_uk = wuk,
                            .w_uv = wuv};
-        attn_status fst = attn_mla_forward(be, impl, &a, scratch, ss);
+        attn_status fst = attn_kernel_mla_forward(k, &a, scratch, ss);
         if (fst != ATTN_OK) FZ_ASSERT(memcmp(out, canary, ob) == 0);
         if (chk == ATTN_OK && bst == ATTN_OK) FZ_ASSERT(fst == ATTN_OK);
-        if (be->kernel->destroy) be->kernel->destroy(impl);
+        attn_kernel_close(k);
     }
     if (bstate) be->desc->builder->destroy(bstate);
     free(kv.data), free(lat), free(rope), free(q), free(wuk), free(wuv), free(out), free(canary);

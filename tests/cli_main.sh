@@ -15,7 +15,11 @@ trap 'rm -rf "$tmp"' EXIT
 
 version=$(sed -n 's/^project(libattn VERSION \([0-9.]*\).*/\1/p' "$SRC/CMakeLists.txt")
 [ -n "$version" ] || fail "no project(libattn VERSION ...) in CMakeLists.txt"
-want="attn $version (libattn $version; plugin ABI 1, backend ABI 1)"
+# the ABI versions the headers state
+pabi=$(sed -n 's/^#define ATTN_PLUGIN_ABI_VERSION \([0-9]*\)u*.*/\1/p' "$SRC/include/attn/plugin.h")
+babi=$(sed -n 's/^#define ATTN_BACKEND_ABI_VERSION \([0-9]*\)u*.*/\1/p' "$SRC/include/attn/backend.h")
+[ -n "$pabi" ] && [ -n "$babi" ] || fail "no ABI version defines in attn/plugin.h / attn/backend.h"
+want="attn $version (libattn $version; plugin ABI $pabi, backend ABI $babi)"
 for how in --version -V version; do
     out=$("$ATTN" $how 2>"$tmp/err"); rc=$?
     [ $rc = 0 ] || fail "attn $how exited $rc: $(cat "$tmp/err")"
@@ -23,12 +27,12 @@ for how in --version -V version; do
 done
 for how in --version version; do
     "$ATTN" $how --json >"$tmp/v.json" || fail "attn $how --json exited $?"
-    python3 - "$tmp/v.json" "$version" <<'PY' || fail "attn $how --json content"
+    python3 - "$tmp/v.json" "$version" "$pabi" "$babi" <<'PY' || fail "attn $how --json content"
 import json, sys
-d, v = json.load(open(sys.argv[1])), sys.argv[2]
+d, v, pabi, babi = json.load(open(sys.argv[1])), sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 assert d == {"attn": v, "libattn": v, "libattn_number": int(v.split(".")[0]) * 10000
              + int(v.split(".")[1]) * 100 + int(v.split(".")[2]),
-             "plugin_abi": 1, "backend_abi": 1}, d
+             "plugin_abi": pabi, "backend_abi": babi}, d
 PY
 done
 "$ATTN" version --help >"$tmp/out" || fail "attn version --help exited $?"

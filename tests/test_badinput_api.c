@@ -145,12 +145,24 @@ static void setup(fx *f)
     f->base = fingerprint(f);
 }
 
+/* b's kernel opened for lp (attn/kernel.h), one call through entry point
+ * mqa or forward, closed; the open's failure when it cannot be opened. */
+static attn_status kcall(const attn_backend *b, const attn_layer_params *lp, bool mqa,
+                         const void *args)
+{
+    attn_kernel *k = NULL;
+    attn_status st = attn_kernel_open(b, lp, NULL, &k);
+    if (st == ATTN_OK) st = mqa ? attn_kernel_forward_mqa(k, args) : attn_kernel_forward(k, args);
+    attn_kernel_close(k);
+    return st;
+}
+
 static attn_status fwd(fx *f, const attn_backend *b, const attn_common_metadata *cm,
                        const attn_layer_params *lp, const attn_kv_view *kv)
 {
     attn_forward_args a = {
         .layer = lp, .common = cm, .q = f->q, .kv = kv, .out = f->out, .lse = f->lse};
-    return attn_backend_forward(b, NULL, &a);
+    return kcall(b, lp, false, &a);
 }
 
 /* Runs the CPU_ATTN builder on cm (created for the fixture's maxima). */
@@ -305,14 +317,23 @@ static void rows_metadata_and_forward(fx *f)
     v = f->kv, v.elem = (attn_elem)42;
     ROW(ATTN_INVALID_ARGUMENT, "is not readable here", fwd(f, f->ref, &f->cm, &f->lp, &v));
     ROW(ATTN_NULL_ARGUMENT, "no KV cache view", fwd(f, f->ref, &f->cm, &f->lp, NULL));
-    ROW(ATTN_NULL_ARGUMENT, "'a' is NULL", attn_backend_forward(f->ref, NULL, NULL));
+    ROW(ATTN_NULL_ARGUMENT, "'a' is NULL", kcall(f->ref, &f->lp, false, NULL));
     attn_forward_args a = {.layer = &f->lp, .common = &f->cm, .kv = &f->kv, .out = f->out};
-    ROW(ATTN_NULL_ARGUMENT, "'a->q' is NULL", attn_backend_forward(f->cpu, NULL, &a));
+    ROW(ATTN_NULL_ARGUMENT, "'a->q' is NULL", kcall(f->cpu, &f->lp, false, &a));
     attn_mla_args ma = {.layer = &f->lp, .common = &f->cm, .kv = &f->kv, .q = f->q, .out = f->out};
-    ROW(ATTN_WRONG_ENTRY_POINT, "not an MLA backend", attn_backend_forward_mqa(f->cpu, NULL, &ma));
-    ROW(ATTN_NULL_ARGUMENT, "'a' is NULL", attn_backend_forward_mqa(f->cpu, NULL, NULL));
-    ROW(ATTN_WRONG_ENTRY_POINT, NULL, attn_backend_forward(f->mla, NULL, &a));
-    ROW(ATTN_UNSUPPORTED, NULL, attn_backend_forward(f->fa, NULL, &a));
+    ROW(ATTN_WRONG_ENTRY_POINT, "not an MLA backend", kcall(f->cpu, &f->lp, true, &ma));
+    ROW(ATTN_NULL_ARGUMENT, "'a' is NULL", kcall(f->cpu, &f->lp, true, NULL));
+    ROW(ATTN_WRONG_ENTRY_POINT, NULL, kcall(f->mla, &f->lp, false, &a));
+    ROW(ATTN_UNSUPPORTED, NULL, kcall(f->fa, &f->lp, false, &a));
+    /* a kernel opened for one geometry refuses a call with another */
+    attn_layer_params other = f->lp;
+    other.num_kv_heads = 4;
+    attn_kernel *k = NULL;
+    CHECK_OK(attn_kernel_open(f->cpu, &f->lp, NULL, &k));
+    a.layer = &other;
+    a.q = f->q;
+    ROW(ATTN_INVALID_ARGUMENT, "kernel was opened for heads 4/2", attn_kernel_forward(k, &a));
+    attn_kernel_close(k);
 }
 
 static void rows_kvcache(fx *f)

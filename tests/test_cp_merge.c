@@ -249,7 +249,10 @@ static void test_dcp_one_rank(void)
                             .attn_type = ATTN_TYPE_DECODER,
                             .dtype = ATTN_DTYPE_FP32};
     attn_forward_args fa = {.layer = &lp, .common = &cm, .q = q, .kv = &kv, .out = o1};
-    CHECK_OK(attn_backend_forward(b, NULL, &fa));
+    attn_kernel *k = NULL;
+    CHECK_OK(attn_kernel_open(b, &lp, NULL, &k));
+    CHECK_OK(attn_kernel_forward(k, &fa));
+    attn_kernel_close(k);
     attn_comm *self = NULL;
     CHECK_OK(attn_comm_self(&self));
     attn_dcp_init di = {.struct_size = sizeof di,

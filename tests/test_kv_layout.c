@@ -231,7 +231,11 @@ static void test_errors_and_memory(void)
     attn_kv_view v0, v1;
     CHECK_OK(attn_kv_cache_view(c, 0, &v0));
     CHECK_OK(attn_kv_cache_view(c, 1, &v1));
-    CHECK((char *)v1.data - (char *)v0.data == (ptrdiff_t)li.bytes_per_layer);
+    /* one host-device allocation per layer, each a whole view */
+    CHECK(v0.data != v1.data && v0.device == NULL && v1.device == NULL);
+    CHECK(attn_kv_cache_device(c) == NULL);
+    CHECK(attn_device_alloc_size(attn_device_host(), v0.data) == li.bytes_per_layer);
+    CHECK(attn_device_alloc_size(attn_device_host(), v1.data) == li.bytes_per_layer);
     CHECK(((uint16_t *)v1.data)[li.elems_per_layer - 1] == 0); /* zeroed */
     CHECK_STATUS(attn_kv_cache_view(c, 2, &v0), ATTN_OUT_OF_RANGE);
     float ks[8], vs[8];

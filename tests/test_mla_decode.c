@@ -15,6 +15,7 @@
  * `test_mla_decode VARIANT` runs one variant (exit 77 where this CPU lacks
  * it; parts 1 and 3, which use the automatic choice, only for the best
  * usable one), `--variants` lists them (see mla_fx_variants). */
+#include "kernel_call.h"
 #include "mla_fixture.h"
 #include "util/threadpool.h"
 
@@ -55,10 +56,10 @@ static void check_absorbed_vs_naive(const attn__mla_kern *k, attn_dtype dt, cons
     void *outa = calloc(nrow * V, f.qesz), *outb = calloc(nrow * V, f.qesz);
     float *lsea = calloc(nrow, 4), *lseb = calloc(nrow, 4);
     attn_mla_args a = mla_fx_args(&f, false, lat, lsea);
-    CHECK_OK(attn_backend_forward_mqa(&attn__backend_cpu_mla, NULL, &a));
+    CHECK_OK(tk_mqa(&attn__backend_cpu_mla, &a));
     CHECK_OK(attn_mla_up_project(&f.lp, f.T, lat, f.w_uv, outa));
     attn_mla_args m = mla_fx_args(&f, true, outb, lseb);
-    CHECK_OK(attn_backend_forward_mha(&attn__backend_reference_mla, NULL, &m));
+    CHECK_OK(tk_mha(&attn__backend_reference_mla, &m));
     double e = fx_rel_err(outa, outb, f.qe, nrow * V);
     double le = fx_lse_err(lsea, lseb, nrow);
     CHECK_MSG(e <= tol_for(dt) && le <= tol_for(dt),
@@ -86,7 +87,7 @@ static void check_vs_reference(attn_dtype dt, attn_elem kve, const batch_t *b, i
     void *o1 = malloc(nrow * R * f.qesz + 64), *o2 = malloc(nrow * R * f.qesz + 64);
     float *l1 = malloc(nrow * 4 + 64), *l2 = malloc(nrow * 4 + 64);
     attn_mla_args a = mla_fx_args(&f, false, o1, l1);
-    CHECK_OK(attn_backend_forward_mqa(&attn__backend_reference_mla, NULL, &a));
+    CHECK_OK(tk_mqa(&attn__backend_reference_mla, &a));
     void *state = NULL;
     const void *md = NULL;
     if (use_builder) {
@@ -105,7 +106,7 @@ static void check_vs_reference(attn_dtype dt, attn_elem kve, const batch_t *b, i
         attn__mla_force_variant(vars[vi]);
         attn_mla_args c = mla_fx_args(&f, false, o2, l2);
         c.metadata = md;
-        CHECK_OK(attn_backend_forward_mqa(&attn__backend_cpu_mla, NULL, &c));
+        CHECK_OK(tk_mqa(&attn__backend_cpu_mla, &c));
         double e = fx_rel_err(o2, o1, f.qe, nrow * R);
         double le = fx_lse_err(l2, l1, nrow);
         double tol = tol_for(dt);
@@ -143,13 +144,13 @@ static void check_fp8_codes(attn_elem kve, uint64_t seed)
     void *o1 = malloc(nrow * f.R * 2), *o2 = malloc(nrow * f.R * 2);
     float *l1 = malloc(nrow * 4), *l2 = malloc(nrow * 4);
     attn_mla_args a = mla_fx_args(&f, false, o1, l1);
-    CHECK_OK(attn_backend_forward_mqa(&attn__backend_reference_mla, NULL, &a));
+    CHECK_OK(tk_mqa(&attn__backend_reference_mla, &a));
     for (int vi = 0; vi < nv; vi++) {
         if (!vars[vi]->decode_ok(ATTN_ELEM_BF16, kve, f.R, f.D)) continue;
         attn__mla_force_variant(vars[vi]);
         a.out = o2;
         a.lse = l2;
-        CHECK_OK(attn_backend_forward_mqa(&attn__backend_cpu_mla, NULL, &a));
+        CHECK_OK(tk_mqa(&attn__backend_cpu_mla, &a));
         double e = fx_rel_err(o2, o1, ATTN_ELEM_BF16, nrow * f.R), le = fx_lse_err(l2, l1, nrow);
         CHECK_MSG(e <= 2e-2 && le <= 2e-2, "every %s code, variant %s: error %.3g lse %.3g",
                   attn_elem_name(kve), vars[vi]->name, e, le);
@@ -230,7 +231,7 @@ static void check_builder_pieces(void)
         l[i] = calloc(nrow + 16, sizeof(float));
         attn_mla_args a = mla_fx_args(&f, false, o[i], l[i]);
         a.metadata = mds[i];
-        CHECK_OK(attn_backend_forward_mqa(&attn__backend_cpu_mla, NULL, &a));
+        CHECK_OK(tk_mqa(&attn__backend_cpu_mla, &a));
     }
     for (int i = 1; i < 3; i++)
         CHECK_MSG(!memcmp(o[0], o[i], ob) && !memcmp(l[0], l[i], nrow * sizeof(float)),

@@ -6,6 +6,7 @@
  * status - and in every case the output buffers are left untouched. Also
  * the descriptors, self-tests and the latent cache write's checks. */
 #include "backends/cpu/cpu_attn.h"
+#include "kernel_call.h"
 #include "mla_fixture.h"
 
 #define SENT 0xC3
@@ -59,29 +60,27 @@ int main(void)
     fa.kv = &f->kv;
     fa.out = E.out;
     fa.lse = E.lse;
-    EXPECT_FAIL(&E, attn_backend_forward(&attn__backend_cpu_mla, NULL, &fa), ATTN_WRONG_ENTRY_POINT,
+    EXPECT_FAIL(&E, tk_forward(&attn__backend_cpu_mla, &fa), ATTN_WRONG_ENTRY_POINT,
                 "CPU_MLA is an MLA backend: call forward_mqa (decode) or forward_mha (prefill), "
                 "not forward");
-    EXPECT_FAIL(&E, attn_backend_forward(&attn__backend_reference_mla, NULL, &fa),
-                ATTN_WRONG_ENTRY_POINT, "REFERENCE_MLA is an MLA backend");
+    EXPECT_FAIL(&E, tk_forward(&attn__backend_reference_mla, &fa), ATTN_WRONG_ENTRY_POINT,
+                "REFERENCE_MLA is an MLA backend");
 
     attn_mla_args ma = mla_fx_args(f, false, E.out, E.lse);
-    EXPECT_FAIL(&E, attn_backend_forward_mqa(&attn__backend_cpu_attn, NULL, &ma),
-                ATTN_WRONG_ENTRY_POINT,
+    EXPECT_FAIL(&E, tk_mqa(&attn__backend_cpu_attn, &ma), ATTN_WRONG_ENTRY_POINT,
                 "CPU_ATTN is not an MLA backend: call forward, not forward_mqa");
-    EXPECT_FAIL(&E, attn_backend_forward_mha(&attn__backend_cpu_attn, NULL, &ma),
-                ATTN_WRONG_ENTRY_POINT,
+    EXPECT_FAIL(&E, tk_mha(&attn__backend_cpu_attn, &ma), ATTN_WRONG_ENTRY_POINT,
                 "CPU_ATTN is not an MLA backend: call forward, not forward_mha");
-    EXPECT_FAIL(&E, attn_mla_forward(&attn__backend_cpu_attn, NULL, &ma, NULL, 0),
-                ATTN_WRONG_ENTRY_POINT, "CPU_ATTN is not an MLA backend");
-    EXPECT_FAIL(&E, attn_backend_forward_mha(&attn__backend_cpu_mla_sparse, NULL, &ma),
-                ATTN_WRONG_ENTRY_POINT,
+    EXPECT_FAIL(&E, tk_mla_forward(&attn__backend_cpu_attn, &ma, NULL, 0), ATTN_WRONG_ENTRY_POINT,
+                "CPU_ATTN is not an MLA backend");
+    EXPECT_FAIL(&E, tk_mha(&attn__backend_cpu_mla_sparse, &ma), ATTN_WRONG_ENTRY_POINT,
                 "CPU_MLA_SPARSE is a sparse MLA backend: call forward_mqa for every token");
-    static const attn_backend desc_only = {ATTN_BACKEND_ABI_VERSION, sizeof(attn_backend), NULL,
-                                           NULL};
-    EXPECT_FAIL(&E, attn_backend_forward_mqa(&desc_only, NULL, &ma), ATTN_UNSUPPORTED,
-                "no kernel code");
-    EXPECT_FAIL(&E, attn_backend_forward_mqa(NULL, NULL, &ma), ATTN_NULL_ARGUMENT, "'b'");
+    static const attn_backend desc_only = {.abi_version = ATTN_BACKEND_ABI_VERSION,
+                                           .struct_size = sizeof(attn_backend),
+                                           .desc = NULL,
+                                           .kernel = NULL};
+    EXPECT_FAIL(&E, tk_mqa(&desc_only, &ma), ATTN_UNSUPPORTED, "no kernel code");
+    EXPECT_FAIL(&E, tk_mqa(NULL, &ma), ATTN_NULL_ARGUMENT, "'b'");
 
     /* ---- bad calls on the MLA backends ---- */
     const attn_backend *mla[] = {&attn__backend_cpu_mla, &attn__backend_reference_mla};
@@ -89,43 +88,46 @@ int main(void)
         const attn_backend *b = mla[bi];
         attn_mla_args a = mla_fx_args(f, false, E.out, E.lse);
         attn_mla_args x = a;
+        /* a call without a layer runs on the layer the handle was opened for */
         x.layer = NULL;
-        EXPECT_FAIL(&E, attn_backend_forward_mqa(b, NULL, &x), ATTN_NULL_ARGUMENT, "layer");
+        attn_kernel *hk = NULL;
+        CHECK_OK(attn_kernel_open(b, &f->lp, NULL, &hk));
+        CHECK_OK(attn_kernel_forward_mqa(hk, &x));
+        attn_kernel_close(hk);
         x = a;
         x.kv = NULL;
-        EXPECT_FAIL(&E, attn_backend_forward_mqa(b, NULL, &x), ATTN_NULL_ARGUMENT, "kv");
+        EXPECT_FAIL(&E, tk_mqa(b, &x), ATTN_NULL_ARGUMENT, "kv");
         x = a;
         x.q = NULL;
-        EXPECT_FAIL(&E, attn_backend_forward_mqa(b, NULL, &x), ATTN_NULL_ARGUMENT, "q");
+        EXPECT_FAIL(&E, tk_mqa(b, &x), ATTN_NULL_ARGUMENT, "q");
         x = a;
         x.common = NULL;
-        EXPECT_FAIL(&E, attn_backend_forward_mqa(b, NULL, &x), ATTN_NULL_ARGUMENT, "common");
+        EXPECT_FAIL(&E, tk_mqa(b, &x), ATTN_NULL_ARGUMENT, "common");
 
         attn_layer_params lp = f->lp;
         lp.head_size = 100;
         x = a;
         x.layer = &lp;
-        EXPECT_FAIL(&E, attn_backend_forward_mqa(b, NULL, &x), ATTN_INVALID_ARGUMENT,
+        EXPECT_FAIL(&E, tk_mqa(b, &x), ATTN_INVALID_ARGUMENT,
                     "head_size 100 is not kv_lora_rank + qk_rope_head_dim = 96");
         lp = f->lp;
         lp.kv_lora_rank = 0;
-        EXPECT_FAIL(&E, attn_backend_forward_mqa(b, NULL, &x), ATTN_INVALID_ARGUMENT,
-                    "kv_lora_rank > 0");
+        EXPECT_FAIL(&E, tk_mqa(b, &x), ATTN_INVALID_ARGUMENT, "kv_lora_rank > 0");
         lp = f->lp;
         lp.qk_rope_head_dim = 16;
         lp.head_size = 80;
-        EXPECT_FAIL(&E, attn_backend_forward_mqa(b, NULL, &x), ATTN_INVALID_ARGUMENT,
+        EXPECT_FAIL(&E, tk_mqa(b, &x), ATTN_INVALID_ARGUMENT,
                     "latent cache rows have 96 elements, the layer needs 80");
 
         attn_kv_view kv = f->kv;
         x = a;
         x.kv = &kv;
         kv.elem = ATTN_ELEM_U8;
-        EXPECT_FAIL(&E, attn_backend_forward_mqa(b, NULL, &x), ATTN_UNSUPPORTED, "u8");
+        EXPECT_FAIL(&E, tk_mqa(b, &x), ATTN_UNSUPPORTED, "u8");
         kv = f->kv;
         kv.elem = ATTN_ELEM_FP8_E4M3;
         kv.k_scale = 0.0f;
-        EXPECT_FAIL(&E, attn_backend_forward_mqa(b, NULL, &x), ATTN_INVALID_ARGUMENT, "k_scale");
+        EXPECT_FAIL(&E, tk_mqa(b, &x), ATTN_INVALID_ARGUMENT, "k_scale");
 
         /* metadata */
         int32_t bt[64];
@@ -135,49 +137,42 @@ int main(void)
         x = a;
         x.common = &cm;
         bt[f->bt_stride + 1] = f->nb; /* request 1, block 1 */
-        EXPECT_FAIL(&E, attn_backend_forward_mqa(b, NULL, &x), ATTN_BAD_METADATA,
-                    "request 1 block_table[1]");
+        EXPECT_FAIL(&E, tk_mqa(b, &x), ATTN_BAD_METADATA, "request 1 block_table[1]");
         memcpy(bt, f->bt, sizeof(int32_t) * (size_t)f->nreq * f->bt_stride);
         int32_t sl[2] = {20, 3};
         cm.seq_lens = sl;
-        EXPECT_FAIL(&E, attn_backend_forward_mqa(b, NULL, &x), ATTN_BAD_METADATA,
+        EXPECT_FAIL(&E, tk_mqa(b, &x), ATTN_BAD_METADATA,
                     "request 1 has 4 query tokens but seq_len 3");
         sl[1] = 40 + 16 * 4;
-        EXPECT_FAIL(&E, attn_backend_forward_mqa(b, NULL, &x), ATTN_BAD_METADATA,
-                    "block table has");
+        EXPECT_FAIL(&E, tk_mqa(b, &x), ATTN_BAD_METADATA, "block table has");
         cm = f->cm;
         cm.block_size = 32;
-        EXPECT_FAIL(&E, attn_backend_forward_mqa(b, NULL, &x), ATTN_BAD_METADATA,
-                    "block_size 32 differs");
+        EXPECT_FAIL(&E, tk_mqa(b, &x), ATTN_BAD_METADATA, "block_size 32 differs");
         cm = f->cm;
         int32_t qsl[3] = {0, 1, 4};
         cm.query_start_loc = qsl;
-        EXPECT_FAIL(&E, attn_backend_forward_mqa(b, NULL, &x), ATTN_BAD_METADATA,
-                    "query_start_loc");
+        EXPECT_FAIL(&E, tk_mqa(b, &x), ATTN_BAD_METADATA, "query_start_loc");
         x = a;
         x.metadata = &f->cm; /* not MLA metadata */
-        EXPECT_FAIL(&E, attn_backend_forward_mqa(b, NULL, &x), ATTN_BAD_METADATA,
-                    "not MLA metadata");
+        EXPECT_FAIL(&E, tk_mqa(b, &x), ATTN_BAD_METADATA, "not MLA metadata");
         attn_mla_metadata old = {.magic = 0x4d4c4131u, /* "MLA1": before the partition moved */
                                  .struct_size = sizeof old,
                                  .common = f->cm};
         x.metadata = &old;
-        EXPECT_FAIL(&E, attn_backend_forward_mqa(b, NULL, &x), ATTN_BAD_METADATA,
-                    "not MLA metadata");
+        EXPECT_FAIL(&E, tk_mqa(b, &x), ATTN_BAD_METADATA, "not MLA metadata");
         old.magic = ATTN_MLA_METADATA_MAGIC;
         old.struct_size = sizeof old - 4; /* shorter than the common fields */
-        EXPECT_FAIL(&E, attn_backend_forward_mqa(b, NULL, &x), ATTN_BAD_METADATA,
-                    "not MLA metadata");
+        EXPECT_FAIL(&E, tk_mqa(b, &x), ATTN_BAD_METADATA, "not MLA metadata");
 
         /* prefill without the up-projection weights */
         attn_mla_args m = mla_fx_args(f, true, E.out, E.lse);
         m.w_uv = NULL;
-        EXPECT_FAIL(&E, attn_backend_forward_mha(b, NULL, &m), ATTN_NULL_ARGUMENT, "w_uv");
+        EXPECT_FAIL(&E, tk_mha(b, &m), ATTN_NULL_ARGUMENT, "w_uv");
         m = mla_fx_args(f, true, E.out, E.lse);
         attn_layer_params lv = f->lp;
         lv.v_head_dim = 0;
         m.layer = &lv;
-        EXPECT_FAIL(&E, attn_backend_forward_mha(b, NULL, &m), ATTN_INVALID_ARGUMENT, "v_head_dim");
+        EXPECT_FAIL(&E, tk_mha(b, &m), ATTN_INVALID_ARGUMENT, "v_head_dim");
     }
 
     /* sparse: indices outside the sequence */
@@ -187,18 +182,17 @@ int main(void)
         topk[i] = i % 3 == 0 ? -1 : i % 17;
     for (int bi = 0; bi < 2; bi++) {
         attn_mla_args a = mla_fx_args(f, false, E.out, E.lse);
-        EXPECT_FAIL(&E, attn_backend_forward_mqa(sp[bi], NULL, &a), ATTN_INVALID_ARGUMENT,
-                    "topk_indices");
+        EXPECT_FAIL(&E, tk_mqa(sp[bi], &a), ATTN_INVALID_ARGUMENT, "topk_indices");
         a.topk_indices = topk;
         a.topk = 4;
         topk[2] = 20; /* token 0 belongs to request 0 with 20 tokens */
-        EXPECT_FAIL(&E, attn_backend_forward_mqa(sp[bi], NULL, &a), ATTN_INVALID_ARGUMENT,
+        EXPECT_FAIL(&E, tk_mqa(sp[bi], &a), ATTN_INVALID_ARGUMENT,
                     "topk_indices[0][2] = 20 is outside request 0's sequence");
         topk[2] = -2;
-        EXPECT_FAIL(&E, attn_backend_forward_mqa(sp[bi], NULL, &a), ATTN_INVALID_ARGUMENT, "= -2");
+        EXPECT_FAIL(&E, tk_mqa(sp[bi], &a), ATTN_INVALID_ARGUMENT, "= -2");
         topk[2] = 5;
         env_reset(&E);
-        CHECK_OK(attn_backend_forward_mqa(sp[bi], NULL, &a));
+        CHECK_OK(tk_mqa(sp[bi], &a));
     }
 
     /* ---- the latent cache write ---- */

@@ -2,7 +2,7 @@
  * variant usable here: fresh prefills, chunked prefills over a cached
  * prefix, fp32 / bf16 / fp16 and fp8 caches, DeepSeek per-head dims
  * (512 + 64, nope 128, v 128); the decode/prefill split of the MLA builder
- * (each entry point touches only its own rows); and attn_mla_forward
+ * (each entry point touches only its own rows); and attn_kernel_mla_forward
  * running a whole mixed batch (decodes absorbed, prefills decompressed)
  * against naive decompressed attention for every token.
  * Tolerances (max |error| over max |reference|): fp32 1e-4, bf16 / fp16
@@ -10,6 +10,7 @@
  * (exit 77 where this CPU lacks it; the whole-layer checks, which use the
  * automatic choice, only for the best usable one), `--variants` lists them
  * (see mla_fx_variants). */
+#include "kernel_call.h"
 #include "mla_fixture.h"
 
 typedef struct {
@@ -34,9 +35,9 @@ static void check_mha(int vi, const char *vname, attn_dtype dt, attn_elem kve, c
     void *o1 = calloc(nrow * V, f.qesz), *o2 = calloc(nrow * V, f.qesz);
     float *l1 = calloc(nrow, 4), *l2 = calloc(nrow, 4);
     attn_mla_args a = mla_fx_args(&f, true, o1, l1);
-    CHECK_OK(attn_backend_forward_mha(&attn__backend_reference_mla, NULL, &a));
+    CHECK_OK(tk_mha(&attn__backend_reference_mla, &a));
     attn_mla_args c = mla_fx_args(&f, true, o2, l2);
-    CHECK_OK(attn_backend_forward_mha(&attn__backend_cpu_mla, NULL, &c));
+    CHECK_OK(tk_mha(&attn__backend_cpu_mla, &c));
     double e = fx_rel_err(o2, o1, f.qe, nrow * V), le = fx_lse_err(l2, l1, nrow);
     double tol = tol_for(dt);
     CHECK_MSG(e <= tol && le <= tol,
@@ -49,7 +50,7 @@ static void check_mha(int vi, const char *vname, attn_dtype dt, attn_elem kve, c
 }
 
 /* The builder's split: forward_mqa writes only decode rows, forward_mha only
- * prefill rows; together with attn_mla_forward they equal the naive
+ * prefill rows; together with attn_kernel_mla_forward they equal the naive
  * reference on every token. */
 static void check_layer(attn_dtype dt, uint64_t seed)
 {
@@ -81,7 +82,7 @@ static void check_layer(attn_dtype dt, uint64_t seed)
     memcpy(out, sent, ob);
     attn_mla_args a = mla_fx_args(&f, true, out, NULL);
     a.metadata = md;
-    CHECK_OK(attn_backend_forward_mha(&attn__backend_cpu_mla, NULL, &a));
+    CHECK_OK(tk_mha(&attn__backend_cpu_mla, &a));
     size_t dec_bytes = (size_t)md->num_decode_tokens * f.H * f.V * f.qesz;
     CHECK(memcmp(out, sent, dec_bytes) == 0);
     CHECK(memcmp(out + dec_bytes, sent + dec_bytes, ob - dec_bytes) != 0);
@@ -93,32 +94,33 @@ static void check_layer(attn_dtype dt, uint64_t seed)
     memcpy(lat, lsent, lb);
     attn_mla_args d = mla_fx_args(&f, false, lat, NULL);
     d.metadata = md;
-    CHECK_OK(attn_backend_forward_mqa(&attn__backend_cpu_mla, NULL, &d));
+    CHECK_OK(tk_mqa(&attn__backend_cpu_mla, &d));
     size_t ldec = (size_t)md->num_decode_tokens * f.H * f.R * f.qesz;
     CHECK(memcmp(lat + ldec, lsent + ldec, lb - ldec) == 0);
     CHECK(memcmp(lat, lsent, ldec) != 0);
 
     /* the whole layer against naive decompressed attention for every token */
     attn_mla_args r = mla_fx_args(&f, true, ref, lref);
-    CHECK_OK(attn_backend_forward_mha(&attn__backend_reference_mla, NULL, &r));
+    CHECK_OK(tk_mha(&attn__backend_reference_mla, &r));
     size_t scratch_size = attn_mla_forward_scratch_size(&f.lp, f.T);
     void *scratch = aligned_alloc(64, (scratch_size + 63) & ~(size_t)63);
     attn_mla_args w = mla_fx_args(&f, true, out, lout);
     w.metadata = md;
-    CHECK_OK(attn_mla_forward(&attn__backend_cpu_mla, NULL, &w, scratch, scratch_size));
+    CHECK_OK(tk_mla_forward(&attn__backend_cpu_mla, &w, scratch, scratch_size));
     double e = fx_rel_err(out, ref, f.qe, nrow * f.V), le = fx_lse_err(lout, lref, nrow);
     CHECK_MSG(e <= tol_for(dt) && le <= tol_for(dt),
-              "attn_mla_forward mixed batch %s: error %.3g lse %.3g", attn_dtype_name(dt), e, le);
-    printf("  attn_mla_forward mixed batch %s: error %.2e, lse %.2e\n", attn_dtype_name(dt), e, le);
+              "attn_kernel_mla_forward mixed batch %s: error %.3g lse %.3g", attn_dtype_name(dt), e,
+              le);
+    printf("  attn_kernel_mla_forward mixed batch %s: error %.2e, lse %.2e\n", attn_dtype_name(dt),
+           e, le);
     /* too little scratch: refused, nothing written */
     memcpy(out, sent, ob);
-    CHECK_STATUS(attn_mla_forward(&attn__backend_cpu_mla, NULL, &w, scratch, 64),
-                 ATTN_INVALID_ARGUMENT);
+    CHECK_STATUS(tk_mla_forward(&attn__backend_cpu_mla, &w, scratch, 64), ATTN_INVALID_ARGUMENT);
     CHECK(memcmp(out, sent, ob) == 0);
     /* REFERENCE_MLA through the same call */
-    CHECK_OK(attn_mla_forward(&attn__backend_reference_mla, NULL, &w, scratch, scratch_size));
+    CHECK_OK(tk_mla_forward(&attn__backend_reference_mla, &w, scratch, scratch_size));
     e = fx_rel_err(out, ref, f.qe, nrow * f.V);
-    CHECK_MSG(e <= tol_for(dt), "attn_mla_forward on REFERENCE_MLA %s: error %.3g",
+    CHECK_MSG(e <= tol_for(dt), "attn_kernel_mla_forward on REFERENCE_MLA %s: error %.3g",
               attn_dtype_name(dt), e);
 
     free(scratch), free(ref), free(out), free(sent), free(lref), free(lout), free(lat), free(lsent);

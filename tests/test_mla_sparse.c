@@ -2,9 +2,10 @@
  * top-k positions (-1 = unused, positions after the token's own ignored).
  * Checked against REFERENCE_MLA_SPARSE for every decode variant usable here;
  * a full list equals dense attention; a token with no usable index gets
- * output 0 and LSE -inf; attn_mla_forward runs every token (prefills too)
+ * output 0 and LSE -inf; attn_kernel_mla_forward runs every token (prefills too)
  * through the absorbed path on a sparse backend.
  * Tolerances: fp32 1e-4, bf16 2e-2 (relative to the output's magnitude). */
+#include "kernel_call.h"
 #include "mla_fixture.h"
 
 static double tol_for(attn_dtype dt)
@@ -33,14 +34,14 @@ static void check_random(attn_dtype dt, int H, int R, int P, int topk, uint64_t 
     attn_mla_args a = mla_fx_args(&f, false, o1, l1);
     a.topk_indices = ix;
     a.topk = topk;
-    CHECK_OK(attn_backend_forward_mqa(&attn__backend_reference_mla_sparse, NULL, &a));
+    CHECK_OK(tk_mqa(&attn__backend_reference_mla_sparse, &a));
     for (int vi = 0; vi < nv; vi++) {
         const attn__mla_kern *k = vars[vi];
         if (!k->decode_ok(f.qe, f.kve, R, R + P)) continue;
         attn__mla_force_variant(k);
         a.out = o2;
         a.lse = l2;
-        CHECK_OK(attn_backend_forward_mqa(&attn__backend_cpu_mla_sparse, NULL, &a));
+        CHECK_OK(tk_mqa(&attn__backend_cpu_mla_sparse, &a));
         double e = fx_rel_err(o2, o1, f.qe, nrow * R), le = fx_lse_err(l2, l1, nrow);
         CHECK_MSG(e <= tol_for(dt) && le <= tol_for(dt),
                   "sparse %s H=%d R=%d topk=%d variant %s: error %.3g lse %.3g",
@@ -77,12 +78,12 @@ int main(void)
         float *o1 = malloc(nrow * f.R * 4), *o2 = malloc(nrow * f.R * 4);
         float *l1 = malloc(nrow * 4), *l2 = malloc(nrow * 4);
         attn_mla_args a = mla_fx_args(&f, false, o1, l1);
-        CHECK_OK(attn_backend_forward_mqa(&attn__backend_cpu_mla, NULL, &a));
+        CHECK_OK(tk_mqa(&attn__backend_cpu_mla, &a));
         a.out = o2;
         a.lse = l2;
         a.topk_indices = ix;
         a.topk = topk;
-        CHECK_OK(attn_backend_forward_mqa(&attn__backend_cpu_mla_sparse, NULL, &a));
+        CHECK_OK(tk_mqa(&attn__backend_cpu_mla_sparse, &a));
         CHECK(fx_rel_err(o2, o1, ATTN_ELEM_F32, nrow * f.R) <= 1e-5);
         CHECK(fx_lse_err(l2, l1, nrow) <= 1e-5);
 
@@ -91,20 +92,20 @@ int main(void)
             ix[j] = j == 0 ? -1 : 69; /* token 0 is at position 69: 69 is fine */
         for (int j = 0; j < topk; j++)
             ix[(size_t)1 * topk + j] = j % 2 ? -1 : 49; /* token 1 (req 1, position 47) */
-        CHECK_OK(attn_backend_forward_mqa(&attn__backend_cpu_mla_sparse, NULL, &a));
+        CHECK_OK(tk_mqa(&attn__backend_cpu_mla_sparse, &a));
         bool zero = true;
         for (int i = 0; i < f.H * f.R; i++)
             zero &= o2[(size_t)1 * f.H * f.R + i] == 0.0f;
         CHECK(zero);
         for (int h = 0; h < f.H; h++)
             CHECK(isinf(l2[f.H + h]) && l2[f.H + h] < 0);
-        CHECK_OK(attn_backend_forward_mqa(&attn__backend_reference_mla_sparse, NULL, &a));
+        CHECK_OK(tk_mqa(&attn__backend_reference_mla_sparse, &a));
         CHECK(isinf(l2[f.H]) && l2[f.H] < 0);
         free(ix), free(o1), free(o2), free(l1), free(l2);
         mla_fx_free(&f);
     }
 
-    /* attn_mla_forward on the sparse backend: every token absorbed */
+    /* attn_kernel_mla_forward on the sparse backend: every token absorbed */
     {
         static const int q[] = {1, 20}, s[] = {40, 20};
         mla_fx f;
@@ -119,16 +120,16 @@ int main(void)
         attn_mla_args a = mla_fx_args(&f, false, lat, NULL);
         a.topk_indices = ix;
         a.topk = topk;
-        CHECK_OK(attn_backend_forward_mqa(&attn__backend_reference_mla_sparse, NULL, &a));
+        CHECK_OK(tk_mqa(&attn__backend_reference_mla_sparse, &a));
         CHECK_OK(attn_mla_up_project(&f.lp, f.T, lat, f.w_uv, ref));
         size_t ss = attn_mla_forward_scratch_size(&f.lp, f.T);
         void *scratch = aligned_alloc(64, (ss + 63) & ~(size_t)63);
         attn_mla_args w = mla_fx_args(&f, true, out, NULL);
         w.topk_indices = ix;
         w.topk = topk;
-        CHECK_OK(attn_mla_forward(&attn__backend_cpu_mla_sparse, NULL, &w, scratch, ss));
+        CHECK_OK(tk_mla_forward(&attn__backend_cpu_mla_sparse, &w, scratch, ss));
         double e = fx_rel_err(out, ref, ATTN_ELEM_BF16, nrow * f.V);
-        CHECK_MSG(e <= 2e-2, "attn_mla_forward sparse: error %.3g", e);
+        CHECK_MSG(e <= 2e-2, "attn_kernel_mla_forward sparse: error %.3g", e);
         free(scratch), free(ix), free(lat), free(ref), free(out);
         mla_fx_free(&f);
     }

@@ -73,8 +73,9 @@ int main(void)
     attn_plugin_report r;
     CHECK(report_of("attn_test_ctor_bad_abi", &r));
     CHECK(!r.loaded);
-    CHECK_STR(r.error, "ABI version mismatch: the plugin was built for plugin ABI 42, this "
-                       "libattn has ABI 1");
+    CHECK_STR(r.error, "ABI version mismatch: the plugin was built for plugin ABI 1, this "
+                       "libattn has ABI 2 (backend contract v1: rebuild it against this "
+                       "libattn's headers, docs/design/contract-v2.md)");
     snprintf(marker, sizeof marker, "%s/ctor_bad_abi.ctor.ran", g_tmp);
     CHECK_MSG(access(marker, F_OK) != 0, "the plugin's ELF constructor ran");
     snprintf(marker, sizeof marker, "%s/ctor_bad_abi.ran", g_tmp);

@@ -270,7 +270,7 @@ static void case_bad_abi(void)
 {
     CHECK_OK(attn_plugins_load());
     check_broken("bad_abi", "ABI version mismatch: the plugin was built for plugin ABI 999, "
-                            "this libattn has ABI 1");
+                            "this libattn has ABI 2");
     CHECK(name_gone("ATTN_TEST_BAD_ABI"));
     CHECK(!is_mapped(plugin_file("bad_abi")));
     check_example_loaded();

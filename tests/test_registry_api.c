@@ -144,8 +144,10 @@ static const attn_backend_desc my_desc = {
     .name = "MINE",
     .dtypes = ATTN_DTYPE_BIT(ATTN_DTYPE_BF16),
 };
-static const attn_backend my_backend = {ATTN_BACKEND_ABI_VERSION, sizeof(attn_backend), &my_desc,
-                                        NULL};
+static const attn_backend my_backend = {.abi_version = ATTN_BACKEND_ABI_VERSION,
+                                        .struct_size = sizeof(attn_backend),
+                                        .desc = &my_desc,
+                                        .kernel = NULL};
 
 static void test_custom(void)
 {
@@ -253,9 +255,9 @@ static void test_bad_args(void)
     CHECK_STATUS(attn_register_backend(longname, "builtin:X"), ATTN_INVALID_ARGUMENT);
     CHECK_STATUS(attn_register_backend_object("A", NULL), ATTN_NULL_ARGUMENT);
     attn_backend bad = my_backend;
-    bad.abi_version = 2;
+    bad.abi_version = 3;
     CHECK_STATUS(attn_register_backend_object("A", &bad), ATTN_ABI_MISMATCH);
-    CHECK_CONTAINS(attn_last_error(), "backend abi_version 2, libattn expects 1");
+    CHECK_CONTAINS(attn_last_error(), "backend abi_version 3, libattn expects 2");
     bad = my_backend;
     bad.struct_size = 4;
     CHECK_STATUS(attn_register_backend_object("A", &bad), ATTN_ABI_MISMATCH);

@@ -56,7 +56,10 @@ static void test_failures(void)
         resolve_as("MOD_BADABI", mod("libattn_test_mod_badabi.so", "attn_test_backend_badabi"), &b),
         ATTN_IMPORT_ERROR);
     CHECK_CONTAINS(attn_last_error(), "ABI version mismatch");
-    CHECK_CONTAINS(attn_last_error(), "backend abi_version 42, libattn expects 1");
+    CHECK_CONTAINS(attn_last_error(), "backend abi_version 1, libattn expects 2 (backend "
+                                      "contract v2");
+    CHECK_CONTAINS(attn_last_error(), "the module was not opened");
+    CHECK_MSG(!getenv("ATTN_TEST_MOD_BADABI_RAN"), "the v1 module's ELF constructor ran");
 
     CHECK_STATUS(resolve_as("MOD_SMALL",
                             mod("libattn_test_mod_good.so", "attn_test_backend_small_desc"), &b),

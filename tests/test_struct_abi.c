@@ -1,11 +1,14 @@
 /* The struct_size rule (attn/abi.h): an older, shorter struct is accepted
  * and the fields it lacks take their defaults; a struct_size below the
  * first release or above this libattn's sizeof is ATTN_ABI_MISMATCH with
- * the sizes named, and nothing changes. The defaulting copy is shown on a
- * struct pair; attn_backend_desc has fields appended (the facts the
- * selector once kept by name), and a descriptor of the first release's size
- * (in memory no longer than that, so a read past it would be caught by
- * ASan) validates with the defaults attn/backend.h states. */
+ * the sizes named, and nothing changes. attn_backend and attn_kernel_ops
+ * were released again with contract v2 (ATTN_BACKEND_ABI_VERSION 2: their
+ * floor is the v2 size, and abi_version 1 is refused by name); the
+ * defaulting copy is shown on a struct pair that has a field appended.
+ * attn_backend_desc has fields appended (the facts the selector once kept
+ * by name), and a descriptor of the first release's size (in memory no
+ * longer than that, so a read past it would be caught by ASan) validates
+ * with the defaults attn/backend.h states. */
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,16 +81,28 @@ static void test_backend_object(void)
     b.struct_size = (uint32_t)sizeof b + 8;
     CHECK_STATUS(attn_register_backend_object("ABI_NEWER", &b), ATTN_ABI_MISMATCH);
     CHECK_CONTAINS(attn_last_error(), "libattn accepts");
-    b.struct_size = (uint32_t)ATTN__V1_BACKEND - 1;
+    b.struct_size = (uint32_t)ATTN__V2_BACKEND - 1; /* a v1 object ends before device */
     CHECK_STATUS(attn_register_backend_object("ABI_OLDER", &b), ATTN_ABI_MISMATCH);
     attn_kernel_ops k = *ref->kernel;
-    k.struct_size = (uint32_t)ATTN__V1_KERNEL_OPS - 1;
+    k.struct_size = (uint32_t)ATTN__V2_KERNEL_OPS - 1;
     b = *ref;
     b.kernel = &k;
     CHECK_STATUS(attn_register_backend_object("ABI_KOPS", &b), ATTN_ABI_MISMATCH);
     CHECK_CONTAINS(attn_last_error(), "kernel ops struct_size");
+    /* contract v1 (abi_version 1) is refused and named */
+    b = *ref;
+    b.abi_version = 1;
+    CHECK_STATUS(attn_register_backend_object("ABI_V1", &b), ATTN_ABI_MISMATCH);
+    CHECK_CONTAINS(attn_last_error(), "abi_version 1, libattn expects 2 (backend contract v2");
+    /* device ops are versioned like the others */
+    attn_device_ops dops = {.struct_size = (uint32_t)ATTN__V2_DEVICE_OPS - 1};
+    b = *ref;
+    b.device = &dops;
+    CHECK_STATUS(attn_register_backend_object("ABI_DEV", &b), ATTN_ABI_MISMATCH);
+    CHECK_CONTAINS(attn_last_error(), "device ops struct_size");
     CHECK(attn_registry_count() == before); /* nothing registered */
-    CHECK(!attn_registry_contains("ABI_NEWER") && !attn_registry_contains("ABI_KOPS"));
+    CHECK(!attn_registry_contains("ABI_NEWER") && !attn_registry_contains("ABI_KOPS") &&
+          !attn_registry_contains("ABI_V1") && !attn_registry_contains("ABI_DEV"));
     attn_platform_free(p);
 }
 
@@ -142,7 +157,8 @@ static void test_desc_appended(void)
         /* the registry keeps the object for the process: static, so it (and
          * mem) stay reachable */
         static attn_backend b;
-        b = (attn_backend){ATTN_BACKEND_ABI_VERSION, sizeof b, old, NULL};
+        b = (attn_backend){
+            .abi_version = ATTN_BACKEND_ABI_VERSION, .struct_size = sizeof b, .desc = old};
         CHECK_OK(attn_register_backend_object("OLD_DESC", &b));
         const attn_backend *got = NULL;
         CHECK_OK(attn_backend_resolve(p, "OLD_DESC", &got));

@@ -167,11 +167,12 @@ static int child(const opts *o)
                             .max_num_reqs = o->batch,
                             .max_num_tokens = tokens,
                             .max_blocks_per_req = nbr};
-    void *bstate = NULL, *impl = NULL;
+    void *bstate = NULL;
     const void *md = NULL;
+    attn_kernel *k = NULL;
     if (b->desc->builder->create(&bi, &bstate) != ATTN_OK ||
         b->desc->builder->build(bstate, 0, &cm, false, &md) != ATTN_OK ||
-        (b->kernel->create && b->kernel->create(&lp, &impl) != ATTN_OK)) {
+        attn_kernel_open(b, &lp, NULL, &k) != ATTN_OK) {
         fprintf(stderr, "icount: setup: %s\n", attn_last_error());
         return 1;
     }
@@ -179,7 +180,7 @@ static int child(const opts *o)
         .layer = &lp, .common = &cm, .metadata = md, .q = q, .kv = &li.view, .out = out};
     for (int c = 0; c <= o->calls; c++) {
         if (c > 0) raise(SIGUSR1);
-        attn_status st = b->kernel->forward(impl, &a);
+        attn_status st = attn_kernel_forward(k, &a);
         if (c > 0) raise(SIGUSR1);
         if (st != ATTN_OK) {
             fprintf(stderr, "icount: forward: %s\n", attn_last_error());

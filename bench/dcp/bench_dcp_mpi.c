@@ -159,16 +159,22 @@ static void time_plain(const opts *o, const attn_backend *b, const attn_layer_pa
                             .max_num_reqs = (int)o->batch,
                             .max_num_tokens = (int)o->batch,
                             .max_blocks_per_req = x->stride};
+    attn_kernel *k = NULL;
+    if (attn_kernel_open(b, lp, NULL, &k) != ATTN_OK) {
+        fprintf(stderr, "kernel: %s\n", attn_last_error());
+        return;
+    }
     b->desc->builder->create(&bi, &bst);
     for (long it = -1; it < o->iters; it++) {
         double t0 = now_ns();
         b->desc->builder->build(bst, 0, &x->cm, false, &md);
         attn_forward_args fa = {
-            .layer = lp, .common = &x->cm, .metadata = md, .q = x->q, .kv = &x->kv, .out = x->out};
-        attn_backend_forward(b, NULL, &fa);
+            .common = &x->cm, .metadata = md, .q = x->q, .kv = &x->kv, .out = x->out};
+        attn_kernel_forward(k, &fa);
         if (it >= 0) f->plain_ms += (now_ns() - t0) / 1e6 / (double)o->iters;
     }
     b->desc->builder->destroy(bst);
+    attn_kernel_close(k);
 }
 
 static void report(const opts *o, const fig *all, int W)

@@ -7,7 +7,14 @@
  * that computes attention by calling libattn's REFERENCE kernel through the
  * host services the loader hands over. REFERENCE is resolved once, at init;
  * when it is not available the backend is registered anyway and its
- * forward returns ATTN_UNSUPPORTED (it has no self-test then).
+ * forward returns ATTN_UNSUPPORTED (it has no self-test then, so libattn
+ * refuses to open it: attn/kernel.h).
+ *
+ * Backend contract v2 (docs/design/contract-v2.md): the object names no
+ * device, so CUSTOM runs on the host device (its tensors are host memory
+ * and libattn folds every offset into the pointers before the call);
+ * create, when REFERENCE has one, receives attn_kernel_init (layer,
+ * device instance, threads).
  *
  * Plugin rules this file follows (examples/plugin/README.md):
  *   - exports exactly the ABI data symbol and attn_plugin_init;
@@ -124,9 +131,9 @@ static attn_status example_forward(void *impl, const attn_forward_args *a)
     return g_ref->kernel->forward(impl, &fa);
 }
 
-static attn_status example_create(const attn_layer_params *layer, void **impl)
+static attn_status example_create(const attn_kernel_init *init, void **impl)
 {
-    return g_ref->kernel->create(layer, impl);
+    return g_ref->kernel->create(init, impl);
 }
 
 static void example_destroy(void *impl)
@@ -150,6 +157,7 @@ static const attn_backend g_backend = {
     .struct_size = sizeof(attn_backend),
     .desc = &g_desc,
     .kernel = &g_kernel,
+    .device = NULL, /* the host device: libattn's memory and cache writes */
 };
 
 /* ---- entry point ---------------------------------------------------------- */

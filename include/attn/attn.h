@@ -15,6 +15,8 @@
 #include "attn/platform.h"
 #include "attn/metadata.h"
 #include "attn/layer.h"
+#include "attn/device.h"
+#include "attn/kernel.h"
 #include "attn/registry.h"
 #include "attn/select.h"
 #include "attn/plugin.h"

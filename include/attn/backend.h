@@ -1,24 +1,31 @@
 /* The backend contract — the header for backend and plugin authors.
- * Applications use opaque handles (select.h); only this header defines the
- * descriptor and ops structs. Every struct starts with its ABI version and
- * size; initialise with designated initializers; slots marked (optional) may
- * be NULL/0.
+ * Applications use opaque handles (select.h, device.h, kernel.h); only this
+ * header defines the descriptor and ops structs. Every struct starts with
+ * its ABI version and/or size; initialise with designated initializers;
+ * slots marked (optional) may be NULL/0.
  *
  * A backend is a descriptor (static data: what it can run, validated by one
- * generic walk that produces vLLM's reasons in vLLM's order) plus a kernel
- * provider (the code that runs it). A registry locator names where the
- * attn_backend object lives: built in, or "module.so:symbol". */
+ * generic walk that produces vLLM's reasons in vLLM's order), a kernel
+ * provider (the code that runs it) and, from contract v2 on, the device its
+ * memory lives on (NULL = the host device). A registry locator names where
+ * the attn_backend object lives: built in, or "module.so:symbol".
+ * docs/design/contract-v2.md explains the kernel, builder and device
+ * sections and what changed from v1. */
 #ifndef ATTN_BACKEND_H
 #define ATTN_BACKEND_H
 
 #include "attn/config.h"
+#include "attn/device.h"
 #include "attn/layer.h"
 #include "attn/metadata.h"
 #include "attn/platform.h"
 
 ATTN_EXTERN_C_BEGIN
 
-#define ATTN_BACKEND_ABI_VERSION 1u
+/* 2: contract v2 (devices, kernel create with attn_kernel_init, builder
+ * init with the device, offsets in the forward args). A module or plugin
+ * built for 1 is refused before any of its code runs. */
+#define ATTN_BACKEND_ABI_VERSION 2u
 
 /* ---- descriptor ------------------------------------------------------- */
 
@@ -149,10 +156,37 @@ typedef enum attn_kernel_kind {
     ATTN_KERNEL_MLA_SPARSE,     /* forward_mqa over top-k indices */
 } attn_kernel_kind;
 
+/* What create() gets (filled by libattn; a kernel reads a field only when
+ * ATTN_STRUCT_HAS says libattn's struct holds it). */
+typedef struct attn_kernel_init {
+    uint32_t struct_size; /* sizeof(attn_kernel_init) of libattn */
+    /* The layer the state is for, valid until destroy: its geometry
+     * (heads, head sizes, dtypes, MLA dims) is fixed for the state's life.
+     * Its sinks / alibi_slopes are host memory whose contents do not change
+     * while the state lives (a device kernel uploads them here, once). A
+     * call's args->layer has the same geometry; its scalars (scale, soft
+     * cap, window) are the ones that count for that call. */
+    const attn_layer_params *layer;
+    attn_device *device; /* the instance the kernel runs on (its queue) */
+    void *device_state;  /* what the backend's device open() returned; NULL on the host device */
+    int num_threads;     /* host threads it may use; 0 = libattn's pool */
+} attn_kernel_init;
+
+/* Kernel entry points. Calls come only through libattn's checked handle
+ * (attn/kernel.h), which has opened the state with create, checked the
+ * entry point, the layer geometry and that the args' tensors and KV view
+ * are memory of the kernel's device, and folded offsets on a host-visible
+ * device. Every tensor pointer in the args is memory of that device (a
+ * host pointer on the host device); attn_common_metadata and the layer's
+ * arrays are host memory; args->metadata is what the backend's own builder
+ * returned (it may hold device memory the builder uploaded). A kernel
+ * enqueues on the device's one queue and may return before it finishes. */
 typedef struct attn_kernel_ops {
     uint32_t struct_size; /* sizeof(attn_kernel_ops): attn/abi.h */
-    /* (optional) per-layer state; NULL create = stateless (impl is NULL). */
-    attn_status (*create)(const attn_layer_params *layer, void **impl);
+    /* (optional) per-layer state; NULL create = stateless (impl is NULL).
+     * A backend with a device other than the host's needs create: it is how
+     * the kernel learns its device instance. */
+    attn_status (*create)(const attn_kernel_init *init, void **impl);
     void (*destroy)(void *impl);
     /* standard attention; NULL for MLA backends */
     attn_status (*forward)(void *impl, const attn_forward_args *a);
@@ -166,9 +200,10 @@ typedef struct attn_kernel_ops {
     const char *(*variant)(void);
     /* (optional) the kind of kernel this is. A declared kind makes the core
      * run its own known-answer test for that kind (attn_backend_self_test)
-     * before the backend may be chosen, through forward / forward_mqa /
-     * forward_mha against REFERENCE / REFERENCE_MLA, so the backend writes
-     * no harness; it then wins over the self_test hook. */
+     * before the backend may be chosen or opened (attn_kernel_open), through
+     * forward / forward_mqa / forward_mha on an instance of the backend's
+     * device against REFERENCE / REFERENCE_MLA, so the backend writes no
+     * harness; it then wins over the self_test hook. */
     attn_kernel_kind kind;
 } attn_kernel_ops;
 
@@ -177,6 +212,83 @@ typedef struct attn_kernel_ops {
  * process per backend object and cached. ATTN_OK when it passes or b has
  * no test; ATTN_SELFTEST_FAILED with "max error <e> on <shape>" in detail. */
 ATTN_API attn_status attn_backend_self_test(const attn_backend *b, char *detail, size_t size);
+
+/* ---- devices ------------------------------------------------------------------ */
+
+/* The cache writes a device performs, as libattn hands them over after it
+ * has checked the view, every slot (-1 or inside the cache) and every
+ * source range (attn_kv_write*, attn_mla_write_latent*): the device writes
+ * and checks nothing again. Filled by libattn (fields only appended; read
+ * a field only when ATTN_STRUCT_HAS says it is there). */
+
+/* vLLM's reshape_and_cache: row t of k ([num_tokens][num_kv_heads]
+ * [head_size]) and of v ([num_tokens][num_kv_heads][head_size_v]) go to
+ * cache slot slot_mapping[t] (block slot / block_size, offset slot %
+ * block_size; -1 = padding, skipped). fp8 caches (e4m3 / e5m2) store
+ * value / scale (the head's own scale when the view has per-head scales),
+ * rounded to nearest even and saturated at the format's largest finite
+ * value; other caches store the value converted to their element. */
+typedef struct attn_kv_write_args {
+    uint32_t struct_size;        /* sizeof(attn_kv_write_args) of libattn */
+    const int64_t *slot_mapping; /* host memory, [num_tokens], checked */
+    int num_tokens;              /* >= 1 */
+    const void *k;               /* memory of the view's device */
+    const void *v;               /* NULL exactly when the view stores no values */
+    int64_t k_offset, v_offset;  /* elements into k / v where row 0 starts */
+    attn_elem src;               /* element of k and v: f32, f16 or bf16 */
+} attn_kv_write_args;
+
+/* vLLM's concat_and_cache_mla: row t of latent ([num_tokens][latent_dim])
+ * then row t of k_rope ([num_tokens][rope_dim]) go to slot_mapping[t] as
+ * one cache row of head_size = latent_dim + rope_dim elements; fp8 caches
+ * store value / kv->k_scale, saturating. */
+typedef struct attn_mla_write_args {
+    uint32_t struct_size; /* sizeof(attn_mla_write_args) of libattn */
+    const int64_t *slot_mapping;
+    int num_tokens;
+    const void *latent;
+    const void *k_rope; /* NULL when rope_dim is 0 */
+    int64_t latent_offset, k_rope_offset;
+    int latent_dim, rope_dim;
+    attn_elem src;
+} attn_mla_write_args;
+
+/* Handles are host pointers the host may read and write (the host device,
+ * unified memory). Without it the host never touches a handle. */
+#define ATTN_DEVICE_HOST_VISIBLE (1u << 0)
+
+/* A backend's device, as ggml's buffer types: the memory its kernels read
+ * and how data gets there. All ops but open receive the state open
+ * returned; all run on the instance's one queue, in order. Sizes and
+ * offsets are bytes; libattn has checked every range against the
+ * allocation it lies in before calling. */
+typedef struct attn_device_ops {
+    uint32_t struct_size; /* sizeof(attn_device_ops): attn/abi.h */
+    const char *name;     /* "opencl", "cuda": shown in reports and JSON */
+    uint32_t flags;       /* ATTN_DEVICE_HOST_VISIBLE */
+    /* A context and exactly one queue/stream for cfg (platform, device
+     * index, host threads). Fails with its reason (api->fail / detail) when
+     * the device cannot be used here. */
+    attn_status (*open)(const attn_device_config *cfg, void **state);
+    void (*close)(void *state);
+    /* bytes (> 0) of zeroed memory, at least 64-byte aligned; *mem is the
+     * handle (never NULL on success). */
+    attn_status (*alloc)(void *state, size_t bytes, attn_mem_kind kind, void **mem);
+    void (*free)(void *state, void *mem, size_t bytes, attn_mem_kind kind);
+    /* host src -> dst + dst_offset; returns once src may be reused */
+    attn_status (*copy_in)(void *state, void *dst, size_t dst_offset, const void *src,
+                           size_t bytes);
+    /* src + src_offset -> host dst; returns once dst holds the data (and
+     * reports a failure of earlier work on the queue) */
+    attn_status (*copy_out)(void *state, void *dst, const void *src, size_t src_offset,
+                            size_t bytes);
+    /* into kv (a view of this device's memory) */
+    attn_status (*kv_write)(void *state, const attn_kv_view *kv, const attn_kv_write_args *a);
+    /* (optional) NULL: MLA latent caches cannot live on this device */
+    attn_status (*mla_write)(void *state, const attn_kv_view *kv, const attn_mla_write_args *a);
+    /* waits for everything issued; reports the first failure */
+    attn_status (*synchronize)(void *state);
+} attn_device_ops;
 
 /* ---- per-step metadata builders ------------------------------------------- */
 
@@ -190,6 +302,11 @@ typedef struct attn_builder_init {
     int max_blocks_per_req;
     int num_speculative_tokens;
     int num_threads;
+    /* (v2) the device the kernels run on: a device backend's builder plans
+     * on the host and uploads its metadata once per build (build returns
+     * metadata holding device memory). NULL / host device for host backends. */
+    attn_device *device;
+    void *device_state; /* its open() state; NULL on the host device */
 } attn_builder_init;
 
 struct attn_builder_ops {
@@ -222,6 +339,9 @@ struct attn_backend {
     uint32_t struct_size; /* sizeof(attn_backend): attn/abi.h */
     const attn_backend_desc *desc;
     const attn_kernel_ops *kernel; /* NULL: descriptor only (simulated machines emulate) */
+    /* (optional, v2) where its memory lives and its kernels run; NULL = the
+     * host device (libattn's: host memory, CPU kernels). */
+    const attn_device_ops *device;
 };
 
 ATTN_EXTERN_C_END

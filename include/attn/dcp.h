@@ -55,11 +55,19 @@ typedef struct attn_dcp_init {
     int max_num_tokens;     /* tokens per step */
     int max_blocks_per_req; /* block table stride bound */
     int num_threads;        /* 0 = the pool's */
+    /* (v2) the device the cache is on and the kernels run on (NULL = the
+     * host device), and how many layers the runner serves: it opens one
+     * checked kernel (attn/kernel.h) per layer at create. 0 = 1. */
+    attn_device *device;
+    int num_layers;
 } attn_dcp_init;
 
 /* ATTN_UNSUPPORTED (naming the backend) when it cannot return an LSE, has
  * no kernel, or the layer uses sinks or ALiBi (both need the global
- * position or a single denominator, which shards do not have). */
+ * position or a single denominator, which shards do not have); the kernel
+ * open's failure (ATTN_SELFTEST_FAILED ...) when its kernel cannot be
+ * opened. The local batch lives in the device's memory: the runner copies
+ * its queries in and its outputs and LSE out by the device's copies. */
 ATTN_API attn_status attn_dcp_create(const attn_dcp_init *init, attn_dcp **out);
 ATTN_API void attn_dcp_free(attn_dcp *d);
 ATTN_API int attn_dcp_world_size(const attn_dcp *d);
@@ -73,11 +81,11 @@ ATTN_API attn_status attn_dcp_slot_mapping(const attn_dcp *d, const attn_common_
 typedef struct attn_dcp_args {
     const attn_common_metadata *cm; /* the step's global metadata */
     const attn_kv_view *kv;         /* this rank's cache */
-    void *impl;                     /* the backend's per-layer state */
-    const void *q;                  /* as attn_forward_args / attn_mla_args */
-    void *out;                      /* [tokens][heads][head_size_v], layer dtype */
-    float *lse;                     /* (optional) [tokens][heads], natural log */
-    const void *w_uk, *w_uv;        /* MLA */
+    int layer;                      /* (v2) which of the runner's layers, 0..num_layers-1 */
+    const void *q;                  /* host memory, as attn_forward_args / attn_mla_args */
+    void *out;                      /* host memory, [tokens][heads][head_size_v], layer dtype */
+    float *lse;                     /* (optional) host memory, [tokens][heads], natural log */
+    const void *w_uk, *w_uv;        /* MLA (host-visible devices only) */
 } attn_dcp_args;
 
 /* The whole step's attention on every rank (a collective: every rank calls

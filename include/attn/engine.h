@@ -6,10 +6,12 @@
  * block size (the user's --block-size wins, else the first KV group's
  * backend's preferred size) -> KV-cache groups allocated (one block pool
  * each, layout from the backend) -> metadata builders and kernels
- * constructed -> READY. From then on each group's backend is fixed: the
- * engine holds a const copy of its builder and kernel ops and never looks a
- * backend up again. A startup failure leaves the engine FAILED, carrying the
- * selection's exact message; a failed engine admits nothing.
+ * constructed on the kernel's device (one instance, one queue, per engine
+ * and device kind: attn/device.h; the KV cache and step buffers are its
+ * memory, kernels are opened through attn/kernel.h) -> READY. From then on each group's backend is
+ * fixed: the engine holds a const copy of its builder and kernel ops and never looks a backend up
+ * again. A startup failure leaves the engine FAILED, carrying the selection's exact message; a
+ * failed engine admits nothing.
  *
  * Every step (attn_engine_step): continuous batching (running decodes
  * first, then running prefills, then waiting requests, chunked under a token
@@ -65,7 +67,11 @@ typedef struct attn_engine_weights {
  * [num_tokens][1][kv_lora_rank], v = the rope part [num_tokens][1][rope]);
  * the engine then writes K/V into the cache and runs the kernel; outputs()
  * reads out [num_tokens][q_heads][out_dim]. The rest says what the kernel
- * ran on, for a caller that runs another kernel on the same data. */
+ * ran on, for a caller that runs another kernel on the same data. q, k, v
+ * and out are host memory whatever the device: the engine copies them to
+ * and from the device's memory. kv is a view of the device's memory
+ * (kv->device): when attn_device_host_visible() is false the caller must
+ * not read kv->data directly (attn_kv_read copies rows out). */
 typedef struct attn_engine_layer_io {
     int group;
     bool encoder;
@@ -206,6 +212,7 @@ typedef struct attn_engine_group_info {
     const char *kernel;              /* backend whose kernel computes ("CPU_ATTN"), or NULL */
     const char *kernel_variant;      /* e.g. "avx2" when the kernel reports one */
     const char *kernel_note;         /* why no kernel runs, when kernel_mode is NONE */
+    const char *device;              /* (v2) the kernel's device ("host"), or NULL */
     int layers_run;                  /* layers executed per step */
     const attn_layer_params *params; /* what the kernels are created with */
     /* the sizes the group's builder was created with */

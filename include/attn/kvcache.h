@@ -10,6 +10,7 @@
 #define ATTN_KVCACHE_H
 
 #include "attn/config.h"
+#include "attn/device.h"
 #include "attn/layer.h"
 #include "attn/platform.h"
 
@@ -116,13 +117,22 @@ ATTN_API int attn_kv_shape_format(const attn_kv_shape *s, char *buf, size_t size
 
 typedef struct attn_kv_cache attn_kv_cache;
 
-/* Zeroed memory for num_layers layers of one layout (reserved lazily from
- * the OS, so a large pool costs only the pages written). */
+/* Zeroed memory for num_layers layers of one layout on the host device
+ * (reserved lazily from the OS, so a large pool costs only the pages
+ * written): attn_kv_cache_create_on(li, num_layers, NULL, out). */
 ATTN_API attn_status attn_kv_cache_create(const attn_kv_layout_info *li, int num_layers,
                                           attn_kv_cache **out);
+/* The same on device dev (NULL = the host device): one zeroed allocation
+ * of dev per layer (ATTN_MEM_CACHE), so each layer's view is one whole
+ * allocation. dev must outlive the cache. */
+ATTN_API attn_status attn_kv_cache_create_on(const attn_kv_layout_info *li, int num_layers,
+                                             attn_device *dev, attn_kv_cache **out);
 ATTN_API void attn_kv_cache_free(attn_kv_cache *c);
 ATTN_API int attn_kv_cache_num_layers(const attn_kv_cache *c);
-/* The view of one layer; it stays valid until the cache is freed. */
+/* The device the cache lives on (NULL: the host device). */
+ATTN_API attn_device *attn_kv_cache_device(const attn_kv_cache *c);
+/* The view of one layer (its device set); it stays valid until the cache
+ * is freed. */
 ATTN_API attn_status attn_kv_cache_view(const attn_kv_cache *c, int layer, attn_kv_view *out);
 /* FP8 scales of one layer (real = stored * scale). Per-head arrays
  * (num_kv_heads each, may be NULL) are copied. Scales must be finite and > 0. */
@@ -132,17 +142,30 @@ ATTN_API attn_status attn_kv_cache_set_scales(attn_kv_cache *c, int layer, float
 
 /* ---- writing new tokens ---------------------------------------------------- */
 
-/* Writes num_tokens new key/value rows into their slots. k is
+/* Writes num_tokens new key/value rows into their slots (vLLM's
+ * reshape_and_cache), by the write of the view's device. k is
  * [num_tokens][num_kv_heads][head_size], v is [num_tokens][num_kv_heads]
  * [head_size_v] (v must be NULL exactly when the view has no V: a view
  * with values and v NULL is ATTN_NULL_ARGUMENT), both of element
- * type src (f32, f16 or bf16). FP8 caches store value / scale (per head when
+ * type src (f32, f16 or bf16) and memory of the view's device (host
+ * memory for a host view). FP8 caches store value / scale (per head when
  * the view has per-head scales), saturating. slot -1 = padding, skipped.
- * Every slot is checked before anything is written. */
+ * slot_mapping is host memory; every slot (and, on a device that is not
+ * host-visible, every source range) is checked before anything is written. */
 ATTN_API attn_status attn_kv_write(const attn_kv_view *kv, const int64_t *slot_mapping,
                                    int num_tokens, const void *k, const void *v, attn_elem src);
+/* The same with k and v starting k_offset / v_offset elements into their
+ * allocations (a device's memory is written only through offsets). */
+ATTN_API attn_status attn_kv_write_at(const attn_kv_view *kv, const int64_t *slot_mapping,
+                                      int num_tokens, const void *k, int64_t k_offset,
+                                      const void *v, int64_t v_offset, attn_elem src);
+/* Elements a view spans from its data: the end of its last row (last
+ * block, token and head, K or V), with checked arithmetic. What a copy of
+ * the view's memory must hold. ATTN_INVALID_ARGUMENT for a malformed view. */
+ATTN_API attn_status attn_kv_view_extent(const attn_kv_view *kv, int64_t *elements);
 /* Reads back one head's key (value=false) or value row of a slot,
- * dequantised to float: out has head_size (or head_size_v) entries. */
+ * dequantised to float: out has head_size (or head_size_v) entries. On a
+ * device that is not host-visible the row is copied out first. */
 ATTN_API attn_status attn_kv_read(const attn_kv_view *kv, int64_t slot, int head, bool value,
                                   float *out);
 

@@ -17,6 +17,8 @@ ATTN_EXTERN_C_BEGIN
 typedef struct attn_backend attn_backend;
 typedef struct attn_backend_desc attn_backend_desc;
 typedef struct attn_builder_ops attn_builder_ops;
+/* An open instance of a device (attn/device.h). */
+typedef struct attn_device attn_device;
 
 typedef struct attn_kv_shape {
     int ndim;
@@ -56,7 +58,9 @@ typedef struct attn_layer_params {
 
 /* One layer's paged cache as a kernel sees it: element offsets and strides,
  * with the head_size axis contiguous. Covers every layout (FlashAttention,
- * FlashInfer, CPU, NHD/HND) and the MLA latent cache (v unused). */
+ * FlashInfer, CPU, NHD/HND) and the MLA latent cache (v unused). data is
+ * one whole allocation of `device` (a host pointer when device is NULL or
+ * host-visible); the scale arrays are host memory. */
 typedef struct attn_kv_view {
     void *data;
     attn_elem elem;
@@ -70,6 +74,9 @@ typedef struct attn_kv_view {
     float k_scale, v_scale;        /* fp8: real = stored * scale */
     const float *k_scale_per_head; /* [num_kv_heads] or NULL */
     const float *v_scale_per_head;
+    /* (v2) the device whose memory data is; NULL = host memory. Cache
+     * writes go to this device's write (attn_kv_write, attn_mla_write_latent). */
+    attn_device *device;
 } attn_kv_view;
 
 typedef struct attn_forward_args {
@@ -84,6 +91,12 @@ typedef struct attn_forward_args {
      * [num_actual_tokens][num_kv_heads][head_size]. NULL = read the cache. */
     const void *k;
     const void *v;
+    /* (v2) Where q, out, lse, k and v start, in elements. On a device whose
+     * memory is not host-visible each tensor above is a whole allocation of
+     * the kernel's device (attn/device.h) and the kernel adds these; on a
+     * host-visible device libattn folds them into the pointers before the
+     * call, so such a kernel always sees 0. */
+    int64_t q_offset, out_offset, lse_offset, k_offset, v_offset;
 } attn_forward_args;
 
 /* MLA: the cache holds one latent row per token (kv_lora_rank + rope). */
@@ -104,6 +117,9 @@ typedef struct attn_mla_args {
     const void *w_uv;
     const int32_t *topk_indices; /* (optional, sparse) [tokens][topk], -1 = unused */
     int topk;
+    /* (v2) element offsets of q, out and lse, as in attn_forward_args;
+     * w_uk, w_uv and topk_indices are whole allocations. */
+    int64_t q_offset, out_offset, lse_offset;
 } attn_mla_args;
 
 ATTN_EXTERN_C_END

@@ -12,8 +12,9 @@
  *   - prefill (forward_mha): each head's keys (qk_nope via W_UK, plus the
  *     shared rope part) and values (v_head_dim via W_UV) are decompressed
  *     from the latent rows, then standard causal attention.
- * Both paths give the same result; attn_mla_forward runs a whole mixed batch
- * the way an engine does (decodes absorbed, prefills decompressed).
+ * Both paths give the same result; attn_kernel_mla_forward (attn/kernel.h)
+ * runs a whole mixed batch the way an engine does (decodes absorbed,
+ * prefills decompressed).
  *
  * Token indexing: q, out and lse are indexed by the token's place in the
  * batch (query_start_loc). An entry point touches only the rows of the
@@ -31,18 +32,9 @@
 
 ATTN_EXTERN_C_BEGIN
 
-/* ---- checked dispatch ------------------------------------------------------
- * Call a backend's kernel through the right slot. The wrong entry point
- * (forward on an MLA backend, forward_mqa/forward_mha on a standard one)
- * returns ATTN_WRONG_ENTRY_POINT naming the right one, e.g. "CPU_ATTN is not
- * an MLA backend: call forward, not forward_mqa", and touches no memory. A
- * backend without kernel code (descriptor only) returns ATTN_UNSUPPORTED. */
-ATTN_API attn_status attn_backend_forward(const attn_backend *b, void *impl,
-                                          const attn_forward_args *a);
-ATTN_API attn_status attn_backend_forward_mqa(const attn_backend *b, void *impl,
-                                              const attn_mla_args *a);
-ATTN_API attn_status attn_backend_forward_mha(const attn_backend *b, void *impl,
-                                              const attn_mla_args *a);
+/* The kernels themselves are called through attn/kernel.h
+ * (attn_kernel_forward_mqa, attn_kernel_forward_mha and, for a whole mixed
+ * batch, attn_kernel_mla_forward), which gates them on their self-test. */
 
 /* ---- the latent cache ------------------------------------------------------
  * vLLM's concat_and_cache_mla: row t of `latent` ([num_tokens][kv_lora_rank])
@@ -51,13 +43,20 @@ ATTN_API attn_status attn_backend_forward_mha(const attn_backend *b, void *impl,
  * skipped). An MLA view states kv_lora_rank in head_size_v (the latent part
  * is what the absorbed path reads as values); a view with head_size_v 0 or
  * equal to head_size means a rope part of ATTN_MLA_DEFAULT_ROPE_DIM.
- * Inputs are `dtype` elements; the cache's element type decides the storage:
- * fp8 (e4m3/e5m2) stores value / kv->k_scale, saturating. Every slot is
+ * Inputs are `dtype` elements in memory of the view's device (host memory
+ * for a host view); the cache's element type decides the storage: fp8
+ * (e4m3/e5m2) stores value / kv->k_scale, saturating. The write is the
+ * view's device's (ATTN_UNSUPPORTED on a device without one). Every slot is
  * checked before anything is written. */
 #define ATTN_MLA_DEFAULT_ROPE_DIM 64
 ATTN_API attn_status attn_mla_write_latent(const attn_kv_view *kv, const int64_t *slot_mapping,
                                            int num_tokens, const void *latent, const void *k_rope,
                                            attn_dtype dtype);
+/* The same with latent and k_rope starting at element offsets. */
+ATTN_API attn_status attn_mla_write_latent_at(const attn_kv_view *kv, const int64_t *slot_mapping,
+                                              int num_tokens, const void *latent,
+                                              int64_t latent_offset, const void *k_rope,
+                                              int64_t k_rope_offset, attn_dtype dtype);
 /* kv_lora_rank of an MLA view under the rule above. */
 ATTN_API int attn_mla_view_latent_dim(const attn_kv_view *kv);
 
@@ -77,17 +76,16 @@ ATTN_API attn_status attn_mla_up_project(const attn_layer_params *layer, int num
 
 /* ---- one layer, whole batch --------------------------------------------------
  * What an engine calls per MLA layer and step, after writing the step's new
- * latent rows: decodes (the first num_decode_tokens tokens of the MLA
- * metadata in a->metadata) are absorbed through W_UK, run by forward_mqa and
- * up-projected through W_UV; prefills run by forward_mha. A sparse backend
- * (descriptor is_sparse) runs every token through forward_mqa with
- * a->topk_indices. a->q is [tokens][heads][qk_nope + rope], a->out
- * [tokens][heads][v_head_dim], a->lse (optional) [tokens][heads].
- * `scratch` (>= attn_mla_forward_scratch_size bytes, 64-byte aligned) holds
+ * latent rows (attn_kernel_mla_forward in attn/kernel.h runs it): decodes
+ * (the first num_decode_tokens tokens of the MLA metadata in a->metadata)
+ * are absorbed through W_UK, run by forward_mqa and up-projected through
+ * W_UV; prefills run by forward_mha. A sparse backend (descriptor
+ * is_sparse) runs every token through forward_mqa with a->topk_indices.
+ * a->q is [tokens][heads][qk_nope + rope], a->out [tokens][heads]
+ * [v_head_dim], a->lse (optional) [tokens][heads]. Its scratch (>=
+ * attn_mla_forward_scratch_size bytes, 64-byte aligned, host memory) holds
  * the absorbed queries and latent outputs so that no step allocates. */
 ATTN_API size_t attn_mla_forward_scratch_size(const attn_layer_params *layer, int max_tokens);
-ATTN_API attn_status attn_mla_forward(const attn_backend *b, void *impl, const attn_mla_args *a,
-                                      void *scratch, size_t scratch_size);
 
 /* ---- metadata of the MLA builders --------------------------------------------
  * Requests whose query length is within the builder's reorder threshold (and,

@@ -43,7 +43,7 @@
 
 ATTN_EXTERN_C_BEGIN
 
-#define ATTN_PLUGIN_ABI_VERSION 1u
+#define ATTN_PLUGIN_ABI_VERSION 2u /* 2: backend contract v2 (attn/backend.h) */
 #define ATTN_PLUGIN_ABI_SYMBOL  "attn_plugin_abi"
 #define ATTN_PLUGIN_INIT_SYMBOL "attn_plugin_init"
 

@@ -1,5 +1,6 @@
 /* libattn._core, second half: KV-cache layouts, writes into a paged cache,
- * and the kernels (forward, MLA forward_mqa) over caller-owned memory.
+ * and the kernels (forward, MLA forward_mqa) over caller-owned memory,
+ * called only through the checked kernel handle (attn/kernel.h).
  *
  * Memory comes through the buffer protocol (numpy arrays) or as torch
  * tensors read in place, never copied. Every buffer is checked (buffers.c:
@@ -258,21 +259,30 @@ static PyObject *py_mla_write_latent(PyObject *self, PyObject *args)
 
 /* ---- kernels --------------------------------------------------------------------- */
 
+/* A checked kernel handle (attn/kernel.h) and, for a backend with a device
+ * of its own, an instance of that device: the caller's arrays stay host
+ * memory and each call copies them in and out through the device's ops. */
 typedef struct pyattn_kernel {
     const attn_backend *b;
-    void *impl;
+    attn_kernel *k;
+    attn_device *dev; /* NULL: the host device */
     attn_layer_params l;
     float *sinks, *alibi; /* owned copies */
 } pyattn_kernel;
 
-static void kernel_free(PyObject *cap)
+static void kernel_release(pyattn_kernel *k)
 {
-    pyattn_kernel *k = PyCapsule_GetPointer(cap, "libattn.kernel");
-    if (!k) return;
-    if (k->impl && k->b->kernel->destroy) k->b->kernel->destroy(k->impl);
+    attn_kernel_close(k->k);
+    attn_device_close(k->dev);
     free(k->sinks);
     free(k->alibi);
     free(k);
+}
+
+static void kernel_free(PyObject *cap)
+{
+    pyattn_kernel *k = PyCapsule_GetPointer(cap, "libattn.kernel");
+    if (k) kernel_release(k);
 }
 
 /* Optional [num_heads] float32 vector, copied. */
@@ -357,29 +367,21 @@ static PyObject *py_kernel(PyObject *self, PyObject *args, PyObject *kw)
         head_vector(sinks, "sinks", k->l.num_heads, &k->sinks) < 0 ||
         head_vector(alibi, "alibi_slopes", k->l.num_heads, &k->alibi) < 0)
         goto fail;
-    if (!k->b->kernel) {
-        PyObject *e = Py_BuildValue("(ss)", "UNSUPPORTED", "backend has no kernel code here");
-        if (e) PyErr_SetObject(pyattn_error, e);
-        Py_XDECREF(e);
-        goto fail;
-    }
     k->l.sinks = k->sinks;
     k->l.alibi_slopes = k->alibi;
-    if (k->b->kernel->create) {
-        attn_clear_error(); /* a plugin's create may fail without text: no stale one then */
-        attn_status st = k->b->kernel->create(&k->l, &k->impl);
-        if (st != ATTN_OK) {
-            pyattn_raise(st, "kernel create failed");
-            goto fail;
-        }
+    attn_status st = ATTN_OK;
+    attn_clear_error(); /* a plugin's create may fail without text: no stale one then */
+    if (k->b->kernel && k->b->device) st = attn_device_open(k->b, NULL, &k->dev);
+    /* the self-test gate: a backend whose test failed is refused here */
+    if (st == ATTN_OK) st = attn_kernel_open(k->b, &k->l, k->dev, &k->k);
+    if (st != ATTN_OK) {
+        pyattn_raise(st, "kernel open failed");
+        goto fail;
     }
     PyObject *cap = PyCapsule_New(k, "libattn.kernel", kernel_free);
     if (cap) return cap;
 fail:
-    if (k->impl && k->b->kernel->destroy) k->b->kernel->destroy(k->impl);
-    free(k->sinks);
-    free(k->alibi);
-    free(k);
+    kernel_release(k);
     return NULL;
 }
 
@@ -464,6 +466,50 @@ static pyattn_kernel *kernel_of(PyObject *cap)
     return PyCapsule_GetPointer(cap, "libattn.kernel");
 }
 
+/* Host memory of `bytes` into a fresh allocation of dev (*out NULL for none). */
+static attn_status dev_up(attn_device *dev, const void *host, size_t bytes, void **out)
+{
+    *out = NULL;
+    if (!host || !bytes) return ATTN_OK;
+    attn_status st = attn_device_alloc(dev, bytes, ATTN_MEM_STEP, out);
+    return st == ATTN_OK ? attn_device_copy_in(dev, *out, 0, host, bytes) : st;
+}
+
+/* One call on the kernel's own device: the view's storage, q, out and lse
+ * copied in, the call, out and lse copied back (the caller's arrays stay
+ * the truth). */
+static attn_status forward_on_device(pyattn_kernel *k, attn_forward_args *a, attn_mla_args *m,
+                                     size_t storage_bytes, size_t q_bytes, size_t out_bytes,
+                                     size_t lse_bytes)
+{
+    attn_kv_view dv = a ? *a->kv : *m->kv;
+    void *host_out = a ? a->out : m->out;
+    float *host_lse = a ? a->lse : m->lse;
+    void *q = NULL, *out = NULL, *lse = NULL, *cache = NULL;
+    attn_status st = dev_up(k->dev, dv.data, storage_bytes, &cache);
+    if (st == ATTN_OK) st = dev_up(k->dev, a ? a->q : m->q, q_bytes, &q);
+    if (st == ATTN_OK) st = dev_up(k->dev, host_out, out_bytes, &out);
+    if (st == ATTN_OK) st = dev_up(k->dev, host_lse, lse_bytes, &lse);
+    dv.data = cache;
+    dv.device = k->dev;
+    if (st == ATTN_OK && a) {
+        attn_forward_args c = *a;
+        c.kv = &dv, c.q = q, c.out = out, c.lse = lse;
+        st = attn_kernel_forward(k->k, &c);
+    } else if (st == ATTN_OK) {
+        attn_mla_args c = *m;
+        c.kv = &dv, c.q = q, c.out = out, c.lse = lse;
+        st = attn_kernel_forward_mqa(k->k, &c);
+    }
+    if (st == ATTN_OK) st = attn_device_copy_out(k->dev, host_out, out, 0, out_bytes);
+    if (st == ATTN_OK && lse) st = attn_device_copy_out(k->dev, host_lse, lse, 0, lse_bytes);
+    attn_device_free(k->dev, cache);
+    attn_device_free(k->dev, q);
+    attn_device_free(k->dev, out);
+    attn_device_free(k->dev, lse);
+    return st;
+}
+
 /* forward(kernel, q, out, storage, view, query_start_loc, seq_lens, block_table,
  *         causal=True, lse=None, encoder_seq_lens=None) */
 static PyObject *py_forward(PyObject *self, PyObject *args, PyObject *kw)
@@ -480,9 +526,11 @@ static PyObject *py_forward(PyObject *self, PyObject *args, PyObject *kw)
     pyattn_kernel *k = kernel_of(cap);
     if (!k) return NULL;
     const attn_layer_params *l = &k->l;
-    bool mla = k->b->desc->is_mla;
-    int dq = mla ? l->head_size : l->head_size;
-    int dv = mla ? l->kv_lora_rank : (l->head_size_v ? l->head_size_v : l->head_size);
+    const attn_layer_rows *rows = attn_kernel_rows(k->k);
+    bool mla = attn_kernel_is_mla(k->k);
+    /* MLA runs forward_mqa: absorbed queries in, latent outputs out */
+    int dq = mla ? rows->mqa_q_dim : rows->q_dim;
+    int dv = mla ? rows->mqa_out_dim : rows->out_dim;
     buf_kind ek = pyattn_elem_kind(attn_dtype_elem(l->dtype));
     Py_buffer qb, ob, lb, sb;
     Py_ssize_t qs[3] = {-1, l->num_heads, dq};
@@ -498,23 +546,20 @@ static PyObject *py_forward(PyObject *self, PyObject *args, PyObject *kw)
     if (step_from(qsl, seq, bt, enc, causal, view.block_size, T, &s) < 0) goto f4;
     attn_status st;
     attn_clear_error(); /* the failure text is this call's own, or pyattn_raise's default */
-    if (mla) {
-        attn_mla_args a = {.layer = l,
-                           .common = &s.cm,
-                           .kv = &view,
-                           .q = qb.buf,
-                           .out = ob.buf,
-                           .lse = has_lse ? lb.buf : NULL};
-        Py_BEGIN_ALLOW_THREADS st = attn_backend_forward_mqa(k->b, k->impl, &a);
+    attn_mla_args ma = {
+        .common = &s.cm, .kv = &view, .q = qb.buf, .out = ob.buf, .lse = has_lse ? lb.buf : NULL};
+    attn_forward_args fa = {
+        .common = &s.cm, .q = qb.buf, .kv = &view, .out = ob.buf, .lse = has_lse ? lb.buf : NULL};
+    if (k->dev && !attn_device_host_visible(k->dev)) {
+        Py_BEGIN_ALLOW_THREADS st = forward_on_device(
+            k, mla ? NULL : &fa, mla ? &ma : NULL, (size_t)sb.len, (size_t)qb.len,
+            (size_t)ob.len, has_lse ? (size_t)lb.len : 0);
+        Py_END_ALLOW_THREADS
+    } else if (mla) {
+        Py_BEGIN_ALLOW_THREADS st = attn_kernel_forward_mqa(k->k, &ma);
         Py_END_ALLOW_THREADS
     } else {
-        attn_forward_args a = {.layer = l,
-                               .common = &s.cm,
-                               .q = qb.buf,
-                               .kv = &view,
-                               .out = ob.buf,
-                               .lse = has_lse ? lb.buf : NULL};
-        Py_BEGIN_ALLOW_THREADS st = attn_backend_forward(k->b, k->impl, &a);
+        Py_BEGIN_ALLOW_THREADS st = attn_kernel_forward(k->k, &fa);
         Py_END_ALLOW_THREADS
     }
     r = st == ATTN_OK ? Py_NewRef(Py_None) : pyattn_raise(st, "forward failed");
@@ -536,9 +581,9 @@ static PyObject *py_kernel_info(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "O!", &PyCapsule_Type, &cap)) return NULL;
     pyattn_kernel *k = kernel_of(cap);
     if (!k) return NULL;
-    const char *variant = k->b->kernel->variant ? k->b->kernel->variant() : NULL;
-    return Py_BuildValue("{s:s,s:O,s:z}", "backend", k->b->desc->name, "is_mla",
-                         k->b->desc->is_mla ? Py_True : Py_False, "variant", variant);
+    return Py_BuildValue("{s:s,s:O,s:z,s:s}", "backend", attn_kernel_name(k->k), "is_mla",
+                         attn_kernel_is_mla(k->k) ? Py_True : Py_False, "variant",
+                         attn_kernel_variant(k->k), "device", attn_device_name(k->dev));
 }
 
 PyMethodDef pyattn_kernel_methods[] = {

@@ -50,6 +50,7 @@ void attn__engine_json_group(attn__jw *w, const attn_engine *e, int g)
     attn__put_str(w, "name", gi.kernel);
     attn__put_str(w, "variant", gi.kernel_variant);
     attn__put_str(w, "note", gi.kernel_note);
+    attn__put_str(w, "device", gi.device);
     attn__put_int(w, "layers_run", gi.layers_run);
     attn__jw_obj_end(w);
     attn__jw_key(w, "selection");

@@ -4,21 +4,25 @@
 #define ATTN_HARNESS_IMPL_H
 
 #include "attn/backend.h"
+#include "attn/kernel.h"
 #include "harness/harness.h"
 
-/* REFERENCE for one group: its kernel per layer run and, for a paged
- * group, its own metadata builder. */
+/* REFERENCE for one group: its checked kernel per layer run and, for a
+ * paged group, its own metadata builder. When the engine's cache is on a
+ * device whose memory is not host-visible, REFERENCE reads a host mirror
+ * of each layer's cache that the harness writes with the same K/V and
+ * slots (the harness never reads device memory). */
 typedef struct attn__hns_ref {
     const attn_backend *backend;
-    attn_kernel_ops ops;
-    attn_backend self; /* for attn_mla_forward */
     bool mla;
     bool own_builder;
     attn_builder_ops builder;
     void *builder_state;
     const void *md;
-    void **impl;
+    attn_kernel **k;
     int num_impl;
+    void **mirror; /* [num_impl] host copies of a device cache, or NULL */
+    size_t mirror_bytes;
 } attn__hns_ref;
 
 struct attn__harness {

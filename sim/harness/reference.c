@@ -2,12 +2,16 @@
  * the scalar oracle (REFERENCE, REFERENCE_MLA for MLA layers) computes the
  * same layer on the same KV cache and common metadata, with metadata from
  * its own builder, and the largest |difference| is kept. A group whose
- * kernel is REFERENCE itself, or that runs no kernel, is not re-run. */
+ * kernel is REFERENCE itself, or that runs no kernel, is not re-run. A
+ * cache on a device whose memory is not host-visible is not read: the
+ * oracle runs on a host mirror the harness writes with the step's K/V. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "attn/convert.h"
+#include "attn/device.h"
+#include "attn/kvcache.h"
 #include "attn/mla.h"
 #include "attn/registry.h"
 #include "harness/harness_impl.h"
@@ -20,6 +24,28 @@ static bool attn__hns_fits(const attn_backend *b, bool mla)
            (mla ? b->kernel->forward_mqa && b->kernel->forward_mha : b->kernel->forward != NULL);
 }
 
+/* io's layer K/V written into the host mirror of its device cache, whose
+ * view (same geometry and scales, host memory) goes to *out. */
+static attn_status attn__hns_mirror(attn__hns_ref *r, const attn_engine_layer_io *io,
+                                    attn_kv_view *out)
+{
+    *out = *io->kv;
+    out->device = NULL;
+    void **m = &r->mirror[io->layer_slot];
+    if (!*m) {
+        int64_t n = 0;
+        attn_status st = attn_kv_view_extent(io->kv, &n);
+        if (st != ATTN_OK) return st;
+        size_t bytes = (size_t)n * attn_elem_size(io->kv->elem);
+        st = attn_device_alloc(attn_device_host(), bytes, ATTN_MEM_CACHE, m);
+        if (st != ATTN_OK) return attn_wrap_error(st, "harness: host mirror of a device cache");
+    }
+    out->data = *m;
+    const int64_t *slots = io->common->slot_mapping;
+    if (r->mla)
+        return attn_mla_write_latent(out, slots, io->num_tokens, io->k, io->v, io->params->dtype);
+    return attn_kv_write(out, slots, io->num_tokens, io->k, io->v, io->elem);
+}
 static attn_status attn__hns_ref_init(attn__harness *h, const attn_engine *e, int g, bool encoder,
                                       attn__hns_ref *r)
 {
@@ -37,9 +63,6 @@ static attn_status attn__hns_ref_init(attn__harness *h, const attn_engine *e, in
     if (!attn__hns_fits(b, mla) || !strcmp(b->desc->name, gi.kernel)) return ATTN_OK;
     r->backend = b;
     r->mla = mla;
-    r->ops = *b->kernel;
-    r->self = *b;
-    r->self.kernel = &r->ops;
     r->own_builder = !encoder;
     if (r->own_builder) {
         if (!b->desc->builder)
@@ -53,21 +76,24 @@ static attn_status attn__hns_ref_init(attn__harness *h, const attn_engine *e, in
             .max_num_reqs = gi.max_num_reqs,
             .max_num_tokens = gi.max_num_tokens,
             .max_blocks_per_req = gi.max_blocks_per_req,
+            .device = attn_device_host(),
         };
         if ((st = r->builder.create(&init, &r->builder_state)) != ATTN_OK)
             return attn_wrap_error(st, "%s metadata builder", b->desc->name);
     }
-    r->impl = calloc((size_t)(gi.layers_run ? gi.layers_run : 1), sizeof(void *));
-    if (!r->impl) return attn_set_error(ATTN_OUT_OF_MEMORY, "harness: out of memory");
+    size_t n = (size_t)(gi.layers_run ? gi.layers_run : 1);
+    r->k = calloc(n, sizeof *r->k);
+    r->mirror = calloc(n, sizeof *r->mirror);
+    if (!r->k || !r->mirror) return attn_set_error(ATTN_OUT_OF_MEMORY, "harness: out of memory");
     r->num_impl = gi.layers_run;
-    for (int l = 0; l < gi.layers_run && r->ops.create; l++)
-        if ((st = r->ops.create(gi.params, &r->impl[l])) != ATTN_OK)
+    for (int l = 0; l < gi.layers_run; l++)
+        if ((st = attn_kernel_open(b, gi.params, NULL, &r->k[l])) != ATTN_OK)
             return attn_wrap_error(st, "%s kernel for layer %d", b->desc->name, gi.layers[l]);
     /* the REFERENCE output, as large as the group's largest step */
-    int od = mla ? spec->v_head_dim : (spec->head_size_v ? spec->head_size_v : spec->head_size);
-    size_t bytes = (size_t)gi.max_num_tokens * (size_t)spec->num_heads * (size_t)od *
+    const attn_layer_rows *rows = attn_kernel_rows(r->k[0]);
+    size_t bytes = (size_t)gi.max_num_tokens * (size_t)rows->out_row *
                    attn_elem_size(attn_dtype_elem(gi.params->dtype));
-    size_t ss = mla ? attn_mla_forward_scratch_size(gi.params, gi.max_num_tokens) : 0;
+    size_t ss = mla ? attn_kernel_mla_scratch_size(r->k[0], gi.max_num_tokens) : 0;
     if (bytes > h->out_ref_bytes) {
         free(h->out_ref);
         h->out_ref = calloc(1, bytes);
@@ -100,10 +126,12 @@ attn_status attn__hns_ref_attach(attn__harness *h, const attn_engine *e)
 
 static void attn__hns_ref_release(attn__hns_ref *r)
 {
-    if (r->impl && r->ops.destroy)
-        for (int l = 0; l < r->num_impl; l++)
-            if (r->impl[l]) r->ops.destroy(r->impl[l]);
-    free(r->impl);
+    for (int l = 0; r->k && l < r->num_impl; l++)
+        attn_kernel_close(r->k[l]);
+    for (int l = 0; r->mirror && l < r->num_impl; l++)
+        attn_device_free(attn_device_host(), r->mirror[l]);
+    free(r->k);
+    free(r->mirror);
     if (r->builder_state && r->builder.destroy) r->builder.destroy(r->builder_state);
     memset(r, 0, sizeof *r);
 }
@@ -127,7 +155,7 @@ void attn__hns_ref_free(attn__harness *h)
 static attn_status attn__hns_ref_forward(attn__harness *h, attn__hns_ref *r,
                                          const attn_engine_layer_io *io)
 {
-    void *impl = r->impl[io->layer_slot];
+    attn_kernel *k = r->k[io->layer_slot];
     if (io->encoder) {
         attn_forward_args a = {.layer = io->params,
                                .common = io->common,
@@ -135,31 +163,37 @@ static attn_status attn__hns_ref_forward(attn__harness *h, attn__hns_ref *r,
                                .out = h->out_ref,
                                .k = io->k,
                                .v = io->v};
-        return r->ops.forward(impl, &a);
+        return attn_kernel_forward(k, &a);
     }
     /* the metadata is the same for every layer of the step: built once */
     attn_status st = ATTN_OK;
     if (io->layer_slot == 0)
         st = r->builder.build(r->builder_state, io->common_prefix_len, io->common, false, &r->md);
     if (st != ATTN_OK) return st;
+    attn_kv_view host_kv;
+    const attn_kv_view *kv = io->kv;
+    if (!attn_device_host_visible(kv->device)) {
+        if ((st = attn__hns_mirror(r, io, &host_kv)) != ATTN_OK) return st;
+        kv = &host_kv;
+    }
     if (r->mla) {
         attn_mla_args a = {.layer = io->params,
                            .common = io->common,
                            .metadata = r->md,
-                           .kv = io->kv,
+                           .kv = kv,
                            .q = io->q,
                            .out = h->out_ref,
                            .w_uk = io->w_uk,
                            .w_uv = io->w_uv};
-        return attn_mla_forward(&r->self, impl, &a, h->mla_scratch, h->mla_scratch_size);
+        return attn_kernel_mla_forward(k, &a, h->mla_scratch, h->mla_scratch_size);
     }
     attn_forward_args a = {.layer = io->params,
                            .common = io->common,
                            .metadata = r->md,
                            .q = io->q,
-                           .kv = io->kv,
+                           .kv = kv,
                            .out = h->out_ref};
-    return r->ops.forward(impl, &a);
+    return attn_kernel_forward(k, &a);
 }
 
 attn_status attn__hns_ref_check(attn__harness *h, const attn_engine_layer_io *io)
@@ -167,7 +201,7 @@ attn_status attn__hns_ref_check(attn__harness *h, const attn_engine_layer_io *io
     int ng = io->encoder ? h->num_enc : h->num_kv;
     if (io->group < 0 || io->group >= ng) return ATTN_OK;
     attn__hns_ref *r = io->encoder ? &h->enc[io->group] : &h->kv[io->group];
-    if (!r->impl || io->layer_slot >= r->num_impl) return ATTN_OK;
+    if (!r->k || io->layer_slot >= r->num_impl) return ATTN_OK;
     attn_status st = attn__hns_ref_forward(h, r, io);
     if (st != ATTN_OK) return st;
     size_t n = (size_t)io->num_tokens * (size_t)io->q_heads * (size_t)io->out_dim;

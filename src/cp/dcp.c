@@ -9,9 +9,14 @@
  * kernel with the LSE, widened to fp32, gathered from every rank and
  * merged. A sliding window makes the visible local keys a suffix of
  * per-token length, so windowed layers run one kernel call per token with
- * that length as the window. All scratch is allocated at create. */
+ * that length as the window. All scratch is allocated at create. The
+ * kernels are checked handles (attn/kernel.h), one per layer, on the
+ * cache's device; on a device whose memory is not host-visible the local
+ * queries are copied in once per step and the outputs and LSE out once. */
 #include "attn/backend.h"
 #include "attn/dcp.h"
+#include "attn/device.h"
+#include "attn/kernel.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -21,6 +26,7 @@
 
 #include "attn/merge.h"
 #include "attn/mla.h"
+#include "device/device_impl.h"
 #include "util/abi.h"
 #include "util/error.h"
 #include "util/numeric.h"
@@ -29,6 +35,11 @@ struct attn_dcp {
     attn_dcp_init init;
     attn_layer_params layer; /* copy; the local batch has no sliding window */
     const attn_backend *b;
+    attn_kernel **k; /* [num_layers] */
+    int num_layers;
+    attn_device *dev;
+    bool hv;                /* host-visible: the kernels read d->q/out/lse */
+    void *dq, *dout, *dlse; /* otherwise their copies in the device's memory */
     bool mla;
     int W, rank, I, H, Dq, Dv, window;
     attn_elem el;  /* the caller's q / out element */
@@ -114,6 +125,12 @@ static attn_status attn__dcp_check_init(const attn_dcp_init *in)
                           l->sinks ? "attention sinks" : "ALiBi");
     if (d->is_mla && l->sliding_window > 0)
         return attn__fail(ATTN_UNSUPPORTED, "DCP: MLA with a sliding window is not supported");
+    if (d->is_mla && !attn_device_host_visible(in->device))
+        return attn__fail(ATTN_UNSUPPORTED,
+                          "DCP: MLA on device %s: its projections need host-visible memory",
+                          attn_device_name(in->device));
+    if (in->num_layers < 0 || in->num_layers > ATTN_MAX_LAYERS)
+        return attn__fail(ATTN_INVALID_ARGUMENT, "attn_dcp_create: num_layers %d", in->num_layers);
     if (l->num_heads < 1 || l->head_size < 1 || in->max_num_tokens < 1 ||
         in->max_blocks_per_req < 1 || in->num_blocks < 1)
         return attn__fail(ATTN_INVALID_ARGUMENT,
@@ -136,6 +153,30 @@ static void *attn__dcp_alloc(size_t n, size_t size, bool *oom)
     return p;
 }
 
+/* One checked kernel per layer for the local layer, on the cache's device,
+ * and the device copies of the local batch when its memory is not
+ * host-visible. */
+static attn_status attn__dcp_kernels(attn_dcp *d)
+{
+    d->num_layers = d->init.num_layers > 0 ? d->init.num_layers : 1;
+    d->k = calloc((size_t)d->num_layers, sizeof *d->k);
+    if (!d->k) return attn__fail(ATTN_OUT_OF_MEMORY, "attn_dcp_create: out of memory");
+    for (int l = 0; l < d->num_layers; l++) {
+        attn_status st = attn_kernel_open(d->b, &d->layer, d->dev, &d->k[l]);
+        if (st != ATTN_OK) return st;
+    }
+    if (d->hv) return ATTN_OK;
+    size_t rows = (size_t)d->init.max_num_tokens * (size_t)d->H;
+    attn_status st;
+    if ((st = attn_device_alloc(d->dev, rows * (size_t)d->Dq * d->pesz, ATTN_MEM_STEP, &d->dq)) !=
+            ATTN_OK ||
+        (st = attn_device_alloc(d->dev, rows * (size_t)d->Dv * d->pesz, ATTN_MEM_STEP, &d->dout)) !=
+            ATTN_OK ||
+        (st = attn_device_alloc(d->dev, rows * sizeof(float), ATTN_MEM_STEP, &d->dlse)) != ATTN_OK)
+        return st;
+    return ATTN_OK;
+}
+
 attn_status attn_dcp_create(const attn_dcp_init *init, attn_dcp **out)
 {
     ATTN__CHECK_NULL(init);
@@ -153,6 +194,8 @@ attn_status attn_dcp_create(const attn_dcp_init *init, attn_dcp **out)
     if (!d) return attn__fail(ATTN_OUT_OF_MEMORY, "attn_dcp_create: out of memory");
     d->init = *init;
     d->b = init->backend;
+    d->dev = init->device;
+    d->hv = attn_device_host_visible(d->dev);
     d->layer = *init->layer;
     d->window = d->layer.sliding_window;
     d->layer.sliding_window = 0;
@@ -207,6 +250,10 @@ attn_status attn_dcp_create(const attn_dcp_init *init, attn_dcp **out)
         attn_dcp_free(d);
         return attn__fail(ATTN_OUT_OF_MEMORY, "attn_dcp_create: out of memory for %d tokens", T);
     }
+    if ((st = attn__dcp_kernels(d)) != ATTN_OK) {
+        attn_dcp_free(d);
+        return st;
+    }
     d->builder = *d->b->desc->builder;
     attn_builder_init bi = {
         .desc = d->b->desc,
@@ -217,6 +264,8 @@ attn_status attn_dcp_create(const attn_dcp_init *init, attn_dcp **out)
         .max_num_tokens = T,
         .max_blocks_per_req = init->max_blocks_per_req,
         .num_threads = init->num_threads,
+        .device = d->dev,
+        .device_state = d->dev ? d->dev->state : NULL,
     };
     st = d->builder.create(&bi, &d->builder_state);
     if (st != ATTN_OK) {
@@ -232,6 +281,14 @@ void attn_dcp_free(attn_dcp *d)
 {
     if (!d) return;
     if (d->builder_state && d->builder.destroy) d->builder.destroy(d->builder_state);
+    for (int l = 0; d->k && l < d->num_layers; l++)
+        attn_kernel_close(d->k[l]);
+    free(d->k);
+    if (!d->hv) {
+        attn_device_free(d->dev, d->dq);
+        attn_device_free(d->dev, d->dout);
+        attn_device_free(d->dev, d->dlse);
+    }
     free(d->qsl);
     free(d->seq_lens);
     free(d->tok_of);
@@ -311,7 +368,8 @@ attn_status attn_dcp_slot_mapping(const attn_dcp *d, const attn_common_metadata 
 }
 
 /* Local batch rows [k0, k1) -> one kernel call over d->q/out/lse. */
-static attn_status attn__dcp_run(attn_dcp *d, const attn_dcp_args *a, int k0, int k1, int window)
+static attn_status attn__dcp_run(attn_dcp *d, const attn_dcp_args *a, int li, int k0, int k1,
+                                 int window)
 {
     const attn_common_metadata *g = a->cm;
     int n = k1 - k0;
@@ -342,30 +400,35 @@ static attn_status attn__dcp_run(attn_dcp *d, const attn_dcp_args *a, int k0, in
     const void *md = NULL;
     attn_status st = ATTN_OK;
     if (window == 0) st = d->builder.build(d->builder_state, 0, &cm, false, &md);
-    size_t r0 = (size_t)k0 * (size_t)d->H;
-    const void *q = (const char *)d->q + r0 * (size_t)d->Dq * d->pesz;
-    void *out = (char *)d->out + r0 * (size_t)d->Dv * d->pesz;
-    float *lse = d->lse + r0;
+    /* rows [k0, k1) of the local batch: offsets into whole allocations */
+    int64_t r0 = (int64_t)k0 * d->H;
+    attn_kernel *kern = d->k[li];
     if (st == ATTN_OK && d->mla) {
         attn_mla_args ma = {.layer = &layer,
                             .common = &cm,
                             .metadata = md,
                             .kv = a->kv,
-                            .q = q,
-                            .out = out,
-                            .lse = lse,
+                            .q = d->q,
+                            .out = d->out,
+                            .lse = d->lse,
                             .w_uk = a->w_uk,
-                            .w_uv = a->w_uv};
-        st = attn_mla_forward(d->b, a->impl, &ma, d->mla_scratch, d->mla_scratch_size);
+                            .w_uv = a->w_uv,
+                            .q_offset = r0 * d->Dq,
+                            .out_offset = r0 * d->Dv,
+                            .lse_offset = r0};
+        st = attn_kernel_mla_forward(kern, &ma, d->mla_scratch, d->mla_scratch_size);
     } else if (st == ATTN_OK) {
         attn_forward_args fa = {.layer = &layer,
                                 .common = &cm,
                                 .metadata = md,
-                                .q = q,
+                                .q = d->hv ? d->q : d->dq,
                                 .kv = a->kv,
-                                .out = out,
-                                .lse = lse};
-        st = attn_backend_forward(d->b, a->impl, &fa);
+                                .out = d->hv ? d->out : d->dout,
+                                .lse = d->hv ? d->lse : d->dlse,
+                                .q_offset = r0 * d->Dq,
+                                .out_offset = r0 * d->Dv,
+                                .lse_offset = r0};
+        st = attn_kernel_forward(kern, &fa);
     }
     for (int k = 0; k <= n; k++)
         qsl[k] += base;
@@ -420,6 +483,9 @@ attn_status attn_dcp_forward(attn_dcp *d, const attn_dcp_args *a)
     ATTN__CHECK_NULL(a->kv);
     attn_status st = attn__dcp_check_cm(d, a->cm);
     if (st != ATTN_OK) return st;
+    if (a->layer < 0 || a->layer >= d->num_layers)
+        return attn__fail(ATTN_OUT_OF_RANGE, "attn_dcp_forward: layer %d outside 0..%d", a->layer,
+                          d->num_layers - 1);
     if (a->cm->num_actual_tokens > 0 && (!a->q || !a->out))
         return attn__fail(ATTN_NULL_ARGUMENT, "attn_dcp_forward: q and out are required");
     double t0 = attn__dcp_now();
@@ -428,12 +494,19 @@ attn_status attn_dcp_forward(attn_dcp *d, const attn_dcp_args *a)
     /* the per-row windows live in merged_lse, unused until the merge */
     int32_t *windows = (int32_t *)d->merged_lse;
     int nk = attn__dcp_gather(d, a, windows);
-    if (d->window == 0) {
-        if (nk > 0) st = attn__dcp_run(d, a, 0, nk, 0);
+    size_t qb = (size_t)nk * (size_t)H * (size_t)d->Dq * d->pesz;
+    size_t ob = (size_t)nk * (size_t)H * (size_t)Dv * d->pesz;
+    if (!d->hv && nk > 0) st = attn_device_copy_in(d->dev, d->dq, 0, d->q, qb);
+    if (st == ATTN_OK && d->window == 0) {
+        if (nk > 0) st = attn__dcp_run(d, a, a->layer, 0, nk, 0);
     } else {
         for (int k = 0; k < nk && st == ATTN_OK; k++)
-            st = attn__dcp_run(d, a, k, k + 1, windows[k]);
+            st = attn__dcp_run(d, a, a->layer, k, k + 1, windows[k]);
     }
+    if (st == ATTN_OK && !d->hv && nk > 0 &&
+        (st = attn_device_copy_out(d->dev, d->out, d->dout, 0, ob)) == ATTN_OK)
+        st = attn_device_copy_out(d->dev, d->lse, d->dlse, 0,
+                                  (size_t)nk * (size_t)H * sizeof(float));
     if (st != ATTN_OK) return st;
     /* this rank's part: outputs [T][H][Dv] then LSE [T][H], fp32 */
     float *po = d->send, *pl = d->send + rows * (size_t)Dv;

@@ -50,7 +50,9 @@ void *attn__eng_calloc(size_t n, size_t size, bool *oom)
 
 static attn_status attn__startup(attn_engine *e)
 {
-    attn_status st = attn_plugins_load();
+    attn_status st = attn__engine_open_host(e);
+    if (st != ATTN_OK) return st;
+    st = attn_plugins_load();
     if (st != ATTN_OK) return attn__engine_fail(e, st, "plugins: %s", attn_last_error());
     if (!e->platform) {
         st = attn_platform_current(&e->platform);
@@ -174,10 +176,6 @@ void attn_engine_free(attn_engine *e)
     free(e->positions);
     free(e->is_prefilling);
     free(e->token_req_id);
-    free(e->q);
-    free(e->k);
-    free(e->v);
-    free(e->out);
-    free(e->mla_scratch);
+    attn__engine_devices_free(e); /* last: caches, kernels and builders used them */
     free(e);
 }

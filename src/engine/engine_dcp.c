@@ -37,7 +37,7 @@ static attn_status attn__dcp_group(attn_engine *e, attn__eng_group *g)
     if (g->mode == ATTN_KERNEL_NONE) return ATTN_OK;
     attn_dcp_init di = {
         .struct_size = sizeof di,
-        .backend = &g->run.self,
+        .backend = g->run.backend,
         .layer = &g->params,
         .comm = e->cfg.dcp_comm,
         .interleave = e->cfg.dcp_interleave,
@@ -45,6 +45,8 @@ static attn_status attn__dcp_group(attn_engine *e, attn__eng_group *g)
         .num_blocks = e->num_blocks,
         .max_num_tokens = e->max_tokens,
         .max_blocks_per_req = e->max_blocks,
+        .device = g->run.dev->dev,
+        .num_layers = g->layers_run,
     };
     attn_status st = attn_dcp_create(&di, &g->dcp);
     if (st != ATTN_OK) return st;

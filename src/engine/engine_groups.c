@@ -307,8 +307,13 @@ attn_status attn__engine_create_builders(attn_engine *e)
     int threshold = 0;
     for (int g = 0; g < e->num_groups; g++) {
         attn__eng_group *gr = &e->groups[g];
+        /* the metadata is the native kernel's: built on the backend's device */
+        attn_status st = attn__engine_device(e, gr->backend, &gr->builder_dev);
+        if (st != ATTN_OK) return st;
         attn_builder_init init = attn__engine_builder_init(e, gr, gr->backend->desc);
-        attn_status st = gr->builder.create(&init, &gr->builder_state);
+        init.device = gr->builder_dev->dev;
+        init.device_state = gr->builder_dev->dev->state;
+        st = gr->builder.create(&init, &gr->builder_state);
         if (st != ATTN_OK)
             return attn__engine_fail(e, st, "%s metadata builder for KV group %d: %s",
                                      gr->backend->desc->name, g, attn_last_error());

@@ -10,21 +10,35 @@
 
 #include "attn/backend.h"
 #include "attn/engine.h"
+#include "attn/kernel.h"
+#include "device/device_impl.h"
 
 #define ATTN__ENGINE_ERR_MAX 4096
 
+/* One device instance of the engine (one queue: every operation of the
+ * engine on that device runs on it, in order) and its step buffers: the
+ * device's own memory for q, k, v and out, or, on a host-visible device,
+ * the engine's host staging buffers themselves (no copies). */
+typedef struct attn__eng_dev {
+    attn_device *dev;
+    bool host_visible;
+    void *q, *k, *v, *out;
+} attn__eng_dev;
+
+#define ATTN__ENG_MAX_DEVS 4
+
 /* The kernel a group runs each step: the selected backend's own (native)
- * or a stand-in the caller named (emulated), with its own builder state
- * when its metadata differs from the selected backend's. */
+ * or a stand-in the caller named (emulated), opened per layer through the
+ * checked handle (attn/kernel.h), with its own builder state when its
+ * metadata differs from the selected backend's. */
 typedef struct attn__eng_kernel {
     const attn_backend *backend; /* the resolved object (name, descriptor) */
-    attn_kernel_ops ops;         /* const copy */
-    attn_backend self;           /* backend whose kernel is `ops`, for the MLA entry points */
+    attn__eng_dev *dev;          /* the device it runs on */
     bool own_builder;            /* true: metadata from `builder`, else the group's */
     attn_builder_ops builder;
     void *builder_state;
-    void **impl;    /* [layers_run] per-layer kernel state */
-    const void *md; /* this step's metadata for it */
+    attn_kernel **k; /* [layers_run] one handle per layer */
+    const void *md;  /* this step's metadata for it */
 } attn__eng_kernel;
 
 typedef struct attn__eng_group {
@@ -40,6 +54,7 @@ typedef struct attn__eng_group {
     const attn_backend *backend;
     attn_builder_ops builder; /* const copy, fixed at startup */
     void *builder_state;
+    attn__eng_dev *builder_dev; /* the device its builder was created on */
     attn_kv_layout_info layout;
     attn_block_pool *pool;
     /* kernels */
@@ -166,8 +181,13 @@ struct attn_engine {
     int32_t *enc_positions;     /* [max_tokens] */
     uint64_t *enc_token_req_id; /* [max_tokens] */
     attn_common_metadata enc_cm;
-    /* inputs (written by io.inputs) and outputs of the layers run */
+    /* devices: devs[0] is the engine's own host instance */
+    attn__eng_dev devs[ATTN__ENG_MAX_DEVS];
+    int num_devs;
+    /* host staging of the layers run (devs[0]'s memory): inputs written by
+     * io.inputs, outputs read by io.outputs; bytes of each */
     void *q, *k, *v, *out;
+    size_t q_bytes, k_bytes, out_bytes;
     void *mla_scratch;
     size_t mla_scratch_size;
     /* within-step reuse: (builder type, spec) -> group that built */
@@ -194,6 +214,16 @@ attn_status attn__engine_create_builders(attn_engine *e);
 attn_builder_init attn__engine_builder_init(const attn_engine *e, const attn__eng_group *g,
                                             const attn_backend_desc *d);
 int attn__engine_kv_heads(const attn__eng_group *g);
+
+/* engine_device.c: the engine's device instances and their step buffers */
+attn_status attn__engine_open_host(attn_engine *e);
+attn_status attn__engine_device(attn_engine *e, const attn_backend *b, attn__eng_dev **out);
+attn_status attn__engine_device_buffers(attn_engine *e);
+void attn__engine_devices_free(attn_engine *e);
+/* host staging -> the device's buffer, and back (no-ops on host-visible devices) */
+attn_status attn__eng_dev_in(const attn__eng_dev *d, void *dev_buf, const void *host, size_t bytes);
+attn_status attn__eng_dev_out(const attn__eng_dev *d, void *host, const void *dev_buf,
+                              size_t bytes);
 
 /* engine_kernels.c */
 attn_status attn__engine_setup_kernels(attn_engine *e, attn__eng_group *g);

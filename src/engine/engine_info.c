@@ -90,6 +90,8 @@ static void attn__group_info(const attn_engine *e, const attn__eng_group *g,
     out->kernel = g->kernel_name;
     out->kernel_variant = g->kernel_variant;
     out->kernel_note = g->kernel_note[0] ? g->kernel_note : NULL;
+    out->device =
+        g->mode != ATTN_KERNEL_NONE && g->run.dev ? attn_device_name(g->run.dev->dev) : NULL;
     out->layers_run = g->mode == ATTN_KERNEL_NONE ? 0 : g->layers_run;
     out->params = &g->params;
     out->max_num_reqs = e->max_seqs;

@@ -15,6 +15,7 @@
 #include "attn/registry.h"
 #include "engine/engine_impl.h"
 #include "util/error.h"
+#include "util/numeric.h"
 
 static bool attn__kernel_fits(const attn_backend *b, bool mla)
 {
@@ -109,26 +110,28 @@ static attn_status attn__kernel_init(attn_engine *e, attn__eng_group *g, attn__e
                                      const attn_backend *b, bool own_builder)
 {
     k->backend = b;
-    k->ops = *b->kernel; /* const copy */
-    k->self = *b;
-    k->self.kernel = &k->ops;
     k->own_builder = own_builder;
+    attn_status st = attn__engine_device(e, b, &k->dev);
+    if (st != ATTN_OK) return st;
     if (own_builder) {
         if (!b->desc->builder)
             return attn__engine_fail(e, ATTN_UNSUPPORTED, "%s has no metadata builder",
                                      b->desc->name);
         k->builder = *b->desc->builder;
         attn_builder_init init = attn__engine_builder_init(e, g, b->desc);
-        attn_status st = k->builder.create(&init, &k->builder_state);
+        init.device = k->dev->dev;
+        init.device_state = k->dev->dev->state;
+        st = k->builder.create(&init, &k->builder_state);
         if (st != ATTN_OK)
             return attn__engine_fail(e, st, "%s metadata builder: %s", b->desc->name,
                                      attn_last_error());
     }
     bool oom = false;
-    k->impl = attn__eng_calloc((size_t)g->layers_run, sizeof(void *), &oom);
+    k->k = attn__eng_calloc((size_t)g->layers_run, sizeof(attn_kernel *), &oom);
     if (oom) return attn__engine_fail(e, ATTN_OUT_OF_MEMORY, "engine: out of memory");
-    for (int l = 0; l < g->layers_run && k->ops.create; l++) {
-        attn_status st = k->ops.create(&g->params, &k->impl[l]);
+    /* one checked handle per layer: the self-test gate, the layer's state */
+    for (int l = 0; l < g->layers_run; l++) {
+        st = attn_kernel_open(b, &g->params, k->dev->dev, &k->k[l]);
         if (st != ATTN_OK)
             return attn__engine_fail(e, st, "%s kernel for layer %d: %s", b->desc->name,
                                      g->run_layers[l], attn_last_error());
@@ -138,10 +141,9 @@ static attn_status attn__kernel_init(attn_engine *e, attn__eng_group *g, attn__e
 
 void attn__engine_kernel_free(attn__eng_group *g, attn__eng_kernel *k)
 {
-    if (k->impl && k->ops.destroy)
-        for (int l = 0; l < g->layers_run; l++)
-            if (k->impl[l]) k->ops.destroy(k->impl[l]);
-    free(k->impl);
+    for (int l = 0; k->k && l < g->layers_run; l++)
+        attn_kernel_close(k->k[l]);
+    free(k->k);
     if (k->own_builder && k->builder_state && k->builder.destroy)
         k->builder.destroy(k->builder_state);
     memset(k, 0, sizeof *k);
@@ -154,7 +156,7 @@ static attn_status attn__kernel_start(attn_engine *e, attn__eng_group *g, const 
     attn_status st = attn__kernel_init(e, g, &g->run, b, own_builder);
     if (st != ATTN_OK) return st;
     g->kernel_name = g->run.backend->desc->name;
-    g->kernel_variant = g->run.ops.variant ? g->run.ops.variant() : NULL;
+    g->kernel_variant = g->layers_run > 0 ? attn_kernel_variant(g->run.k[0]) : NULL;
     g->kernel_note[0] = '\0';
     return ATTN_OK;
 }
@@ -179,9 +181,16 @@ attn_status attn__engine_setup_kernels(attn_engine *e, attn__eng_group *g)
     bool native = attn__kernel_fits(g->backend, g->spec.use_mla);
     const attn_backend *use = native ? g->backend : attn__first_stand_in(e, g);
     if (!use) return ATTN_OK; /* kernel_note says why */
-    attn_status st = attn__group_tensors(e, g, false);
+    attn__eng_dev *dev = NULL;
+    attn_status st = attn__engine_device(e, use, &dev);
     if (st != ATTN_OK) return st;
-    st = attn_kv_cache_create(&g->layout, g->layers_run, &g->cache);
+    if (g->spec.use_mla && !dev->host_visible)
+        return attn__engine_fail(e, ATTN_UNSUPPORTED,
+                                 "%s: MLA layers need host-visible memory for the W_UK / W_UV "
+                                 "projections; device %s has none",
+                                 use->desc->name, attn_device_name(dev->dev));
+    if ((st = attn__group_tensors(e, g, false)) != ATTN_OK) return st;
+    st = attn_kv_cache_create_on(&g->layout, g->layers_run, dev->dev, &g->cache);
     if (st != ATTN_OK)
         return attn__engine_fail(e, st, "KV cache memory for KV group %d: %s", (int)(g - e->groups),
                                  attn_last_error());
@@ -208,6 +217,41 @@ attn_status attn__engine_setup_enc_kernels(attn_engine *e, attn__eng_group *g)
     return st != ATTN_OK ? st : attn__kernel_start(e, g, use, native, false);
 }
 
+/* The widest q, k/v and out rows of the groups that run, in elements per
+ * token (attn_layer_rows states each layer's once). */
+static attn_status attn__engine_rows(attn_engine *e, size_t *qn, size_t *kn, size_t *on)
+{
+    *qn = *kn = *on = 0;
+    for (int i = 0; i < e->num_groups + e->num_enc; i++) {
+        attn__eng_group *gr = i < e->num_groups ? &e->groups[i] : &e->enc[i - e->num_groups];
+        if (gr->mode == ATTN_KERNEL_NONE) continue;
+        attn_layer_rows r;
+        attn_status st = attn_layer_rows_get(&gr->params, &r);
+        if (st != ATTN_OK) return attn__engine_fail(e, st, "engine: %s", attn_last_error());
+        size_t kd = (size_t)r.kv_heads * (size_t)r.kv_dim;
+        *qn = *qn > (size_t)r.q_row ? *qn : (size_t)r.q_row;
+        *on = *on > (size_t)r.out_row ? *on : (size_t)r.out_row;
+        *kn = *kn > kd ? *kn : kd;
+        if (r.mla && i < e->num_groups) {
+            size_t ss = attn_mla_forward_scratch_size(&gr->params, e->max_tokens);
+            e->mla_scratch_size = ss > e->mla_scratch_size ? ss : e->mla_scratch_size;
+        }
+    }
+    return ATTN_OK;
+}
+
+/* Host staging of T rows of n elements through the engine's host instance. */
+static attn_status attn__staging(attn_engine *e, size_t n, size_t esz, void **p, size_t *bytes)
+{
+    size_t b;
+    if (!attn__mul_size((size_t)e->max_tokens, n, &b) || !attn__mul_size(b, esz, &b))
+        return attn__engine_fail(e, ATTN_OUT_OF_MEMORY, "engine: step buffers too large");
+    *bytes = b;
+    attn_status st = attn_device_alloc(e->devs[0].dev, b, ATTN_MEM_STEP, p);
+    return st == ATTN_OK ? ATTN_OK
+                         : attn__engine_fail(e, st, "engine: step buffers: %s", attn_last_error());
+}
+
 attn_status attn__engine_alloc_buffers(attn_engine *e)
 {
     bool oom = false;
@@ -232,53 +276,19 @@ attn_status attn__engine_alloc_buffers(attn_engine *e)
             attn__eng_calloc((size_t)S * (size_t)e->max_blocks, sizeof(int32_t), &oom);
         gr->slot_mapping = attn__eng_calloc((size_t)T, sizeof(int64_t), &oom);
     }
-    /* Q/K/V and output, sized for the largest group that runs. */
-    size_t qn = 0, kn = 0, on = 0;
+    if (oom) return attn__engine_fail(e, ATTN_OUT_OF_MEMORY, "engine: out of memory for buffers");
+    /* Q/K/V and output, sized for the largest group that runs */
+    size_t qn, kn, on, ignored;
+    attn_status st = attn__engine_rows(e, &qn, &kn, &on);
+    if (st != ATTN_OK) return st;
     size_t esz = attn_elem_size(attn_dtype_elem(attn_model_dtype(e->model)));
-    for (int g = 0; g < e->num_groups; g++) {
-        const attn__eng_group *gr = &e->groups[g];
-        if (gr->mode == ATTN_KERNEL_NONE) continue;
-        const attn_layer_spec *s = &gr->spec;
-        size_t qd =
-            s->use_mla ? (size_t)(s->qk_nope_head_dim + s->qk_rope_head_dim) : (size_t)s->head_size;
-        size_t od = s->use_mla ? (size_t)s->v_head_dim
-                               : (size_t)(s->head_size_v ? s->head_size_v : s->head_size);
-        size_t kd = s->use_mla ? (size_t)s->head_size
-                               : (size_t)attn__engine_kv_heads(gr) *
-                                     (size_t)(s->head_size > gr->layout.view.head_size_v
-                                                  ? s->head_size
-                                                  : gr->layout.view.head_size_v);
-        qn = qn > (size_t)s->num_heads * qd ? qn : (size_t)s->num_heads * qd;
-        on = on > (size_t)s->num_heads * od ? on : (size_t)s->num_heads * od;
-        kn = kn > kd ? kn : kd;
-        if (s->use_mla) {
-            size_t ss = attn_mla_forward_scratch_size(&gr->params, T);
-            e->mla_scratch_size = ss > e->mla_scratch_size ? ss : e->mla_scratch_size;
-        }
-    }
-    for (int g = 0; g < e->num_enc; g++) { /* direct K/V: [tokens][kv_heads][head_size(_v)] */
-        const attn__eng_group *gr = &e->enc[g];
-        if (gr->mode == ATTN_KERNEL_NONE) continue;
-        const attn_layer_spec *s = &gr->spec;
-        size_t hv = (size_t)(s->head_size_v ? s->head_size_v : s->head_size);
-        size_t hk = (size_t)s->head_size > hv ? (size_t)s->head_size : hv;
-        size_t qd = (size_t)s->num_heads * (size_t)s->head_size;
-        size_t od = (size_t)s->num_heads * hv;
-        size_t kd = (size_t)s->num_kv_heads * hk;
-        qn = qn > qd ? qn : qd;
-        on = on > od ? on : od;
-        kn = kn > kd ? kn : kd;
-    }
-    if (qn) {
-        e->q = attn__eng_calloc((size_t)T * qn, esz, &oom);
-        e->k = attn__eng_calloc((size_t)T * kn, esz, &oom);
-        e->v = attn__eng_calloc((size_t)T * kn, esz, &oom);
-        e->out = attn__eng_calloc((size_t)T * on, esz, &oom);
-    }
-    if (e->mla_scratch_size && !oom) {
-        e->mla_scratch = aligned_alloc(64, (e->mla_scratch_size + 63) / 64 * 64);
-        oom = e->mla_scratch == NULL;
-    }
-    return oom ? attn__engine_fail(e, ATTN_OUT_OF_MEMORY, "engine: out of memory for buffers")
-               : ATTN_OK;
+    if (qn && ((st = attn__staging(e, qn, esz, &e->q, &e->q_bytes)) != ATTN_OK ||
+               (st = attn__staging(e, kn, esz, &e->k, &e->k_bytes)) != ATTN_OK ||
+               (st = attn__staging(e, kn, esz, &e->v, &ignored)) != ATTN_OK ||
+               (st = attn__staging(e, on, esz, &e->out, &e->out_bytes)) != ATTN_OK))
+        return st;
+    if (e->mla_scratch_size && (st = attn_device_alloc(e->devs[0].dev, e->mla_scratch_size,
+                                                       ATTN_MEM_STEP, &e->mla_scratch)) != ATTN_OK)
+        return attn__engine_fail(e, st, "engine: MLA scratch: %s", attn_last_error());
+    return attn__engine_device_buffers(e);
 }

@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "attn/dcp.h"
+#include "attn/kernel.h"
 #include "attn/mla.h"
 #include "engine/engine_impl.h"
 #include "metadata/builders.h"
@@ -137,27 +138,24 @@ static attn_status attn__kernel_md(attn__eng_group *g, attn__eng_kernel *k)
     return k->builder.build(k->builder_state, g->common_prefix_len, &g->cm, false, &k->md);
 }
 
+/* One layer's attention on the kernel's device: q and out are the
+ * device's step buffers (the staging buffers on a host-visible device). */
 static attn_status attn__forward(attn_engine *e, attn__eng_group *g, attn__eng_kernel *k, int l,
-                                 const attn_kv_view *view, void *out)
+                                 const attn_kv_view *view)
 {
     if (g->spec.use_mla) {
-        attn_mla_args a = {.layer = &g->params,
-                           .common = &g->cm,
+        attn_mla_args a = {.common = &g->cm,
                            .metadata = k->md,
                            .kv = view,
-                           .q = e->q,
-                           .out = out,
+                           .q = k->dev->q,
+                           .out = k->dev->out,
                            .w_uk = g->w_uk,
                            .w_uv = g->w_uv};
-        return attn_mla_forward(&k->self, k->impl[l], &a, e->mla_scratch, e->mla_scratch_size);
+        return attn_kernel_mla_forward(k->k[l], &a, e->mla_scratch, e->mla_scratch_size);
     }
-    attn_forward_args a = {.layer = &g->params,
-                           .common = &g->cm,
-                           .metadata = k->md,
-                           .q = e->q,
-                           .kv = view,
-                           .out = out};
-    return k->ops.forward(k->impl[l], &a);
+    attn_forward_args a = {
+        .common = &g->cm, .metadata = k->md, .q = k->dev->q, .kv = view, .out = k->dev->out};
+    return attn_kernel_forward(k->k[l], &a);
 }
 
 /* DCP: this rank's write slots and, for the first group, the KV tokens
@@ -181,7 +179,7 @@ static attn_status attn__dcp_forward(attn_engine *e, attn__eng_group *g, int l,
 {
     attn_dcp_args a = {.cm = &g->cm,
                        .kv = view,
-                       .impl = g->run.impl[l],
+                       .layer = l,
                        .q = e->q,
                        .out = e->out,
                        .w_uk = g->w_uk,
@@ -210,21 +208,20 @@ static attn_status attn__io(attn_engine *e, attn_status (*fn)(void *, const attn
 /* The layer call of KV group g, minus the layer and its KV view. */
 static attn_engine_layer_io attn__kv_io(attn_engine *e, attn__eng_group *g, int gi)
 {
-    const attn_layer_spec *sp = &g->spec;
+    const attn_layer_rows *r = attn_kernel_rows(g->run.k[0]);
     attn_engine_layer_io io = {
         .group = gi,
         .elem = attn_dtype_elem(attn_model_dtype(e->model)),
         .num_tokens = g->cm.num_actual_tokens,
         .token_req_ids = e->token_req_id,
         .positions = e->positions,
-        .q_heads = sp->num_heads,
-        .q_dim = sp->use_mla ? sp->qk_nope_head_dim + sp->qk_rope_head_dim : sp->head_size,
-        .k_heads = sp->use_mla ? 1 : g->layout.view.num_kv_heads,
-        .k_dim = sp->use_mla ? sp->kv_lora_rank : sp->head_size,
-        .v_heads = sp->use_mla ? 1 : g->layout.view.num_kv_heads,
-        .v_dim = sp->use_mla ? sp->head_size - sp->kv_lora_rank : g->layout.view.head_size_v,
-        .out_dim =
-            sp->use_mla ? sp->v_head_dim : (sp->head_size_v ? sp->head_size_v : sp->head_size),
+        .q_heads = r->q_heads,
+        .q_dim = r->q_dim,
+        .k_heads = r->kv_heads,
+        .k_dim = r->k_dim,
+        .v_heads = r->kv_heads,
+        .v_dim = r->v_dim,
+        .out_dim = r->out_dim,
         .q = e->q,
         .k = e->k,
         .v = e->v,
@@ -238,7 +235,23 @@ static attn_engine_layer_io attn__kv_io(attn_engine *e, attn__eng_group *g, int 
     return io;
 }
 
-/* One layer of KV group g: inputs, K/V written, the kernel, outputs. */
+/* The caller's q, k and v of this layer into the device's step buffers
+ * (nothing to do on a host-visible device). */
+static attn_status attn__inputs_in(const attn__eng_dev *d, const attn_engine_layer_io *io, bool q)
+{
+    size_t esz = attn_elem_size(io->elem), T = (size_t)io->num_tokens;
+    attn_status s = ATTN_OK;
+    if (q) s = attn__eng_dev_in(d, d->q, io->q, T * (size_t)io->q_heads * io->q_dim * esz);
+    if (s == ATTN_OK)
+        s = attn__eng_dev_in(d, d->k, io->k, T * (size_t)io->k_heads * io->k_dim * esz);
+    if (s == ATTN_OK)
+        s = attn__eng_dev_in(d, d->v, io->v, T * (size_t)io->v_heads * io->v_dim * esz);
+    return s;
+}
+
+/* One layer of KV group g: inputs, K/V written, the kernel, outputs. The
+ * K/V come from the device's buffers; DCP takes the host q and out (it
+ * gathers its local batch on the host and copies it in itself). */
 static attn_status attn__kv_layer(attn_engine *e, attn__eng_group *g, int gi, int l,
                                   const int64_t *slots, attn_engine_layer_io *io,
                                   attn_engine_step_stats *st)
@@ -250,13 +263,21 @@ static attn_status attn__kv_layer(attn_engine *e, attn__eng_group *g, int gi, in
     io->kv = &view;
     attn_status s = attn__io(e, e->cfg.io.inputs, io, st);
     if (s != ATTN_OK) return s;
+    const attn__eng_dev *d = g->run.dev;
+    if ((s = attn__inputs_in(d, io, !g->dcp)) != ATTN_OK) return s;
     int ntok = io->num_tokens;
     s = g->spec.use_mla
-            ? attn_mla_write_latent(&view, slots, ntok, e->k, e->v, attn_model_dtype(e->model))
-            : attn_kv_write(&view, slots, ntok, e->k, e->v, io->elem);
+            ? attn_mla_write_latent(&view, slots, ntok, d->k, d->v, attn_model_dtype(e->model))
+            : attn_kv_write(&view, slots, ntok, d->k, d->v, io->elem);
     if (s != ATTN_OK) return s;
-    s = g->dcp ? attn__dcp_forward(e, g, l, &view, gi == 0 ? st : NULL)
-               : attn__forward(e, g, &g->run, l, &view, e->out);
+    if (g->dcp) {
+        s = attn__dcp_forward(e, g, l, &view, gi == 0 ? st : NULL);
+    } else {
+        s = attn__forward(e, g, &g->run, l, &view);
+        size_t out =
+            (size_t)ntok * (size_t)io->q_heads * (size_t)io->out_dim * attn_elem_size(io->elem);
+        if (s == ATTN_OK) s = attn__eng_dev_out(d, e->out, d->out, out);
+    }
     if (s != ATTN_OK) return s;
     st->layers_run++;
     return attn__io(e, e->cfg.io.outputs, io, st);
@@ -327,8 +348,7 @@ attn_status attn__engine_run_encoder(attn_engine *e, attn_engine_step_stats *st)
     for (int gi = 0; gi < e->num_enc; gi++) {
         attn__eng_group *g = &e->enc[gi];
         if (g->mode == ATTN_KERNEL_NONE) continue;
-        const attn_layer_spec *sp = &g->spec;
-        const int Dv = sp->head_size_v ? sp->head_size_v : sp->head_size;
+        const attn_layer_rows *r = attn_kernel_rows(g->run.k[0]);
         attn_engine_layer_io io = {
             .group = gi,
             .encoder = true,
@@ -336,13 +356,13 @@ attn_status attn__engine_run_encoder(attn_engine *e, attn_engine_step_stats *st)
             .num_tokens = e->enc_cm.num_actual_tokens,
             .token_req_ids = e->enc_token_req_id,
             .positions = e->enc_positions,
-            .q_heads = sp->num_heads,
-            .q_dim = sp->head_size,
-            .k_heads = sp->num_kv_heads,
-            .k_dim = sp->head_size,
-            .v_heads = sp->num_kv_heads,
-            .v_dim = Dv,
-            .out_dim = Dv,
+            .q_heads = r->q_heads,
+            .q_dim = r->q_dim,
+            .k_heads = r->kv_heads,
+            .k_dim = r->k_dim,
+            .v_heads = r->kv_heads,
+            .v_dim = r->v_dim,
+            .out_dim = r->out_dim,
             .q = e->q,
             .k = e->k,
             .v = e->v,
@@ -355,13 +375,16 @@ attn_status attn__engine_run_encoder(attn_engine *e, attn_engine_step_stats *st)
             io.layer_slot = l;
             attn_status s = attn__io(e, e->cfg.io.inputs, &io, st);
             if (s != ATTN_OK) return s;
-            attn_forward_args a = {.layer = &g->params,
-                                   .common = &e->enc_cm,
-                                   .q = e->q,
-                                   .out = e->out,
-                                   .k = e->k,
-                                   .v = e->v};
-            if ((s = g->run.ops.forward(g->run.impl[l], &a)) != ATTN_OK) return s;
+            const attn__eng_dev *d = g->run.dev;
+            if ((s = attn__inputs_in(d, &io, true)) != ATTN_OK) return s;
+            attn_forward_args a = {
+                .common = &e->enc_cm, .q = d->q, .out = d->out, .k = d->k, .v = d->v};
+            if ((s = attn_kernel_forward(g->run.k[l], &a)) != ATTN_OK ||
+                (s = attn__eng_dev_out(d, e->out, d->out,
+                                       (size_t)io.num_tokens * (size_t)io.q_heads *
+                                           (size_t)io.out_dim * attn_elem_size(io.elem))) !=
+                    ATTN_OK)
+                return s;
             st->encoder_layers_run++;
             if ((s = attn__io(e, e->cfg.io.outputs, &io, st)) != ATTN_OK) return s;
         }

@@ -7,13 +7,13 @@
  * (2,nb,h,bs,d), MLA (nb,bs,d), NHD and HND all come out of one rule. Axes
  * are identified by the shape's dim names, never by position or value. The
  * head_size axis must be innermost in memory: kernels read rows. Cache
- * memory comes from an anonymous mapping, so a pool sized for a large
- * simulated device costs only the pages actually written. */
+ * memory comes from the device the cache is created on, one allocation per
+ * layer (the host device reserves it with an anonymous mapping, so a pool
+ * sized for a large simulated device costs only the pages written). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
 #include "attn/backend.h"
 #include "attn/kvcache.h"
@@ -285,14 +285,21 @@ attn_status attn_kv_layout_compute(const attn_backend_desc *d, attn_kv_layout la
 struct attn_kv_cache {
     attn_kv_layout_info li;
     int num_layers;
-    void *mem;
-    size_t bytes;
+    attn_device *dev;         /* the views' device: NULL = host memory */
+    attn_device *alloc_dev;   /* where the memory came from (the host instance for NULL) */
+    void **mem;               /* [num_layers] one allocation each */
     float *k_scale, *v_scale; /* [num_layers] */
     float *ph;                /* [num_layers][2][num_kv_heads] */
     bool *has_ph;             /* [num_layers] */
 };
 
 attn_status attn_kv_cache_create(const attn_kv_layout_info *li, int num_layers, attn_kv_cache **out)
+{
+    return attn_kv_cache_create_on(li, num_layers, NULL, out);
+}
+
+attn_status attn_kv_cache_create_on(const attn_kv_layout_info *li, int num_layers, attn_device *dev,
+                                    attn_kv_cache **out)
 {
     ATTN__CHECK_NULL(li);
     ATTN__CHECK_NULL(out);
@@ -316,21 +323,28 @@ attn_status attn_kv_cache_create(const attn_kv_layout_info *li, int num_layers, 
     if (!c) return attn__fail(ATTN_OUT_OF_MEMORY, "KV cache: out of memory");
     c->li = *li;
     c->num_layers = num_layers;
-    c->bytes = (size_t)total;
+    c->dev = dev;
+    c->alloc_dev = dev ? dev : attn_device_host();
     int h = li->view.num_kv_heads;
+    c->mem = calloc((size_t)num_layers, sizeof(void *));
     c->k_scale = malloc(sizeof(float) * (size_t)num_layers);
     c->v_scale = malloc(sizeof(float) * (size_t)num_layers);
     c->ph = calloc((size_t)num_layers * 2 * (size_t)h, sizeof(float));
     c->has_ph = calloc((size_t)num_layers, sizeof(bool));
-    /* MAP_NORESERVE: the pool may be sized for a simulated 80 GB device;
-     * pages are committed only when a block is written. */
-    void *m = mmap(NULL, c->bytes, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    c->mem = m == MAP_FAILED ? NULL : m;
-    if (!c->k_scale || !c->v_scale || !c->ph || !c->has_ph || !c->mem) {
+    if (!c->mem || !c->k_scale || !c->v_scale || !c->ph || !c->has_ph) {
         attn_kv_cache_free(c);
-        return attn__fail(ATTN_OUT_OF_MEMORY, "KV cache: cannot reserve %llu bytes",
-                          (unsigned long long)total);
+        return attn__fail(ATTN_OUT_OF_MEMORY, "KV cache: out of memory");
+    }
+    /* One allocation per layer: each view is a whole allocation of the
+     * device, which is all a device's memory may be handed around as. */
+    for (int l = 0; l < num_layers; l++) {
+        attn_status st = attn_device_alloc(c->alloc_dev, (size_t)li->bytes_per_layer,
+                                           ATTN_MEM_CACHE, &c->mem[l]);
+        if (st != ATTN_OK) {
+            attn_kv_cache_free(c);
+            return attn__wrap(st, "KV cache: cannot reserve %llu bytes for %d layers",
+                              (unsigned long long)total, num_layers);
+        }
     }
     for (int l = 0; l < num_layers; l++)
         c->k_scale[l] = c->v_scale[l] = 1.0f;
@@ -341,7 +355,9 @@ attn_status attn_kv_cache_create(const attn_kv_layout_info *li, int num_layers, 
 void attn_kv_cache_free(attn_kv_cache *c)
 {
     if (!c) return;
-    if (c->mem) munmap(c->mem, c->bytes);
+    for (int l = 0; c->mem && l < c->num_layers; l++)
+        attn_device_free(c->alloc_dev, c->mem[l]);
+    free(c->mem);
     free(c->k_scale);
     free(c->v_scale);
     free(c->ph);
@@ -354,6 +370,11 @@ int attn_kv_cache_num_layers(const attn_kv_cache *c)
     return c ? c->num_layers : 0;
 }
 
+attn_device *attn_kv_cache_device(const attn_kv_cache *c)
+{
+    return c ? c->dev : NULL;
+}
+
 attn_status attn_kv_cache_view(const attn_kv_cache *c, int layer, attn_kv_view *out)
 {
     ATTN__CHECK_NULL(c);
@@ -362,7 +383,8 @@ attn_status attn_kv_cache_view(const attn_kv_cache *c, int layer, attn_kv_view *
         return attn__fail(ATTN_OUT_OF_RANGE, "KV cache: layer %d outside 0..%d", layer,
                           c->num_layers - 1);
     *out = c->li.view;
-    out->data = (char *)c->mem + (size_t)layer * c->li.bytes_per_layer;
+    out->data = c->mem[layer];
+    out->device = c->dev;
     out->k_scale = c->k_scale[layer];
     out->v_scale = c->v_scale[layer];
     int h = c->li.view.num_kv_heads;

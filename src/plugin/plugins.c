@@ -8,7 +8,7 @@
  *    deadlocking on the once-guard.
  *  - Per candidate, in this order: allowlist (a filtered plugin is never
  *    opened), the ABI *data* symbol read from the file's dynamic symbol
- *    table without loading it (src/plugin/elf_abi.c: nothing of a plugin
+ *    table without loading it (src/util/elf_abi.c: nothing of a plugin
  *    with the wrong ABI runs, ELF constructors included), dlopen(RTLD_NOW |
  *    RTLD_LOCAL), the same symbol read and compared in the loaded image, and
  *    only then is the init symbol looked up and called. Both symbols must be
@@ -243,8 +243,11 @@ static void abi_mismatch(int idx, void *h, uint32_t abi)
 {
     plugin_fail(idx, h, false,
                 "ABI version mismatch: the plugin was built for plugin ABI %u, this "
-                "libattn has ABI %u",
-                (unsigned)abi, (unsigned)ATTN_PLUGIN_ABI_VERSION);
+                "libattn has ABI %u%s",
+                (unsigned)abi, (unsigned)ATTN_PLUGIN_ABI_VERSION,
+                abi == 1 ? " (backend contract v1: rebuild it against this libattn's headers, "
+                           "docs/design/contract-v2.md)"
+                         : "");
 }
 
 /* dlopen after the ABI checks, or NULL (the failure recorded). The ABI is

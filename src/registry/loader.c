@@ -6,9 +6,11 @@
  * dlopen(RTLD_NOW | RTLD_LOCAL) so every dependency resolves at open time
  * and nothing leaks into the global namespace. A relative file name is
  * looked up in the folders of ATTN_PLUGIN_PATH first, then by the dynamic
- * loader's own search. The object's ABI header (abi_version, struct_size,
- * then the descriptor's and kernel ops' headers) is checked before anything
- * else in it is used. Failures are ATTN_IMPORT_ERROR with text that names
+ * loader's own search. The object's abi_version is read from the file
+ * before dlopen (a module of another backend ABI never runs); after dlopen
+ * its ABI header (abi_version, struct_size, then the descriptor's, kernel
+ * ops' and device ops' headers) is checked before anything else in it is
+ * used. Failures are ATTN_IMPORT_ERROR with text that names
  * the case: module not found, missing dependency, symbol missing, ABI
  * mismatch (detail texts avoid single quotes so they print cleanly inside
  * Python-style reason lists).
@@ -25,6 +27,7 @@
 #include "backends/catalog/catalog.h"
 #include "registry/registry_impl.h"
 #include "util/abi.h"
+#include "util/elf_abi.h"
 #include "util/error.h"
 
 attn_status attn__locator_check(const char *locator)
@@ -42,23 +45,32 @@ attn_status attn__locator_check(const char *locator)
     return ATTN_OK;
 }
 
+/* The text of a wrong backend abi_version (1 is contract v1, before devices). */
+static attn_status attn__abi_version_fail(const char *where, const char *what, uint32_t v)
+{
+    if (v == 1)
+        return attn__fail(ATTN_ABI_MISMATCH,
+                          "ABI version mismatch: %s has %s abi_version 1, libattn expects %u "
+                          "(backend contract v2: rebuild it against this libattn's "
+                          "attn/backend.h, docs/design/contract-v2.md)",
+                          where, what, ATTN_BACKEND_ABI_VERSION);
+    return attn__fail(ATTN_ABI_MISMATCH,
+                      "ABI version mismatch: %s has %s abi_version %u, libattn expects %u", where,
+                      what, v, ATTN_BACKEND_ABI_VERSION);
+}
+
 attn_status attn__backend_check_abi(const attn_backend *b, const char *where)
 {
     if (b->abi_version != ATTN_BACKEND_ABI_VERSION)
-        return attn__fail(ATTN_ABI_MISMATCH,
-                          "ABI version mismatch: %s has backend abi_version %u, libattn expects %u",
-                          where, b->abi_version, ATTN_BACKEND_ABI_VERSION);
-    if (!attn__struct_size_ok(b->struct_size, ATTN__V1_BACKEND, sizeof(attn_backend)))
+        return attn__abi_version_fail(where, "backend", b->abi_version);
+    if (!attn__struct_size_ok(b->struct_size, ATTN__V2_BACKEND, sizeof(attn_backend)))
         return attn__fail(ATTN_ABI_MISMATCH,
                           "ABI mismatch: %s has backend struct_size %u, libattn accepts %zu to %zu",
-                          where, b->struct_size, ATTN__V1_BACKEND, sizeof(attn_backend));
+                          where, b->struct_size, ATTN__V2_BACKEND, sizeof(attn_backend));
     const attn_backend_desc *d = b->desc;
     if (!d) return attn__fail(ATTN_ABI_MISMATCH, "ABI mismatch: %s has no descriptor", where);
     if (d->abi_version != ATTN_BACKEND_ABI_VERSION)
-        return attn__fail(ATTN_ABI_MISMATCH,
-                          "ABI version mismatch: %s has descriptor abi_version %u, libattn "
-                          "expects %u",
-                          where, d->abi_version, ATTN_BACKEND_ABI_VERSION);
+        return attn__abi_version_fail(where, "descriptor", d->abi_version);
     if (!attn__struct_size_ok(d->struct_size, ATTN__V1_BACKEND_DESC, sizeof(attn_backend_desc)))
         return attn__fail(ATTN_ABI_MISMATCH,
                           "ABI mismatch: %s has descriptor struct_size %u, libattn accepts %zu "
@@ -75,12 +87,19 @@ attn_status attn__backend_check_abi(const attn_backend *b, const char *where)
                           where, d->builder->struct_size, ATTN__V1_BUILDER_OPS,
                           sizeof(attn_builder_ops));
     if (b->kernel &&
-        !attn__struct_size_ok(b->kernel->struct_size, ATTN__V1_KERNEL_OPS, sizeof(attn_kernel_ops)))
+        !attn__struct_size_ok(b->kernel->struct_size, ATTN__V2_KERNEL_OPS, sizeof(attn_kernel_ops)))
         return attn__fail(ATTN_ABI_MISMATCH,
                           "ABI mismatch: %s has kernel ops struct_size %u, libattn accepts %zu "
                           "to %zu",
-                          where, b->kernel->struct_size, ATTN__V1_KERNEL_OPS,
+                          where, b->kernel->struct_size, ATTN__V2_KERNEL_OPS,
                           sizeof(attn_kernel_ops));
+    if (b->device &&
+        !attn__struct_size_ok(b->device->struct_size, ATTN__V2_DEVICE_OPS, sizeof(attn_device_ops)))
+        return attn__fail(ATTN_ABI_MISMATCH,
+                          "ABI mismatch: %s has device ops struct_size %u, libattn accepts %zu "
+                          "to %zu",
+                          where, b->device->struct_size, ATTN__V2_DEVICE_OPS,
+                          sizeof(attn_device_ops));
     return ATTN_OK;
 }
 
@@ -141,10 +160,32 @@ static bool attn__find_in_plugin_path(const char *file, char *out, size_t size)
     return false;
 }
 
+/* The object's abi_version read from the file before dlopen: a module
+ * built for another backend ABI is refused with none of its code run (ELF
+ * constructors included). When the file cannot be read this way (not a
+ * file here, the symbol lives in a library it links) the check after
+ * dlopen decides, as before. */
+static attn_status attn__dl_precheck(const char *file, const char *symbol)
+{
+    if (access(file, R_OK) != 0) return ATTN_OK;
+    uint32_t abi = 0;
+    char why[256];
+    if (!attn__elf_read_u32(file, symbol, &abi, why, sizeof why) || abi == ATTN_BACKEND_ABI_VERSION)
+        return ATTN_OK;
+    char where[1600];
+    snprintf(where, sizeof where, "%s:%s", file, symbol);
+    attn__abi_version_fail(where, "backend", abi);
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", attn_last_error());
+    return attn__fail(ATTN_IMPORT_ERROR, "%s; the module was not opened", msg);
+}
+
 static attn_status attn__dl_load(const char *file, const char *symbol, const attn_backend **out)
 {
     bool has_slash = strchr(file, '/') != NULL;
     bool exists = has_slash && access(file, F_OK) == 0;
+    attn_status pre = attn__dl_precheck(file, symbol);
+    if (pre != ATTN_OK) return pre;
     dlerror();
     void *h = dlopen(file, RTLD_NOW | RTLD_LOCAL);
     if (!h) {

@@ -224,21 +224,14 @@ attn_status attn__selftest_standard(const attn_backend_desc *d, attn__selftest_f
 
 /* ---- a backend's test ------------------------------------------------------------ */
 
-/* The standard test through b's own ops: per-layer state made by create. */
+/* The standard test through b's own ops on an instance of its device
+ * (selftest_device.c). */
 static _Thread_local const attn_backend *st_backend;
 
 static attn_status st_forward(void *impl, const attn_forward_args *a)
 {
-    const attn_kernel_ops *k = st_backend->kernel;
-    if (k->create) {
-        void *state = NULL;
-        attn_status st = k->create(a->layer, &state);
-        if (st != ATTN_OK) return st;
-        st = k->forward(state, a);
-        if (k->destroy) k->destroy(state);
-        return st;
-    }
-    return k->forward(impl, a);
+    (void)impl;
+    return attn__selftest_call(st_backend, a);
 }
 
 static attn_status attn__selftest_run(const attn_backend *b, char *detail, size_t size)

@@ -6,9 +6,12 @@
  * (and fp8 cache). A backend declares its kind in its kernel ops; the
  * selector asks attn__selftest (cached per backend object) before a
  * candidate may be chosen. Shapes whose dtype or kv-cache dtype the
- * descriptor does not accept are skipped. The kernels get the common
+ * descriptor does not accept are skipped. Each call runs on an instance of
+ * the backend's own device; on the host device the kernels get the common
  * metadata only (forward args' metadata NULL), as CPU_ATTN, CPU_MLA and
- * REFERENCE accept it. */
+ * REFERENCE accept it, on any other the metadata of the backend's builder.
+ * The checked kernel handle (kernel.c, attn/kernel.h) is the gate built on
+ * this service. */
 #ifndef ATTN_SELFTEST_SELFTEST_H
 #define ATTN_SELFTEST_SELFTEST_H
 
@@ -34,6 +37,13 @@ bool attn__selftest_fits(const attn_backend_desc *d, attn_dtype dt, attn_elem kv
 typedef attn_status (*attn__selftest_forward_fn)(void *impl, const attn_forward_args *a);
 attn_status attn__selftest_standard(const attn_backend_desc *d, attn__selftest_forward_fn fwd,
                                     void *impl, char *detail, size_t size);
+/* One call of b's kernel on an instance of its device (selftest_device.c):
+ * a's tensors and view are host memory; per-layer state from create; for a
+ * device other than the host's, copies in and out and metadata from b's
+ * own builder. */
+attn_status attn__selftest_call(const attn_backend *b, const attn_forward_args *a);
+attn_status attn__selftest_call_mla(const attn_backend *b, bool mha, const attn_mla_args *a);
+
 /* The MLA known answer (sparse: forward_mqa over top-k indices only). */
 attn_status attn__selftest_mla(const attn_backend *b, bool sparse, char *detail, size_t size);
 

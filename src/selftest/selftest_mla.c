@@ -182,7 +182,7 @@ static attn_status mla_case_run(const attn_backend *b, bool sparse, mla_bufs *m,
         if (st != ATTN_OK) return st;
         a.out = m->o2;
         a.lse = m->l2;
-        st = mha ? b->kernel->forward_mha(NULL, &a) : b->kernel->forward_mqa(NULL, &a);
+        st = attn__selftest_call_mla(b, mha, &a);
         if (st != ATTN_OK) return st;
         double rel, lerr, tol = attn__selftest_tolerance(tc->dt, tc->kv);
         mla_errors(m, qe, mha ? V : R, &rel, &lerr);

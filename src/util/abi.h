@@ -1,7 +1,7 @@
 /* The struct_size rule of attn/abi.h on libattn's side: the size of each
  * versioned struct at its first release (a struct_size below it is refused)
  * and the copy that gives an older, shorter struct its defaults. When a
- * field is appended to one of these structs, its _V1 size stays. */
+ * field is appended to one of these structs, its _V1 / _V2 size stays. */
 #ifndef ATTN_UTIL_ABI_H
 #define ATTN_UTIL_ABI_H
 
@@ -16,9 +16,13 @@
 #include "attn/engine.h"
 #include "attn/registry.h"
 
-#define ATTN__V1_BACKEND       ATTN_STRUCT_END(attn_backend, kernel)
+/* attn_backend and attn_kernel_ops were released again with contract v2
+ * (ATTN_BACKEND_ABI_VERSION 2): their floor is the v2 size. attn_device_ops
+ * is new in v2. */
+#define ATTN__V2_BACKEND       ATTN_STRUCT_END(attn_backend, device)
 #define ATTN__V1_BACKEND_DESC  ATTN_STRUCT_END(attn_backend_desc, supports_dcp)
-#define ATTN__V1_KERNEL_OPS    ATTN_STRUCT_END(attn_kernel_ops, variant)
+#define ATTN__V2_KERNEL_OPS    ATTN_STRUCT_END(attn_kernel_ops, kind)
+#define ATTN__V2_DEVICE_OPS    ATTN_STRUCT_END(attn_device_ops, synchronize)
 #define ATTN__V1_BUILDER_OPS   ATTN_STRUCT_END(attn_builder_ops, describe)
 #define ATTN__V1_COMM_OPS      ATTN_STRUCT_END(attn_comm_ops, destroy)
 #define ATTN__V1_DCP_INIT      ATTN_STRUCT_END(attn_dcp_init, num_threads)

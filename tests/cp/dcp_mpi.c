@@ -249,8 +249,8 @@ static void run_case(const run_ctx *x, const tcase *c, uint64_t seed)
     attn_kv_view full = make_view(c, b.nb, bs), local = make_view(c, b.nb, bs);
     fill_cache(c, &b, &full, -1, W, bs, seed);
     fill_cache(c, &b, &local, rank, W, bs, seed);
-    void *impl = NULL;
-    if (be->kernel->create) EXPECT(be->kernel->create(&lp, &impl) == ATTN_OK, "create");
+    attn_kernel *k = NULL;
+    EXPECT(attn_kernel_open(be, &lp, NULL, &k) == ATTN_OK, "kernel open: %s", attn_last_error());
     /* single process */
     void *out1 = calloc(rows * (size_t)c->Dv + 16, 4), *out2 = calloc(rows * (size_t)c->Dv + 16, 4);
     float *lse1 = calloc(rows, 4), *lse2 = calloc(rows, 4);
@@ -277,7 +277,7 @@ static void run_case(const run_ctx *x, const tcase *c, uint64_t seed)
                            .lse = lse1,
                            .w_uk = w_uk,
                            .w_uv = w_uv};
-        st = attn_mla_forward(be, impl, &a, scratch, ss);
+        st = attn_kernel_mla_forward(k, &a, scratch, ss);
     } else if (st == ATTN_OK) {
         attn_forward_args a = {.layer = &lp,
                                .common = &b.cm,
@@ -286,7 +286,7 @@ static void run_case(const run_ctx *x, const tcase *c, uint64_t seed)
                                .kv = &full,
                                .out = out1,
                                .lse = lse1};
-        st = attn_backend_forward(be, impl, &a);
+        st = attn_kernel_forward(k, &a);
     }
     EXPECT(st == ATTN_OK, "%s: single-process forward: %s", c->name, attn_last_error());
     /* DCP */
@@ -305,7 +305,6 @@ static void run_case(const run_ctx *x, const tcase *c, uint64_t seed)
     if (st == ATTN_OK) {
         attn_dcp_args a = {.cm = &b.cm,
                            .kv = &local,
-                           .impl = impl,
                            .q = q,
                            .out = out2,
                            .lse = lse2,
@@ -331,7 +330,7 @@ static void run_case(const run_ctx *x, const tcase *c, uint64_t seed)
                err, lerr, c->tol);
     attn_dcp_free(d);
     be->desc->builder->destroy(bst);
-    if (impl && be->kernel->destroy) be->kernel->destroy(impl);
+    attn_kernel_close(k);
     free(scratch);
     free(out1), free(out2), free(lse1), free(lse2), free(q), free(w_uk), free(w_uv);
     free(full.data), free(local.data);

@@ -3,7 +3,7 @@
  * ATTN_TEST_BAD_ABI name). It has no constructor, so none of its code runs. */
 #include "test_plugin.h"
 
-ATTN_EXPORT const uint32_t attn_plugin_abi = ATTN_PLUGIN_ABI_VERSION + 998u;
+ATTN_EXPORT const uint32_t attn_plugin_abi = 999u;
 
 ATTN_EXPORT attn_status attn_plugin_init(const attn_plugin_api *api)
 {

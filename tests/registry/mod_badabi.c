@@ -1,12 +1,28 @@
-/* A backend module built for a backend ABI that does not exist: the loader
- * must refuse it from its header alone. */
+/* A backend module built for backend contract v1 (abi_version 1, the v1
+ * object layout without a device) with an ELF constructor: the loader must
+ * refuse it from the file alone, before dlopen, so the constructor never
+ * runs (it would set ATTN_TEST_MOD_BADABI_RAN in the process). */
+#include <stdlib.h>
+
 #include "attn/backend.h"
 
-static const attn_backend_desc attn_test_desc = {
-    .abi_version = ATTN_BACKEND_ABI_VERSION,
-    .struct_size = sizeof(attn_backend_desc),
-    .name = "MODBADABI",
+__attribute__((constructor)) static void attn_test_badabi_ctor(void)
+{
+    setenv("ATTN_TEST_MOD_BADABI_RAN", "1", 1);
+}
+
+/* attn_backend as contract v1 laid it out */
+struct attn_test_v1_backend {
+    uint32_t abi_version;
+    uint32_t struct_size;
+    const void *desc;
+    const void *kernel;
 };
 
-ATTN_EXPORT const attn_backend attn_test_backend_badabi = {
-    ATTN_BACKEND_ABI_VERSION + 41u, sizeof(attn_backend), &attn_test_desc, 0};
+static const struct {
+    uint32_t abi_version, struct_size;
+    const char *name;
+} attn_test_desc = {1u, 256u, "MODBADABI"};
+
+ATTN_EXPORT const struct attn_test_v1_backend attn_test_backend_badabi = {
+    1u, sizeof(struct attn_test_v1_backend), &attn_test_desc, 0};

@@ -10,8 +10,10 @@ static const attn_backend_desc attn_test_desc = {
     .name = "MODDEP",
 };
 
-ATTN_EXPORT const attn_backend attn_test_backend_dep = {ATTN_BACKEND_ABI_VERSION,
-                                                        sizeof(attn_backend), &attn_test_desc, 0};
+ATTN_EXPORT const attn_backend attn_test_backend_dep = {.abi_version = ATTN_BACKEND_ABI_VERSION,
+                                                        .struct_size = sizeof(attn_backend),
+                                                        .desc = &attn_test_desc,
+                                                        .kernel = 0};
 
 ATTN_EXPORT int attn_test_mod_dep_use(void);
 ATTN_EXPORT int attn_test_mod_dep_use(void)

@@ -12,8 +12,10 @@ static const attn_backend_desc attn_test_desc = {
               ATTN_DTYPE_BIT(ATTN_DTYPE_FP32),
 };
 
-ATTN_EXPORT const attn_backend attn_test_backend_good = {ATTN_BACKEND_ABI_VERSION,
-                                                         sizeof(attn_backend), &attn_test_desc, 0};
+ATTN_EXPORT const attn_backend attn_test_backend_good = {.abi_version = ATTN_BACKEND_ABI_VERSION,
+                                                         .struct_size = sizeof(attn_backend),
+                                                         .desc = &attn_test_desc,
+                                                         .kernel = 0};
 
 static attn_status attn_test_bad_self_test(char *detail, size_t size)
 {
@@ -31,7 +33,10 @@ static const attn_kernel_ops attn_test_bad_kernel = {
 };
 
 ATTN_EXPORT const attn_backend attn_test_backend_selftest_fail = {
-    ATTN_BACKEND_ABI_VERSION, sizeof(attn_backend), &attn_test_desc, &attn_test_bad_kernel};
+    .abi_version = ATTN_BACKEND_ABI_VERSION,
+    .struct_size = sizeof(attn_backend),
+    .desc = &attn_test_desc,
+    .kernel = &attn_test_bad_kernel};
 
 static const attn_backend_desc attn_test_small_desc = {
     .abi_version = ATTN_BACKEND_ABI_VERSION,
@@ -39,5 +44,8 @@ static const attn_backend_desc attn_test_small_desc = {
     .name = "SMALL",
 };
 
-ATTN_EXPORT const attn_backend attn_test_backend_small_desc = {
-    ATTN_BACKEND_ABI_VERSION, sizeof(attn_backend), &attn_test_small_desc, 0};
+ATTN_EXPORT const attn_backend attn_test_backend_small_desc = {.abi_version =
+                                                                   ATTN_BACKEND_ABI_VERSION,
+                                                               .struct_size = sizeof(attn_backend),
+                                                               .desc = &attn_test_small_desc,
+                                                               .kernel = 0};

@@ -214,9 +214,9 @@ static int parse_args(int argc, char **argv, args_t *a)
     return finish_args(a);
 }
 
-/* Resolves the backends on the real machine, forces --variant, and runs
- * each backend's self-test (a failure is a warning: the figures still
- * count). */
+/* Resolves the backends on the real machine and forces --variant; each
+ * backend's self-test runs when its kernel is opened (attn/kernel.h): a
+ * backend that fails it is not measured. */
 static int resolve_backends(const args_t *a, backend_t *bes, int nbe)
 {
     attn_platform *plat = NULL;
@@ -227,7 +227,7 @@ static int resolve_backends(const args_t *a, backend_t *bes, int nbe)
     for (int i = 0; i < nbe; i++) {
         /* the library's text only when the resolve itself failed (else it is stale) */
         bool resolved = attn_backend_resolve(plat, bes[i].name, &bes[i].b) == ATTN_OK;
-        if (!resolved || !bes[i].b || !bes[i].b->kernel || !bes[i].b->kernel->forward) {
+        if (!resolved || !bes[i].b || !bes[i].b->kernel || bes[i].b->desc->is_mla) {
             fprintf(stderr, "attn bench: backend %s cannot run here: %s\n", bes[i].name,
                     resolved ? "no standard forward kernel" : attn_last_error());
             attn_platform_free(plat);
@@ -240,12 +240,6 @@ static int resolve_backends(const args_t *a, backend_t *bes, int nbe)
         variant_names(names, sizeof names);
         fprintf(stderr, "attn bench: --variant: %s (variants: %s)\n", attn_last_error(), names);
         return ATTN_EXIT_USAGE;
-    }
-    for (int i = 0; i < nbe; i++) {
-        char detail[256] = "";
-        if (bes[i].b->kernel->self_test &&
-            bes[i].b->kernel->self_test(detail, sizeof detail) != ATTN_OK)
-            fprintf(stderr, "attn bench: warning: %s self-test failed: %s\n", bes[i].name, detail);
     }
     return ATTN_EXIT_OK;
 }

@@ -116,12 +116,13 @@ typedef struct {
     double *times;
     attn_layer_params lp;
     attn_common_metadata cm;
-    void *bstate, *impl;
+    void *bstate;
+    attn_kernel *k; /* the checked handle: self-test gate, per-layer state */
 } inputs_t;
 
 static void inputs_free(const attn_backend *b, inputs_t *in)
 {
-    if (in->impl && b->kernel->destroy) b->kernel->destroy(in->impl);
+    attn_kernel_close(in->k);
     if (in->bstate) b->desc->builder->destroy(in->bstate);
     free(in->q);
     free(in->out);
@@ -182,14 +183,15 @@ static bool inputs_make(const attn_backend *b, const shape_t *sh, const pool_t *
                                 .num_blocks = pool->num_blocks,
                                 .max_num_reqs = sh->batch,
                                 .max_num_tokens = tokens,
-                                .max_blocks_per_req = nbr};
+                                .max_blocks_per_req = nbr,
+                                .device = attn_device_host()};
         if (bo->create(&bi, &in->bstate) != ATTN_OK) {
             snprintf(res->error, sizeof res->error, "builder: %s", attn_last_error());
             return false;
         }
     }
-    if (b->kernel->create && b->kernel->create(&in->lp, &in->impl) != ATTN_OK) {
-        snprintf(res->error, sizeof res->error, "kernel create: %s", attn_last_error());
+    if (attn_kernel_open(b, &in->lp, NULL, &in->k) != ATTN_OK) {
+        snprintf(res->error, sizeof res->error, "kernel: %s", attn_last_error());
         return false;
     }
     if (sh->batch * nbr > pool->num_blocks) {
@@ -231,7 +233,7 @@ static int time_calls(const attn_backend *b, const shape_t *sh, pool_t *pool, co
                                .kv = &pool->li.view,
                                .out = in->out};
         double t0 = now_s();
-        attn_status st = b->kernel->forward(in->impl, &a);
+        attn_status st = attn_kernel_forward(in->k, &a);
         double dt = now_s() - t0;
         if (st != ATTN_OK) {
             snprintf(res->error, sizeof res->error, "forward: %s: %s", attn_status_name(st),

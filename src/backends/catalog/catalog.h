@@ -154,11 +154,12 @@ ATTN__STRIDE_ORDER_FN(attn__stride_order_mla);
 #define ATTN__HEADS(a)          .heads = {.sizes = (a), .n_sizes = ATTN__COUNT(a)}
 
 /* Defines fn() returning a descriptor-only built-in object for desc. */
-#define ATTN__BUILTIN(fn, desc)                                                                    \
+#define ATTN__BUILTIN(fn, desc_)                                                                   \
     const attn_backend *fn(void)                                                                   \
     {                                                                                              \
-        static const attn_backend b = {ATTN_BACKEND_ABI_VERSION, sizeof(attn_backend), &desc,      \
-                                       NULL};                                                      \
+        static const attn_backend b = {.abi_version = ATTN_BACKEND_ABI_VERSION,                    \
+                                       .struct_size = sizeof(attn_backend),                        \
+                                       .desc = &(desc_)};                                          \
         return &b;                                                                                 \
     }
 

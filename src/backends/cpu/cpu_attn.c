@@ -18,11 +18,12 @@
 /* No per-layer state: create checks the layer once (the limits of
  * attn/types.h, finite sinks) so a layer that can never run is refused
  * when it is set up, not at its first forward. */
-static attn_status cpu_create(const attn_layer_params *layer, void **impl)
+static attn_status cpu_create(const attn_kernel_init *init, void **impl)
 {
+    ATTN__CHECK_NULL(init);
     ATTN__CHECK_NULL(impl);
     *impl = NULL;
-    attn_status st = attn__fwd_check_layer(layer);
+    attn_status st = attn__fwd_check_layer(init->layer);
     return st == ATTN_OK ? ATTN_OK : attn__wrap(st, "CPU_ATTN create");
 }
 

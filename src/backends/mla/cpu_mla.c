@@ -30,6 +30,7 @@
 #include "attn/cpu.h"
 #include "backends/mla/mla_internal.h"
 #include "backends/reference/ref_mla.h"
+#include "backends/reference/reference.h"
 #include "util/error.h"
 #include "util/numeric.h"
 #include "util/threadpool.h"
@@ -340,16 +341,7 @@ static const attn_backend_desc cpu_mla_sparse_desc = {
     .builder = &attn__builder_mla_sparse,
 };
 
-const attn_backend attn__backend_cpu_mla = {
-    ATTN_BACKEND_ABI_VERSION,
-    sizeof(attn_backend),
-    &cpu_mla_desc,
-    &cpu_mla_ops,
-};
+const attn_backend attn__backend_cpu_mla = ATTN__CPU_BACKEND(&cpu_mla_desc, &cpu_mla_ops);
 
-const attn_backend attn__backend_cpu_mla_sparse = {
-    ATTN_BACKEND_ABI_VERSION,
-    sizeof(attn_backend),
-    &cpu_mla_sparse_desc,
-    &cpu_mla_sparse_ops,
-};
+const attn_backend attn__backend_cpu_mla_sparse =
+    ATTN__CPU_BACKEND(&cpu_mla_sparse_desc, &cpu_mla_sparse_ops);

@@ -1,6 +1,7 @@
-/* The MLA entry points every backend shares: checked dispatch to the right
- * kernel slot, the latent cache write, the W_UK / W_UV projections around
- * the absorbed path, one-call layer execution for engines, and the call
+/* What every MLA backend shares: the latent cache write (checked here, then
+ * run by the view's device), the W_UK / W_UV projections around the
+ * absorbed path, one-call layer execution for engines (run only through
+ * the checked kernel handle, src/selftest/kernel.c), and the call
  * validation used by REFERENCE_MLA and CPU_MLA.
  *
  * Invariant: a function that fails has written nothing - every check runs
@@ -11,10 +12,11 @@
 
 #include "backends/mla/mla_internal.h"
 #include "backends/reference/reference.h"
+#include "device/device_impl.h"
 #include "util/error.h"
 #include "util/numeric.h"
 
-/* ---- checked dispatch ------------------------------------------------------ */
+/* ---- the kernel's slots ------------------------------------------------------ */
 
 #define ATTN__HAS_SLOT(k, slot)                                                                    \
     ((k)->struct_size >= offsetof(attn_kernel_ops, slot) + sizeof((k)->slot) && (k)->slot)
@@ -22,79 +24,6 @@
 static const char *attn__bname(const attn_backend *b)
 {
     return b->desc && b->desc->name ? b->desc->name : "backend";
-}
-
-static bool attn__is_mla(const attn_backend *b)
-{
-    if (b->desc) return b->desc->is_mla;
-    return ATTN__HAS_SLOT(b->kernel, forward_mqa);
-}
-
-static attn_status attn__dispatch_check(const attn_backend *b)
-{
-    ATTN__CHECK_NULL(b);
-    if (b->abi_version != ATTN_BACKEND_ABI_VERSION)
-        return attn__fail(ATTN_ABI_MISMATCH, "%s: backend ABI version %u, libattn expects %u",
-                          attn__bname(b), b->abi_version, ATTN_BACKEND_ABI_VERSION);
-    if (!b->kernel)
-        return attn__fail(ATTN_UNSUPPORTED,
-                          "%s has no kernel code here (descriptor only): it cannot run on this "
-                          "machine",
-                          attn__bname(b));
-    return ATTN_OK;
-}
-
-attn_status attn_backend_forward(const attn_backend *b, void *impl, const attn_forward_args *a)
-{
-    attn_status st = attn__dispatch_check(b);
-    if (st != ATTN_OK) return st;
-    ATTN__CHECK_NULL(a);
-    if (!ATTN__HAS_SLOT(b->kernel, forward)) {
-        if (attn__is_mla(b))
-            return attn__fail(ATTN_WRONG_ENTRY_POINT,
-                              "%s is an MLA backend: call forward_mqa (decode) or forward_mha "
-                              "(prefill), not forward",
-                              attn__bname(b));
-        return attn__fail(ATTN_WRONG_ENTRY_POINT, "%s has no forward entry point", attn__bname(b));
-    }
-    return b->kernel->forward(impl, a);
-}
-
-attn_status attn_backend_forward_mqa(const attn_backend *b, void *impl, const attn_mla_args *a)
-{
-    attn_status st = attn__dispatch_check(b);
-    if (st != ATTN_OK) return st;
-    ATTN__CHECK_NULL(a);
-    if (!ATTN__HAS_SLOT(b->kernel, forward_mqa)) {
-        if (!attn__is_mla(b))
-            return attn__fail(ATTN_WRONG_ENTRY_POINT,
-                              "%s is not an MLA backend: call forward, not forward_mqa",
-                              attn__bname(b));
-        return attn__fail(ATTN_WRONG_ENTRY_POINT, "%s has no forward_mqa entry point",
-                          attn__bname(b));
-    }
-    return b->kernel->forward_mqa(impl, a);
-}
-
-attn_status attn_backend_forward_mha(const attn_backend *b, void *impl, const attn_mla_args *a)
-{
-    attn_status st = attn__dispatch_check(b);
-    if (st != ATTN_OK) return st;
-    ATTN__CHECK_NULL(a);
-    if (!ATTN__HAS_SLOT(b->kernel, forward_mha)) {
-        if (!attn__is_mla(b))
-            return attn__fail(ATTN_WRONG_ENTRY_POINT,
-                              "%s is not an MLA backend: call forward, not forward_mha",
-                              attn__bname(b));
-        if (b->desc && b->desc->is_sparse)
-            return attn__fail(ATTN_WRONG_ENTRY_POINT,
-                              "%s is a sparse MLA backend: call forward_mqa for every token, not "
-                              "forward_mha",
-                              attn__bname(b));
-        return attn__fail(ATTN_WRONG_ENTRY_POINT, "%s has no forward_mha entry point",
-                          attn__bname(b));
-    }
-    return b->kernel->forward_mha(impl, a);
 }
 
 /* ---- small helpers ---------------------------------------------------------- */
@@ -164,6 +93,26 @@ attn_status attn_mla_write_latent(const attn_kv_view *kv, const int64_t *slot_ma
                                   int num_tokens, const void *latent, const void *k_rope,
                                   attn_dtype dtype)
 {
+    return attn_mla_write_latent_at(kv, slot_mapping, num_tokens, latent, 0, k_rope, 0, dtype);
+}
+
+/* A source of rows [off, off + n * row) on a device that is not host-visible lies inside its
+ * allocation. */
+static attn_status attn__latent_src(attn_device *d, const void *p, int64_t off, int n, int row,
+                                    size_t esz, const char *what)
+{
+    if (attn_device_host_visible(d) || row == 0) return ATTN_OK;
+    size_t bytes, first;
+    if (off < 0 || !attn__mul_size((size_t)n, (size_t)row, &bytes) ||
+        !attn__mul_size(bytes, esz, &bytes) || !attn__mul_size((size_t)off, esz, &first))
+        return attn__fail(ATTN_INVALID_ARGUMENT, "attn_mla_write_latent: %s range overflows", what);
+    return attn__device_range(d, p, first, bytes, what);
+}
+
+attn_status attn_mla_write_latent_at(const attn_kv_view *kv, const int64_t *slot_mapping,
+                                     int num_tokens, const void *latent, int64_t latent_offset,
+                                     const void *k_rope, int64_t k_rope_offset, attn_dtype dtype)
+{
     ATTN__CHECK_NULL(kv);
     if (num_tokens < 0)
         return attn__fail(ATTN_INVALID_ARGUMENT, "attn_mla_write_latent: num_tokens %d < 0",
@@ -181,6 +130,10 @@ attn_status attn_mla_write_latent(const attn_kv_view *kv, const int64_t *slot_ma
     if (P > 0 && !k_rope)
         return attn__fail(ATTN_NULL_ARGUMENT,
                           "attn_mla_write_latent: argument 'k_rope' is NULL (rope part %d)", P);
+    if (latent_offset < 0 || k_rope_offset < 0)
+        return attn__fail(ATTN_INVALID_ARGUMENT,
+                          "attn_mla_write_latent: negative source offset (%lld, %lld)",
+                          (long long)latent_offset, (long long)k_rope_offset);
     int64_t nslots = (int64_t)kv->num_blocks * kv->block_size;
     for (int t = 0; t < num_tokens; t++) {
         int64_t s = slot_mapping[t];
@@ -191,29 +144,29 @@ attn_status attn_mla_write_latent(const attn_kv_view *kv, const int64_t *slot_ma
                               "cache (%lld slots)",
                               t, (long long)s, (long long)nslots);
     }
+    attn_device *d = kv->device;
+    if (d && !d->ops->mla_write)
+        return attn__fail(ATTN_UNSUPPORTED,
+                          "attn_mla_write_latent: device %s cannot hold an MLA latent cache",
+                          attn_device_name(d));
     attn_elem src = attn_dtype_elem(dtype);
-    size_t ssz = attn_elem_size(src), dsz = attn_elem_size(kv->elem);
-    float inv = attn__is_fp8(kv->elem) ? 1.0f / kv->k_scale : 1.0f;
-    for (int t = 0; t < num_tokens; t++) {
-        int64_t s = slot_mapping[t];
-        if (s == -1) continue;
-        int64_t blk = s / kv->block_size, off = s % kv->block_size;
-        char *row = (char *)kv->data +
-                    (size_t)(kv->k_offset + blk * kv->stride_block + off * kv->stride_token) * dsz;
-        const char *lat = (const char *)latent + (size_t)t * R * ssz;
-        const char *rope = P > 0 ? (const char *)k_rope + (size_t)t * P * ssz : NULL;
-        if (src == kv->elem) {
-            memcpy(row, lat, (size_t)R * ssz);
-            if (P > 0) memcpy(row + (size_t)R * dsz, rope, (size_t)P * ssz);
-            continue;
-        }
-        for (int i = 0; i < R; i++)
-            attn__store_elem(row, kv->elem, (size_t)i, attn__load_elem(lat, src, (size_t)i) * inv);
-        for (int i = 0; i < P; i++)
-            attn__store_elem(row, kv->elem, (size_t)(R + i),
-                             attn__load_elem(rope, src, (size_t)i) * inv);
-    }
-    return ATTN_OK;
+    size_t ssz = attn_elem_size(src);
+    if ((st = attn__device_view_range(kv, "attn_mla_write_latent")) != ATTN_OK ||
+        (st = attn__latent_src(d, latent, latent_offset, num_tokens, R, ssz, "latent")) !=
+            ATTN_OK ||
+        (st = attn__latent_src(d, k_rope, k_rope_offset, num_tokens, P, ssz, "k_rope")) != ATTN_OK)
+        return st;
+    attn_mla_write_args a = {.struct_size = sizeof a,
+                             .slot_mapping = slot_mapping,
+                             .num_tokens = num_tokens,
+                             .latent = latent,
+                             .k_rope = P > 0 ? k_rope : NULL,
+                             .latent_offset = latent_offset,
+                             .k_rope_offset = k_rope_offset,
+                             .latent_dim = R,
+                             .rope_dim = P,
+                             .src = src};
+    return d ? d->ops->mla_write(d->state, kv, &a) : attn__host_mla_write(kv, &a);
 }
 
 /* ---- projections ------------------------------------------------------------------ */
@@ -292,22 +245,15 @@ size_t attn_mla_forward_scratch_size(const attn_layer_params *layer, int max_tok
     return attn__align64(rows * D * e) + attn__align64(rows * (size_t)layer->kv_lora_rank * e);
 }
 
-attn_status attn_mla_forward(const attn_backend *b, void *impl, const attn_mla_args *a,
-                             void *scratch, size_t scratch_size)
+attn_status attn__mla_forward(const attn_backend *b, void *impl, const attn_mla_args *a,
+                              void *scratch, size_t scratch_size)
 {
-    attn_status st = attn__dispatch_check(b);
-    if (st != ATTN_OK) return st;
-    ATTN__CHECK_NULL(a);
-    ATTN__CHECK_NULL(a->layer);
     const char *who = attn__bname(b);
-    if (!attn__is_mla(b) || !ATTN__HAS_SLOT(b->kernel, forward_mqa))
-        return attn__fail(ATTN_WRONG_ENTRY_POINT,
-                          "%s is not an MLA backend: call forward, not attn_mla_forward", who);
     bool sparse = (b->desc && b->desc->is_sparse) || !ATTN__HAS_SLOT(b->kernel, forward_mha);
 
     /* Validate both halves before anything runs, so a bad call writes nothing. */
     attn__mla_call cq, ch;
-    st = attn__mla_prepare(who, a, sparse ? ATTN__MLA_MQA_SPARSE : ATTN__MLA_MQA, &cq);
+    attn_status st = attn__mla_prepare(who, a, sparse ? ATTN__MLA_MQA_SPARSE : ATTN__MLA_MQA, &cq);
     if (st != ATTN_OK) return st;
     if (!sparse) {
         st = attn__mla_prepare(who, a, ATTN__MLA_MHA, &ch);
@@ -323,12 +269,12 @@ attn_status attn_mla_forward(const attn_backend *b, void *impl, const attn_mla_a
         size_t need = attn_mla_forward_scratch_size(a->layer, ndt);
         if (!scratch || scratch_size < need)
             return attn__fail(ATTN_INVALID_ARGUMENT,
-                              "attn_mla_forward: scratch of %zu bytes is too small for %d "
+                              "attn_kernel_mla_forward: scratch of %zu bytes is too small for %d "
                               "decode tokens (%zu needed)",
                               scratch_size, ndt, need);
         if (((uintptr_t)scratch & 63u) != 0)
             return attn__fail(ATTN_INVALID_ARGUMENT,
-                              "attn_mla_forward: scratch must be 64-byte aligned");
+                              "attn_kernel_mla_forward: scratch must be 64-byte aligned");
         size_t e = attn_elem_size(cq.q_elem);
         size_t rows = (size_t)ndt * (size_t)cq.H;
         char *q_abs = scratch;

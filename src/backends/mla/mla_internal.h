@@ -52,6 +52,14 @@ typedef enum attn__mla_entry {
 attn_status attn__mla_prepare(const char *who, const attn_mla_args *a, attn__mla_entry entry,
                               attn__mla_call *c);
 
+/* One MLA layer over a whole mixed batch (attn/kernel.h's
+ * attn_kernel_mla_forward, its only caller: the handle has checked the
+ * self-test, the entry points and host-visible memory): absorb, forward_mqa
+ * and up-project the decodes, forward_mha the prefills, through b's kernel
+ * with state impl. */
+attn_status attn__mla_forward(const attn_backend *b, void *impl, const attn_mla_args *a,
+                              void *scratch, size_t scratch_size);
+
 /* Softmax scale of an MLA layer: layer->scale, or 1/sqrt(qk_nope + rope)
  * when 0 (1/sqrt(head_size) when qk_nope is unknown). */
 float attn__mla_softmax_scale(const attn_layer_params *layer);

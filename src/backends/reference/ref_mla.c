@@ -16,6 +16,7 @@
 #include "backends/catalog/catalog.h"
 #include "backends/mla/mla_internal.h"
 #include "backends/reference/ref_mla.h"
+#include "backends/reference/reference.h"
 #include "util/error.h"
 #include "util/numeric.h"
 
@@ -258,16 +259,7 @@ static const attn_backend_desc ref_mla_sparse_desc = {
     .builder = &attn__builder_mla_sparse,
 };
 
-const attn_backend attn__backend_reference_mla = {
-    ATTN_BACKEND_ABI_VERSION,
-    sizeof(attn_backend),
-    &ref_mla_desc,
-    &ref_mla_ops,
-};
+const attn_backend attn__backend_reference_mla = ATTN__CPU_BACKEND(&ref_mla_desc, &ref_mla_ops);
 
-const attn_backend attn__backend_reference_mla_sparse = {
-    ATTN_BACKEND_ABI_VERSION,
-    sizeof(attn_backend),
-    &ref_mla_sparse_desc,
-    &ref_mla_sparse_ops,
-};
+const attn_backend attn__backend_reference_mla_sparse =
+    ATTN__CPU_BACKEND(&ref_mla_sparse_desc, &ref_mla_sparse_ops);

@@ -5,7 +5,7 @@
  * index is bounded by its table and each address by the segments. */
 #include <string.h>
 
-#include "plugin/elf_img.h"
+#include "util/elf_img.h"
 
 /* A NUL-terminated string at offset o of the dynamic string table. */
 bool attn__elf_str_ok(const attn__elf_img *m, uint64_t o)

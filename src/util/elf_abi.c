@@ -7,7 +7,8 @@
  * against the file before use; a malformed file is a reason, never a read
  * out of bounds. Only 64-bit ELF of the host's byte order is understood
  * (the only kind dlopen could load here). attn__elf_own_symbol checks, on
- * the loaded image, that a symbol is the plugin's own. */
+ * the loaded image, that a symbol is the plugin's own. Used by the plugin
+ * loader and, before dlopen, by the backend module loader (registry). */
 #include <dlfcn.h>
 #include <elf.h>
 #include <errno.h>
@@ -20,7 +21,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "plugin/plugin_impl.h"
+#include "util/elf_abi.h"
 #include "util/numeric.h"
 
 static bool elf_why(char *why, size_t n, const char *fmt, ...)

@@ -13,8 +13,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "plugin/elf_img.h"
-#include "plugin/plugin_impl.h"
+#include "util/elf_img.h"
+#include "util/elf_abi.h"
 
 bool attn__elf_bad(attn__elf_img *m, const char *fmt, ...)
 {
