@@ -41,6 +41,13 @@ static const attn_backend *attn__builtin_reference_mla_sparse(void)
     return &attn__backend_reference_mla_sparse;
 }
 
+/* src/backends/opencl/ocl_backend.c */
+extern const attn_backend attn__backend_opencl_attn;
+static const attn_backend *attn__builtin_opencl_attn(void)
+{
+    return &attn__backend_opencl_attn;
+}
+
 #define CUDA_MOD   "libattn_cuda.so:attn_backend_"
 #define FI_MOD     "libattn_flashinfer.so:attn_backend_"
 #define TRITON_MOD "libattn_triton.so:attn_backend_"
@@ -161,6 +168,9 @@ static const attn__catalog_entry attn__catalog[] = {
     ATTN__E("REFERENCE_MLA_SPARSE", "builtin:REFERENCE_MLA_SPARSE",
             attn__builtin_reference_mla_sparse, "libattn exact sparse MLA oracle (lowest priority)",
             .libattn_only = true),
+    ATTN__E("OPENCL_ATTN", "builtin:OPENCL_ATTN", attn__builtin_opencl_attn,
+            "libattn OpenCL kernels (the kernel dialect) on an OpenCL device of this machine",
+            .rule_kind = ATTN_PLATFORM_OPENCL, .rule_priority = 0, .libattn_only = true),
 };
 
 int attn__catalog_count(void)
