@@ -19,6 +19,11 @@ if(TARGET test_opencl_backend)
   set_tests_properties(test_opencl_backend_planted PROPERTIES ENVIRONMENT
     "${ATTN_OCL_TEST_ENV};ATTN_TEST_OCL_PLANTED=1;ATTN_OPENCL_BUILD_OPTIONS=-DKD_CAUSAL_SLACK=1"
     SKIP_RETURN_CODE 77 TIMEOUT 300)
+  # a program that does not compile: an import failure with the compiler's log
+  add_test(NAME test_opencl_backend_nobuild COMMAND test_opencl_backend)
+  set_tests_properties(test_opencl_backend_nobuild PROPERTIES ENVIRONMENT
+    "${ATTN_OCL_TEST_ENV};ATTN_TEST_OCL_PLANTED=build;ATTN_OPENCL_BUILD_OPTIONS=-DKD_CAUSAL_SLACK=)"
+    SKIP_RETURN_CODE 77 TIMEOUT 300)
 endif()
 # The kernel source compiled as CUDA (sm_80) and as OpenCL C 1.2 by clang,
 # compile-only: the one source must stay inside what every target accepts.

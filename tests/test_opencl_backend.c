@@ -19,8 +19,10 @@
  * ATTN_TEST_OCL_PLANTED=1 (ctest test_opencl_backend_planted, with
  * ATTN_OPENCL_BUILD_OPTIONS=-DKD_CAUSAL_SLACK=1: the causal bound one key
  * late): the core self-test must refuse the backend (open and selection),
- * and with ATTN_SELFTEST=0 the matrix must fail. Exit 77 without an
- * OpenCL device. */
+ * and with ATTN_SELFTEST=0 the matrix must fail. ATTN_TEST_OCL_PLANTED=build
+ * (test_opencl_backend_nobuild, options that break the program): the
+ * device does not open, the backend fails as an import would, the
+ * compiler's log in the detail. Exit 77 without an OpenCL device. */
 #include <stdio.h>
 
 #include "attn_kernel_testutil.h"
@@ -562,6 +564,40 @@ static void planted(const attn_backend *b, const attn_backend *ref, attn_device 
     printf("planted off-by-one, self-test off: %d configurations over tolerance\n", fails);
 }
 
+/* A program that does not build: an import failure everywhere, the log
+ * carried whole (selection's detail), never a crash or a self-test verdict. */
+static int unbuildable(const attn_backend *b, attn_status open_st)
+{
+    CHECK_STATUS(open_st, ATTN_IMPORT_ERROR);
+    CHECK_MSG(strstr(attn_last_error(), "CL_BUILD_PROGRAM_FAILURE"), "open: %s", attn_last_error());
+    char detail[2048];
+    CHECK_STATUS(attn_backend_self_test(b, detail, sizeof detail), ATTN_IMPORT_ERROR);
+    CHECK_MSG(strstr(detail, "CL_BUILD_PROGRAM_FAILURE"), "self-test: %s", detail);
+    attn_platform *p = NULL;
+    CHECK_OK(attn_platform_open("opencl", &p));
+    attn_selector_config cfg;
+    attn_selector_config_init(&cfg);
+    cfg.head_size = 128;
+    cfg.dtype = ATTN_DTYPE_BF16;
+    attn_selection *s = NULL;
+    CHECK_STATUS(attn_select_uncached(p, NULL, &cfg, &s), ATTN_NO_VALID_BACKEND);
+    const char *r = s ? attn_selection_reason(s, 0, 0) : NULL;
+    CHECK_MSG(r &&
+                  !strncmp(r, "ImportError: cannot open device opencl: OpenCL program build failed",
+                           67) &&
+                  !strchr(r, '\n'),
+              "reason: %s", r ? r : "(none)");
+    char *json = NULL;
+    CHECK_OK(attn_selection_to_json(s, &json));
+    CHECK_MSG(json && strstr(json, "\"detail\": \"cannot open device opencl: OpenCL program build"),
+              "the compiler's log is not the candidate's detail: %s", json ? json : "(none)");
+    free(json);
+    printf("unbuildable program: selection refused: %s\n", r ? r : "(none)");
+    attn_selection_free(s);
+    attn_platform_free(p);
+    return attn_test_finish(NAME);
+}
+
 int main(void)
 {
     const attn_platform *cur = NULL;
@@ -575,11 +611,12 @@ int main(void)
     attn_status st = attn_device_open(b, NULL, &dev);
     if (st == ATTN_PLATFORM_UNAVAILABLE)
         attn_test_skip(NAME, "no OpenCL device here: %s", attn_last_error());
+    const char *planted_env = getenv("ATTN_TEST_OCL_PLANTED");
+    if (planted_env && !strcmp(planted_env, "build")) return unbuildable(b, st);
     CHECK_OK(st);
     if (!dev) return attn_test_finish(NAME);
     CHECK_STR(attn_device_name(dev), "opencl");
     CHECK(!attn_device_host_visible(dev));
-    const char *planted_env = getenv("ATTN_TEST_OCL_PLANTED");
     if (planted_env && !strcmp(planted_env, "1")) {
         planted(b, ref, dev);
     } else {
