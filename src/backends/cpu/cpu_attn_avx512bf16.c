@@ -175,6 +175,12 @@ static void fp8_rows_to_bf16(uint16_t *dst, int dp, const uint8_t *src, int64_t 
     }
 }
 
+void attn__cpu_fp8_rows_bf16(uint16_t *dst, int dp, const uint8_t *src, int64_t stride, int n,
+                             int d, int e4m3)
+{
+    fp8_rows_to_bf16(dst, dp, src, stride, n, d, e4m3);
+}
+
 /* Decode on AMX with an fp8 cache and head sizes that are multiples of 64:
  * the table bytes are woven into words by unpacklo/hi_epi8 instead of a
  * cross-lane byte permute (cheaper on the shuffle port), which leaves the
@@ -615,12 +621,46 @@ static void dp_prep(attn__cpu_job *j, const void *const *qrows)
         dp_prep_q(j, qrows);
 }
 
+/* The path a job of the avx512-bf16 variant runs, chosen by its prep: the
+ * panel prefill (attn__cpu_isa_prefill_bf16) for jobs of more than
+ * ATTN_CPU_PF_MIN_ROWS rows, the paths above for the others. Kept in the
+ * last 64 bytes of the job's scratch, which neither path uses. */
+typedef void (*bf16_chunk_fn)(attn__cpu_job *j, const void *k, const void *v, int64_t stride, int n,
+                              int key0, bool masked);
+#define BF16_PATH(j) (*(bf16_chunk_fn *)((char *)(j)->scratch + ATTN_CPU_VSCRATCH - 64))
+_Static_assert(DP_END <= ATTN_CPU_VSCRATCH - 64, "dp scratch overlaps the path");
+
+static void bf16_prep(attn__cpu_job *j, const void *const *qrows)
+{
+    const attn__cpu_isa *pf = &attn__cpu_isa_prefill_bf16;
+    if (pf->accepts(j)) {
+        pf->prep_q(j, qrows);
+        BF16_PATH(j) = pf->chunk;
+    } else {
+        dp_prep(j, qrows);
+        BF16_PATH(j) = dp_chunk;
+    }
+}
+
+static void bf16_chunk(attn__cpu_job *j, const void *k, const void *v, int64_t stride, int n,
+                       int key0, bool masked)
+{
+    BF16_PATH(j)(j, k, v, stride, n, key0, masked);
+}
+
+static void bf16_finish(attn__cpu_job *j)
+{
+    if (BF16_PATH(j) != dp_chunk) attn__cpu_isa_prefill_bf16.finish(j);
+}
+
 const attn__cpu_isa attn__cpu_isa_avx512_bf16 = {
     .name = "avx512-bf16",
     .usable = avx512_bf16_usable,
-    .prep_q = dp_prep,
-    .chunk = dp_chunk,
+    .prep_q = bf16_prep,
+    .chunk = bf16_chunk,
+    .finish = bf16_finish,
     .first = &attn__cpu_isa_stream_decode,
+    .wide_rows = ATTN_CPU_WIDE_ROWS,
 };
 
 /* ---- AMX-BF16 variant ------------------------------------------------------------- */
