@@ -96,7 +96,8 @@ __attribute__((target("amx-tile,amx-bf16,avx512f"))) static double bench_amx_bf1
 
 /* n steps of 24 independent VDPBF16PS chains (latency x throughput <= 24 on
  * every AVX512_BF16 core): 64 flops per instruction (16 lanes x 2 products
- * x multiply-add). The result feeds a volatile store so nothing is dropped. */
+ * x multiply-add). The result feeds a volatile store so nothing is dropped
+ * (an asm barrier on the accumulators would send them through memory). */
 __attribute__((target("avx512f,avx512bf16"))) static double bench_dpbf16(long n)
 {
     __m512 a[24];
@@ -108,7 +109,6 @@ __attribute__((target("avx512f,avx512bf16"))) static double bench_dpbf16(long n)
 #pragma GCC unroll 24
         for (int k = 0; k < 24; k++)
             a[k] = _mm512_dpbf16_ps(a[k], x, y);
-        __asm__ volatile("" : "+v"(a[0]), "+v"(a[1]), "+v"(a[2]), "+v"(a[3]));
     }
     __m512 s = a[0];
     for (int k = 1; k < 24; k++)

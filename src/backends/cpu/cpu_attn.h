@@ -134,6 +134,9 @@ extern const attn__cpu_isa attn__cpu_isa_amx_bf16;
 #if defined(__x86_64__)
 extern const attn__cpu_isa attn__cpu_isa_stream_decode;
 extern const attn__cpu_isa attn__cpu_isa_stream_decode_amx;
+/* the avx512-bf16 variant's: VDPBF16PS dot products for bf16 queries
+ * (cpu_attn_decode_dp_avx512bf16.c), the FMA kernels for the other jobs */
+extern const attn__cpu_isa attn__cpu_isa_stream_decode_bf16;
 /* bf16 high and low bytes of the 128 fp8 magnitudes (e4m3 or e5m2); true
  * when the CPU has AVX512_VBMI to look them up with */
 bool attn__cpu_fp8_bf16_tables(int e4m3, const uint8_t **hi, const uint8_t **lo);

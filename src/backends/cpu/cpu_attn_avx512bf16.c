@@ -659,7 +659,7 @@ const attn__cpu_isa attn__cpu_isa_avx512_bf16 = {
     .prep_q = bf16_prep,
     .chunk = bf16_chunk,
     .finish = bf16_finish,
-    .first = &attn__cpu_isa_stream_decode,
+    .first = &attn__cpu_isa_stream_decode_bf16,
     .wide_rows = ATTN_CPU_WIDE_ROWS,
 };
 

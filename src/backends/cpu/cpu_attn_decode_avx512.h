@@ -118,9 +118,10 @@ enum {
                   * vector v, lane 4L + i <- dim 16L + 4v + i */
 };
 
-/* how the math runs: fp32 FMA with O rows in j->o, or tile products (QK and
- * PV) with O in tiles 0..3 */
-enum { SD_FMA = 0, SD_TILES = 1 };
+/* how the math runs: fp32 FMA with O rows in j->o, tile products (QK and
+ * PV) with O in tiles 0..3, or VDPBF16PS dot products with O rows in j->o
+ * (cpu_attn_decode_dp_avx512bf16.c) */
+enum { SD_FMA = 0, SD_TILES = 1, SD_DOTS = 2 };
 
 /* position of dim d of a D-dim row laid out for mode (SD_PAIR rows end in
  * a native 16-dim tail when D is an odd multiple of 16) */
@@ -132,6 +133,16 @@ static inline int sd_pos(int mode, int d, int D)
         return (d & ~63) + 16 * v + 4 * L + i;
     }
     return d;
+}
+
+/* dim of staged position s of an fp8 row widened through the byte tables
+ * with byte unpacks (64 dims per [w0 | w1], w0 lane L holding dims
+ * 16L..16L+7 and w1 lane L dims 16L+8..16L+15): the tile and dot-product
+ * paths */
+static inline int sd_staged_dim(int s)
+{
+    int r = s & 63, half = r / 32, L = (r & 31) / 8;
+    return (s & ~63) + 16 * L + 8 * half + (r & 7);
 }
 
 static inline float sd_vscale(const attn__cpu_job *j, int mode)
