@@ -630,6 +630,11 @@ typedef void (*bf16_chunk_fn)(attn__cpu_job *j, const void *k, const void *v, in
 #define BF16_PATH(j) (*(bf16_chunk_fn *)((char *)(j)->scratch + ATTN_CPU_VSCRATCH - 64))
 _Static_assert(DP_END <= ATTN_CPU_VSCRATCH - 64, "dp scratch overlaps the path");
 
+/* dp_prep through a pointer, as when the descriptor named it: its one direct
+ * call stays amx_prep_q's, whose code (inlining included) is then the code
+ * tested on AMX (tools/objdiff: same instructions) */
+static void (*volatile const dp_prep_ref)(attn__cpu_job *j, const void *const *qrows) = dp_prep;
+
 static void bf16_prep(attn__cpu_job *j, const void *const *qrows)
 {
     const attn__cpu_isa *pf = &attn__cpu_isa_prefill_bf16;
@@ -637,7 +642,7 @@ static void bf16_prep(attn__cpu_job *j, const void *const *qrows)
         pf->prep_q(j, qrows);
         BF16_PATH(j) = pf->chunk;
     } else {
-        dp_prep(j, qrows);
+        dp_prep_ref(j, qrows);
         BF16_PATH(j) = dp_chunk;
     }
 }
