@@ -22,8 +22,11 @@
  * needs no BF16) use the fp32 FMA path: rows widened to fp32 in scratch,
  * 4 rows x 2 keys for QK and 4 rows x 32 lanes for PV.
  * Decode jobs (at most 8 rows) over bf16/fp8 caches go, in every AVX-512
- * variant, to the streaming kernel of cpu_attn_decode_avx512.c; the paths
- * here take the rest (prefill, many rows, fp16/fp32 caches, heads > 256). */
+ * variant, to the streaming kernels (cpu_attn_decode_avx512.c, and for
+ * avx512-bf16 cpu_attn_decode_dp_avx512bf16.c); avx512-bf16 jobs of more
+ * than ATTN_CPU_PF_MIN_ROWS rows to the panel prefill
+ * (cpu_attn_prefill_avx512bf16.c); the paths here take the rest (9..16
+ * rows, and every job of amx-bf16 the tile unit does not take). */
 #include "backends/cpu/cpu_attn_avx512_f32.h"
 
 static bool avx512_bf16_usable(void)

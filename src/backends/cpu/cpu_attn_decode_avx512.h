@@ -13,10 +13,9 @@
  * docs/perf/kernel-notes.md.
  *
  * Two ways to do the math:
- * - fp32 FMA (avx512, avx512-bf16, and jobs the tile path does not take):
- *   each row widened to fp32 in registers and used for every query row at
- *   once (VDPBF16PS retires at a quarter of the FMA rate on these cores;
- *   products of bf16/fp8 inputs are exact in fp32);
+ * - fp32 FMA (avx512, and the jobs the tile and dot-product paths do not
+ *   take): each row widened to fp32 in registers and used for every query
+ *   row at once (products of bf16/fp8 inputs are exact in fp32);
  *     QK: per key, R dot products -> [row][key] partials; 16 keys reduced
  *         at once by a transpose-add tree;
  *     PV: the O rows of a group of dims stay in registers over the 16 keys.
@@ -28,6 +27,9 @@
  *   goes into the query scale and the probabilities.
  * - tile products (amx-bf16, bf16 queries, Dv <= 128): cpu_attn_decode_amx.c;
  *   faster than FMA there, more so on fp8.
+ * - VDPBF16PS dot products (avx512-bf16, bf16 queries, heads a multiple of
+ *   64): cpu_attn_decode_dp_avx512bf16.c; on Zen 4 a VDPBF16PS issues at the
+ *   FMA's rate with twice its multiply-adds (docs/perf/issue29.md).
  * Softmax is online in both; the anchor moves only when a score passes it
  * by more than SD_TAU, so O is rarely rescaled (probabilities stay below
  * e^SD_TAU), and the row sums stay vectors until the job ends.
