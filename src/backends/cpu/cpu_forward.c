@@ -171,9 +171,17 @@ static const attn__cpu_md *own_plan(const attn_forward_args *a)
     attn__cpu_scratch *sc = attn__cpu_scratch_get();
     if (a->k || !sc) return NULL;
     attn__cpu_plan *pl = &sc->plan;
-    attn_layer_params key = *a->layer;
-    key.sinks = key.alibi_slopes = NULL; /* the plan does not depend on them */
-    key.scale = key.logits_soft_cap = 0.0f;
+    const attn_layer_params *l = a->layer;
+    attn_layer_params key; /* what the builder's plan depends on (zeroed: compared whole) */
+    memset(&key, 0, sizeof key);
+    key.num_heads = l->num_heads;
+    key.num_kv_heads = l->num_kv_heads;
+    key.head_size = l->head_size;
+    key.head_size_v = l->head_size_v;
+    key.sliding_window = l->sliding_window;
+    key.attn_type = l->attn_type;
+    key.dtype = l->dtype;
+    key.kv_cache_dtype = l->kv_cache_dtype;
     int bs = a->kv->block_size;
     bool same = pl->state && !memcmp(&pl->key, &key, sizeof key) && pl->block_size == bs;
     if (!same || cm->num_reqs > pl->max_reqs || cm->num_actual_tokens > pl->max_tokens) {
@@ -196,7 +204,7 @@ static const attn__cpu_md *own_plan(const attn_forward_args *a)
             pl->state = NULL;
             return NULL;
         }
-        pl->key = key;
+        memcpy(&pl->key, &key, sizeof key);
         pl->block_size = bs;
         pl->max_reqs = bi.max_num_reqs;
         pl->max_tokens = bi.max_num_tokens;
