@@ -38,7 +38,9 @@
 #endif
 #define N_CONFIGS 48
 #define MAX_REQ   6
-#define NAME      "test_opencl_mla_conformance"
+#ifndef NAME /* test_cuda_mla_conformance runs this file under its own name */
+#define NAME "test_opencl_mla_conformance"
+#endif
 
 typedef struct {
     int R, P, N, V;

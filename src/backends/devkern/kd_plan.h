@@ -1,7 +1,8 @@
 /* The host side of the dialect's attention kernels: plan on the host, run
  * on the device. Shared by the OpenCL runtime (libattn) and the CUDA module
- * (libattn_cuda.so), so it calls no device and no libattn internal: a
- * failure is a status and a message in the caller's buffer.
+ * (libattn_cuda.so), so it calls no device and no libattn function (only
+ * the header-only helpers of util/numeric.h): a failure is a status and a
+ * message in the caller's buffer.
  *
  * A plan checks what the kernels will read of one batch's metadata
  * (query_start_loc, key counts, every block id a request reads against the
@@ -24,6 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "attn/layer.h"
 #include "attn/metadata.h"
 #include "attn/status.h"
 
@@ -73,6 +75,11 @@ typedef struct attn__kd_mha_meta {
 attn_status attn__kd_mha_meta_build(attn__kd_mha_meta *m, const attn_common_metadata *cm, int begin,
                                     int end, char *why, size_t why_size);
 void attn__kd_mha_meta_free(attn__kd_mha_meta *m);
+
+/* Largest element index + 1 a paged view addresses: its K rows of
+ * head_size and, when dv > 0, its V rows of dv elements. False on overflow
+ * or a malformed view. */
+bool attn__kd_view_extent(const attn_kv_view *kv, int dv, int64_t *elems);
 
 /* Element size in bytes of a KD_ELEM_* code (0 for an unknown code). */
 size_t attn__kd_elem_size(int elem);

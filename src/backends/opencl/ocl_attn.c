@@ -1,8 +1,9 @@
 /* Paged attention on an OpenCL device: the step (plan on the host, run on
  * the device) and the forward call.
  *
- * A step checks one batch's metadata, plans it and uploads it once for
- * every layer of the step: query_start_loc, each request's key count (its
+ * A step checks one batch's metadata, plans it (devkern/kd_plan.c, the
+ * plan the CUDA module uses too) and uploads it once for every layer of
+ * the step: query_start_loc, each request's key count (its
  * sequence, or its encoder's for cross attention), the work-group tiles of
  * up to KD_ROWS (token, head) rows and the block table rows. The plan also
  * picks the split-KV shares: when the tiles times the KV heads would leave

@@ -340,21 +340,5 @@ attn_status attn__ocl_run(attn__ocl *o, const attn__kd_args *l)
 
 bool attn__ocl_view_extent(const attn_kv_view *kv, int dv, int64_t *elems)
 {
-    if (kv->num_blocks < 1 || kv->block_size < 1 || kv->num_kv_heads < 1 || kv->head_size < 1 ||
-        dv < 0 || kv->k_offset < 0 || kv->v_offset < 0 || kv->stride_block < 0 ||
-        kv->stride_token < 0 || kv->stride_head < 0)
-        return false;
-    int64_t last = 0, end_k = 0, end_v = 0;
-    if (!attn__mul_i64(kv->num_blocks - 1, kv->stride_block, &last)) return false;
-    int64_t t = 0, h = 0;
-    if (!attn__mul_i64(kv->block_size - 1, kv->stride_token, &t) ||
-        !attn__mul_i64(kv->num_kv_heads - 1, kv->stride_head, &h) ||
-        !attn__add_i64(last, t, &last) || !attn__add_i64(last, h, &last))
-        return false;
-    if (!attn__add_i64(last, kv->k_offset, &end_k) || !attn__add_i64(end_k, kv->head_size, &end_k))
-        return false;
-    if (dv && (!attn__add_i64(last, kv->v_offset, &end_v) || !attn__add_i64(end_v, dv, &end_v)))
-        return false;
-    *elems = end_k > end_v ? end_k : end_v;
-    return true;
+    return attn__kd_view_extent(kv, dv, elems);
 }
