@@ -1,7 +1,8 @@
 /* libattn_cuda.so without a GPU: the module is built from the dialect's
  * kernel files (the ones OPENCL_ATTN embeds: one copy), dlopen of it works
  * on a machine without a CUDA driver (no link-time CUDA or libattn
- * dependency), it carries a fatbin for the architectures it names, and its
+ * dependency), it carries a fatbin (its magic, aligned) for the
+ * architectures it names, and its
  * runtime fails at first use the way a Python import of a CUDA extension
  * does. ATTN_TEST_CUDA_DRIVER picks what the driver is (each case is its
  * own ctest run: the module loads its driver once per process):
@@ -38,6 +39,7 @@ typedef attn_status (*open_fn)(const void *opt, void **out);
 typedef void (*close_fn)(void *c);
 typedef const char *(*text_fn)(void);
 typedef size_t (*size_fn)(void);
+typedef const void *(*image_fn)(void);
 
 /* The generated CUDA translation unit includes exactly the kernel files
  * libattn embeds for OpenCL, in the same order. */
@@ -98,11 +100,16 @@ int main(void)
     text_fn last_error = (text_fn)dlsym(h, "attn__cuda_last_error");
     text_fn archs = (text_fn)dlsym(h, "attn__cuda_fatbin_archs");
     size_fn fatbin = (size_fn)dlsym(h, "attn__cuda_fatbin_size");
-    CHECK(open && close && count && last_error && archs && fatbin);
-    if (!open || !close || !count || !last_error || !archs || !fatbin)
+    image_fn image = (image_fn)dlsym(h, "attn__cuda_fatbin");
+    CHECK(open && close && count && last_error && archs && fatbin && image);
+    if (!open || !close || !count || !last_error || !archs || !fatbin || !image)
         return attn_test_finish(NAME);
     printf("libattn_cuda.so: fatbin of %zu bytes for %s\n", fatbin(), archs());
     CHECK(fatbin() > 4096);
+    uint32_t magic = 0;
+    memcpy(&magic, image(), sizeof magic);
+    CHECK_MSG(magic == 0xBA55ED50u, "the embedded image starts with %08x, not a fatbin", magic);
+    CHECK_MSG(((uintptr_t)image() & 63) == 0, "the fatbin is not 64-byte aligned");
     CHECK(strstr(archs(), "sm_") != NULL || !strcmp(archs(), "native"));
     one_copy();
     if (!strcmp(mode, "system")) {

@@ -178,8 +178,10 @@ static attn_status update_scales(attn__cuda_kernel *k, const attn_kv_view *kv)
         s[k->KVH + h] = vs;
     }
     if (same) return ATTN_OK;
-    return attn__cuda_copy_in(k->c, k->params, sizeof(float) * 2 * (size_t)k->H, s,
-                              sizeof(float) * 2 * (size_t)k->KVH);
+    attn_status st = attn__cuda_copy_in(k->c, k->params, sizeof(float) * 2 * (size_t)k->H, s,
+                                        sizeof(float) * 2 * (size_t)k->KVH);
+    if (st != ATTN_OK) s[0] = attn__bits_f32(0x7fc00000u); /* differs from any scale: retry */
+    return st;
 }
 
 static attn_status check_forward(attn__cuda_kernel *k, const attn__cuda_fwd *f)

@@ -33,6 +33,11 @@ static attn_status g_dev_status;
 static char g_dev_reason[400];
 static pthread_once_t g_dev_once = PTHREAD_ONCE_INIT;
 
+const void *attn__cuda_fatbin(void)
+{
+    return attn__cuda_fatbin_data;
+}
+
 size_t attn__cuda_fatbin_size(void)
 {
     return (size_t)(attn__cuda_fatbin_end - attn__cuda_fatbin_data);
@@ -205,11 +210,14 @@ attn_status attn__cuda_open(const attn__cuda_options *opt, attn__cuda **out)
 void attn__cuda_close(attn__cuda *c)
 {
     if (!c) return;
+    if (c->stream && attn__cuda_enter(c->dev) == ATTN_OK) {
+        c->cu->StreamSynchronize(c->stream); /* the scratch below is free after this */
+        attn__cuda_leave();
+    }
     attn__cuda_free(c->part);
     attn__cuda_free(c->slots);
     attn__cuda_free(c->scales);
     if (c->stream && attn__cuda_enter(c->dev) == ATTN_OK) {
-        c->cu->StreamSynchronize(c->stream);
         c->cu->StreamDestroy(c->stream);
         attn__cuda_leave();
     }

@@ -81,8 +81,9 @@ typedef struct attn__cuda_info {
     size_t total_mem;
 } attn__cuda_info;
 ATTN__CUDA_API attn_status attn__cuda_get_info(const attn__cuda *c, attn__cuda_info *out);
-/* Bytes of the embedded fatbin, and the architectures it was built for
+/* The embedded fatbin, its bytes, and the architectures it was built for
  * ("sm_80 sm_86 sm_89 sm_90 compute_90"): known without a driver. */
+ATTN__CUDA_API const void *attn__cuda_fatbin(void);
 ATTN__CUDA_API size_t attn__cuda_fatbin_size(void);
 ATTN__CUDA_API const char *attn__cuda_fatbin_archs(void);
 
