@@ -57,7 +57,8 @@ serve "" "auto" ""
 # double-precision REFERENCE_MLA behind --verify makes each run slow.
 if ! grep -qs "ATTN_SANITIZE:BOOL=ON" "${ATTN_BINARY_DIR:-.}/CMakeCache.txt"; then
     # Without AMX the kernel falls to AVX-512 where the CPU has it, else AVX2.
-    if "$ATTN" platforms --json | grep -q '"usable": \[[^]]*"avx512f"'; then
+    # (the JSON is pretty-printed: the "usable" list spans lines)
+    if "$ATTN" platforms --json | tr -d ' \n' | grep -q '"usable":\[[^]]*"avx512f"'; then
         serve "-amx" "no AMX" "avx512"
     else
         serve "-amx" "no AMX" "avx2"
