@@ -7,12 +7,14 @@
  * the latent rows; the latent part of a row is also its value, so the
  * output is [tokens][H][R]. The step plan is the standard kernel's (tiles
  * of KD_ROWS rows, row = token * H + head, one KV head): a work-group
- * serves KD_ROWS heads of a token and reads each latent row once for all
- * of them. Scores walk D in chunks of KD_MLA_DC columns staged in local
- * memory with the rows' query chunks; P.V re-reads the tile's latent rows
- * (from cache) KD_MLA_KC / R at a time. Split-KV as the standard kernel:
- * with several splits each writes (acc, max, sum) per row to `part` and
- * attn_kd_mla_merge combines them by their log-sum-exp.
+ * serves KD_ROWS rows - every head of a token when H is 16 (DeepSeek-V3 at
+ * TP 8), several tokens when H is smaller, 8 groups per token at 128 heads
+ * - and reads each latent row once for all of them. Scores walk D in
+ * chunks of KD_MLA_DC columns staged in local memory with the rows' query
+ * chunks; P.V re-reads the tile's latent rows (from cache) KD_MLA_KC / R
+ * at a time. Split-KV as the standard kernel: with several splits each
+ * writes (acc, max, sum) per row to `part` and attn_kd_mla_merge combines
+ * them by their log-sum-exp.
  *
  * attn_kd_mla_decompress (forward_mha, first half): keys (W_UK . latent,
  * then the rope part) and values (latent . W_UV) of every head for the
