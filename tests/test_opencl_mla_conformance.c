@@ -32,9 +32,9 @@
 #include "ocl_testutil.h"
 
 #ifdef ATTN_SANITIZED
-#define COST_CAP 3.0e7
+#define COST_CAP 1.0e7
 #else
-#define COST_CAP 6.0e7
+#define COST_CAP 3.0e7
 #endif
 #define N_CONFIGS 48
 #define MAX_REQ   6
@@ -115,21 +115,29 @@ static void gen(trng *g, int idx, config *c)
         c->split_len = lens[trng_int(g, 4)];
     }
     /* cheaper: shorter prefills (keeping their context), then shorter
-     * contexts, of the request that costs most and can still shrink */
+     * contexts, of the request that costs most and can still shrink; then
+     * fewer requests */
     while (cost_of(c) > COST_CAP) {
         int big = -1;
         for (int r = 0; r < c->nreq; r++)
-            if ((c->q[r] > 8 || c->s[r] > c->q[r]) &&
-                (big < 0 ||
-                 c->s[r] * (int64_t)(c->q[r] + c->H) > c->s[big] * (int64_t)(c->q[big] + c->H)))
+            if (c->s[r] > 1 && (big < 0 || c->s[r] * (int64_t)(c->q[r] + c->H) >
+                                               c->s[big] * (int64_t)(c->q[big] + c->H)))
                 big = r;
-        if (big < 0) break;
-        if (c->q[big] > 8) {
-            int nq = (c->q[big] + 1) / 2;
-            c->s[big] -= c->q[big] - nq;
-            c->q[big] = nq;
-        } else {
-            c->s[big] = (c->s[big] + c->q[big]) / 2;
+        if (big < 0) {
+            if (c->nreq == 1) break;
+            c->nreq--;
+            if (c->nd > c->nreq) c->nd = c->nreq;
+            continue;
+        }
+        int *q = &c->q[big], *sl = &c->s[big];
+        if (*q > 8) {
+            int nq = (*q + 1) / 2;
+            *sl -= *q - nq;
+            *q = nq;
+        } else if (*sl > *q) {
+            *sl = (*sl + *q) / 2;
+        } else { /* a short fresh prefill or decode: both halve */
+            *q = *sl = (*sl + 1) / 2;
         }
     }
 }
