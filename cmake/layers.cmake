@@ -86,10 +86,11 @@ endfunction()
 
 # attn_add_layers(<out var>): one OBJECT library attn_<layer> per layer;
 # <out var> receives their $<TARGET_OBJECTS:...>. Every .c under src/
-# except src/cp/mpi/ (its own library, cmake/mpi.cmake) must be in one.
+# except src/cp/mpi/ (its own library, cmake/mpi.cmake) and
+# src/backends/cuda/ (the CUDA module, cmake/cuda.cmake) must be in one.
 function(attn_add_layers out)
   file(GLOB_RECURSE all CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/*.c)
-  list(FILTER all EXCLUDE REGEX "/src/cp/mpi/")
+  list(FILTER all EXCLUDE REGEX "/src/cp/mpi/|/src/backends/cuda/")
   set(objects)
   foreach(layer ${ATTN_LAYERS})
     set(srcs)
