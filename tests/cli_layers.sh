@@ -258,8 +258,10 @@ def below(layer):
     return seen | {"common"}
 
 def scan(layer_of):
-    """(definitions {symbol: (layer, object)}, references [(layer, object,
-    symbol)]) of the attn_ symbols of the objects in layer_of."""
+    """(definitions {symbol: [(layer, object)]}, references [(layer, object,
+    symbol)]) of the attn_ symbols of the objects in layer_of. A symbol may
+    have several definitions: a module beside libattn (libattn_cuda.so, its
+    own root "cuda") compiles files of a lower layer again into itself."""
     files = sorted(layer_of)
     r = subprocess.run(["nm", "-A", "-P", "-g"] + files, capture_output=True, text=True)
     if r.returncode != 0:
@@ -273,7 +275,7 @@ def scan(layer_of):
         if f[1] in "Uvw":
             refs.append((layer_of[path], path, f[0]))
         else:
-            defs.setdefault(f[0], (layer_of[path], path))
+            defs.setdefault(f[0], []).append((layer_of[path], path))
     return defs, refs
 
 # common/ is no layer: every layer may use it, and it is also linked into
@@ -284,15 +286,18 @@ common_uses = {"attn_set_error": "util"}
 
 def wrong(refs, defs):
     """The references that point up, sideways or nowhere:
-    [(layer, object, symbol, defining layer or None, what)]."""
+    [(layer, object, symbol, defining layer or None, what)]. A definition
+    in the layer or below it satisfies a reference, whatever else defines
+    the symbol."""
     out = []
     for layer, path, sym in refs:
-        d = defs.get(sym)
-        if d and layer == "common" and common_uses.get(sym) == d[0]:
+        ds = defs.get(sym, [])
+        if layer == "common" and common_uses.get(sym) in [l for l, _ in ds]:
             continue
-        if d is None:
+        if not ds:
             out.append((layer, path, sym, None, "no libattn object defines it"))
-        elif d[0] not in below(layer):
+        elif not any(l in below(layer) for l, _ in ds):
+            d = ds[0]
             way = "upward" if layer in below(d[0]) else "sideways"
             out.append((layer, path, sym, d[0], "%s: defined in layer %s by %s" %
                         (way, d[0], os.path.relpath(d[1], build))))
@@ -306,9 +311,9 @@ defs, refs = scan({o: l for o, l in layer_of.items() if o not in absent})
 for layer, path, sym, _, what in wrong(refs, defs):
     print("BAD layer %s: %s references %s (%s)" % (layer, os.path.relpath(path, build), sym, what))
 for sym in common_uses:
-    where = defs.get(sym, (None, None))[1]
+    where = [o for _, o in defs.get(sym, [])]
     for layer, path, used in refs:
-        if path == where and defs.get(used, ("",))[0] == "common":
+        if path in where and "common" in [l for l, _ in defs.get(used, [])]:
             print("BAD %s (%s, which common/ calls) references common/'s %s" %
                   (os.path.relpath(path, build), sym, used))
 
