@@ -5,9 +5,10 @@
 # them by the frames in tests/lsan_pocl.supp (PoCL/LLVM frames only).
 set(ATTN_OCL_TEST_ENV ${ATTN_TEST_ENV} "POCL_CACHE_DIR=${PROJECT_BINARY_DIR}/pocl-cache"
     "LSAN_OPTIONS=suppressions=${PROJECT_SOURCE_DIR}/tests/lsan_pocl.supp:print_suppressions=0")
-# Tests that select on the OpenCL platform run OPENCL_ATTN's self-test there too.
+# Tests that open the OpenCL device or select on its platform (which runs
+# OPENCL_ATTN's self-test there).
 foreach(t test_opencl_conformance test_opencl_runtime test_opencl_mla_conformance
-          test_opencl_backend test_registry_rules cli_select)
+          test_opencl_backend test_registry_rules cli_select test_badinput_builders)
   if(TEST ${t})
     set_tests_properties(${t} PROPERTIES ENVIRONMENT "${ATTN_OCL_TEST_ENV}")
   endif()
