@@ -233,6 +233,7 @@ expect_out FLASH_ATTN 0 env ATTN_PLUGIN_PATH="$PLUG" "$ATTN" select --machine h1
 # The real OpenCL platform: its rules when it is there; with no ICD, its reason.
 if [ $HAS_CL = 1 ]; then
     expect_out OPENCL_ATTN 0 env ATTN_PLATFORM=opencl "$ATTN" select --head-size 128 --dtype bf16
+    expect_out OPENCL_ATTN 0 "$ATTN" select --machine opencl:0 --head-size 64 --dtype fp16
     expect_out RULES_CL 0 env ATTN_PLUGIN_PATH="$PLUG" ATTN_PLATFORM=opencl "$ATTN" select
 else
     echo "SKIP the real OpenCL platform (no OpenCL device here)"
