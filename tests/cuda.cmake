@@ -27,3 +27,16 @@ if(TARGET attn_cuda)
       ATTN_CUDA_SLACK_PTX="${PROJECT_BINARY_DIR}/generated/kd_cuda_slack.ptx")
   endforeach()
 endif()
+# test_cuda_backend: the module through the registry (found on the loader's
+# path), once per driver situation; skipped (77) without the module.
+if(TARGET attn_cuda)
+  target_compile_definitions(test_cuda_backend PRIVATE ATTN_CUDA_STUB_PATH="${_attn_stub}")
+  add_dependencies(test_cuda_backend attn_cuda)
+  set(_attn_cuda_env "${ATTN_TEST_ENV};LD_LIBRARY_PATH=$<TARGET_FILE_DIR:attn_cuda>")
+  set_tests_properties(test_cuda_backend PROPERTIES ENVIRONMENT "${_attn_cuda_env}")
+  foreach(mode stub system)
+    add_test(NAME test_cuda_backend_${mode} COMMAND test_cuda_backend)
+    set_tests_properties(test_cuda_backend_${mode} PROPERTIES
+      ENVIRONMENT "${_attn_cuda_env};ATTN_TEST_CUDA_DRIVER=${mode}" SKIP_RETURN_CODE 77 TIMEOUT 120)
+  endforeach()
+endif()
