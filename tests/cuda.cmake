@@ -40,3 +40,11 @@ if(TARGET attn_cuda)
       ENVIRONMENT "${_attn_cuda_env};ATTN_TEST_CUDA_DRIVER=${mode}" SKIP_RETURN_CODE 77 TIMEOUT 120)
   endforeach()
 endif()
+# test_cuda_backend_conformance: the harness over stand-ins here, then the
+# three backends on a GPU (77 without one).
+target_include_directories(test_cuda_backend_conformance PRIVATE
+  ${CMAKE_CURRENT_SOURCE_DIR}/device)
+if(TARGET attn_cuda)
+  add_dependencies(test_cuda_backend_conformance attn_cuda)
+  set_tests_properties(test_cuda_backend_conformance PROPERTIES ENVIRONMENT "${_attn_cuda_env}")
+endif()
