@@ -21,7 +21,7 @@ if(TARGET attn_cuda)
     set_tests_properties(test_cuda_module_${mode} PROPERTIES
       ENVIRONMENT "${ATTN_TEST_ENV};ATTN_TEST_CUDA_DRIVER=${mode}" SKIP_RETURN_CODE 77 TIMEOUT 120)
   endforeach()
-  foreach(t test_cuda_conformance test_cuda_mla_conformance)
+  foreach(t test_cuda_conformance test_cuda_mla_conformance test_cuda_mla_project)
     target_link_libraries(${t} PRIVATE attn_cuda)
     target_compile_definitions(${t} PRIVATE ATTN_HAVE_CUDA_MODULE=1
       ATTN_CUDA_SLACK_PTX="${PROJECT_BINARY_DIR}/generated/kd_cuda_slack.ptx")
