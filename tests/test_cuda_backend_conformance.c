@@ -64,6 +64,37 @@ static attn_status st_forward(void *impl, const attn_forward_args *a)
     return devtest_forward(impl, attn__backend_reference.kernel, a);
 }
 
+static attn_status st_mqa(void *impl, const attn_mla_args *a)
+{
+    return devtest_forward_mla(impl, attn__backend_reference_mla.kernel, false, a);
+}
+
+static attn_status st_mha(void *impl, const attn_mla_args *a)
+{
+    return devtest_forward_mla(impl, attn__backend_reference_mla.kernel, true, a);
+}
+
+/* The host projections on the arena: what a device's own must equal. */
+static attn_status st_project(void *impl, const attn_layer_params *l, int T, bool absorb,
+                              const void *in, int64_t in_off, const void *w, void *out,
+                              int64_t out_off)
+{
+    devtest_state *s = impl;
+    size_t esz = attn_elem_size(attn_dtype_elem(l->dtype));
+    const void *hin = devtest_at(s, in, (size_t)in_off * esz), *hw = devtest_at(s, w, 0);
+    void *hout = devtest_at(s, out, (size_t)out_off * esz);
+    s->stats->kernels++;
+    return absorb ? attn_mla_absorb_q(l, T, hin, hw, hout)
+                  : attn_mla_up_project(l, T, hin, hw, hout);
+}
+
+static const attn_kernel_ops standin_mla_kernel = {.struct_size = sizeof(attn_kernel_ops),
+                                                   .create = st_create,
+                                                   .forward_mqa = st_mqa,
+                                                   .forward_mha = st_mha,
+                                                   .kind = ATTN_KERNEL_MLA,
+                                                   .mla_project = st_project};
+
 static const attn_kernel_ops standin_kernel = {.struct_size = sizeof(attn_kernel_ops),
                                                .create = st_create,
                                                .forward = st_forward,
@@ -381,6 +412,87 @@ static void run_mla(const attn_backend *b, attn_device *d, attn_dtype dt)
     mla_fx_free(&f);
 }
 
+/* A whole mixed MLA batch the way an engine runs it (attn_kernel_mla_forward
+ * with the descriptor's builder: decodes absorbed, forward_mqa and
+ * up-projected by the device's own projections, the prefill through
+ * forward_mha; scratch on the device) against REFERENCE_MLA on the host. */
+static void run_mla_forward(const char *who, const attn_backend *b, attn_device *d, attn_dtype dt)
+{
+    static const int ql[] = {1, 1, 17}, sl[] = {90, 600, 40};
+    mla_fx f;
+    fx_row_pad = 0;
+    mla_fx_init(&f, 16, 512, 64, 128, 128, dt, attn_dtype_elem(dt), 16, 3, ql, sl, 9);
+    size_t esz = f.qesz, T = (size_t)f.T, H = 16, on = T * H * 128;
+    void *dcache = dev_upload(d, f.cache, (size_t)f.nb * (size_t)f.kv.stride_block * esz);
+    void *dq = dev_upload(d, f.q, T * H * 192 * esz), *dout = dev_upload(d, NULL, on * esz);
+    void *duk = dev_upload(d, f.w_uk, H * 128 * 512 * esz);
+    void *duv = dev_upload(d, f.w_uv, H * 512 * 128 * esz);
+    void *got = calloc(on, esz), *want = calloc(on, esz);
+    attn_kv_view dv = f.kv;
+    dv.data = dcache;
+    dv.device = d;
+    const attn_builder_ops *bo = b->desc->builder;
+    attn_builder_init bi = {.desc = b->desc,
+                            .layer = &f.lp,
+                            .block_size = 16,
+                            .num_blocks = f.nb,
+                            .max_num_reqs = 8,
+                            .max_num_tokens = 256,
+                            .max_blocks_per_req = f.bt_stride,
+                            .num_threads = 1,
+                            .device = d};
+    void *bs = NULL, *hs = NULL, *ds = NULL;
+    const void *md = NULL;
+    attn_kernel *kd = NULL, *kr = NULL;
+    attn_status st = bo ? bo->create(&bi, &bs) : ATTN_INTERNAL;
+    if (st == ATTN_OK) st = bo->build(bs, 0, &f.cm, false, &md);
+    if (st == ATTN_OK) st = attn_kernel_open(b, &f.lp, d, &kd);
+    if (st == ATTN_OK)
+        st = attn_kernel_open(attn_backend_catalog_builtin("REFERENCE_MLA"), &f.lp, NULL, &kr);
+    CHECK_MSG(st == ATTN_OK, "%s MLA: %s", who, attn_last_error());
+    size_t dss = kd ? attn_kernel_mla_scratch_size(kd, f.T) : 0;
+    size_t hss = kr ? attn_kernel_mla_scratch_size(kr, f.T) : 0;
+    if (st == ATTN_OK) st = attn_device_alloc(d, dss, ATTN_MEM_STEP, &ds);
+    hs = aligned_alloc(64, (hss + 63) / 64 * 64 + 64);
+    if (st == ATTN_OK) {
+        attn_mla_args a = {.layer = &f.lp,
+                           .common = &f.cm,
+                           .metadata = md,
+                           .kv = &dv,
+                           .q = dq,
+                           .out = dout,
+                           .w_uk = duk,
+                           .w_uv = duv};
+        st = attn_kernel_mla_forward(kd, &a, ds, dss);
+        CHECK_MSG(st == ATTN_OK, "%s attn_kernel_mla_forward: %s", who, attn_last_error());
+        attn_mla_args h = {.layer = &f.lp,
+                           .common = &f.cm,
+                           .metadata = md,
+                           .kv = &f.kv,
+                           .q = f.q,
+                           .out = want,
+                           .w_uk = f.w_uk,
+                           .w_uv = f.w_uv};
+        CHECK_OK(attn_kernel_mla_forward(kr, &h, hs, hss));
+        /* host scratch on the device: refused */
+        CHECK_STATUS(attn_kernel_mla_forward(kd, &a, hs, hss), ATTN_INVALID_ARGUMENT);
+    }
+    if (st == ATTN_OK) {
+        CHECK_OK(attn_device_copy_out(d, got, dout, 0, on * esz));
+        double e = trel_err(got, want, f.qe, on);
+        CHECK_MSG(e <= tol_of(dt, false), "%s MLA layer %s: max error %.3g", who,
+                  attn_dtype_name(dt), e);
+        g_runs++;
+    }
+    attn_kernel_close(kd);
+    attn_kernel_close(kr);
+    if (bs) bo->destroy(bs);
+    attn_device_free(d, ds), attn_device_free(d, dcache), attn_device_free(d, dq);
+    attn_device_free(d, duk), attn_device_free(d, duv), attn_device_free(d, dout);
+    free(got), free(want), free(hs);
+    mla_fx_free(&f);
+}
+
 /* ---- main ------------------------------------------------------------------------------- */
 
 static void standins(void)
@@ -402,6 +514,16 @@ static void standins(void)
         matrix(who, &s[i], d, false, true);
         attn_device_close(d);
     }
+    static attn_backend m;
+    m = (attn_backend){.abi_version = ATTN_BACKEND_ABI_VERSION,
+                       .struct_size = sizeof(attn_backend),
+                       .desc = attn_backend_catalog_builtin("TRITON_MLA")->desc,
+                       .kernel = &standin_mla_kernel,
+                       .device = &standin_ops};
+    attn_device *d = NULL;
+    CHECK_OK(attn_device_open(&m, NULL, &d));
+    if (d) run_mla_forward("stand-in TRITON_MLA", &m, d, ATTN_DTYPE_BF16);
+    attn_device_close(d);
 }
 
 int main(void)
@@ -429,6 +551,8 @@ int main(void)
         if (i == 2) {
             run_mla(b, d, ATTN_DTYPE_BF16);
             run_mla(b, d, ATTN_DTYPE_FP16);
+            run_mla_forward(names[i], b, d, ATTN_DTYPE_BF16);
+            run_mla_forward(names[i], b, d, ATTN_DTYPE_FP32);
         } else {
             matrix(names[i], b, d, true, false);
             matrix(names[i], b, d, true, true);

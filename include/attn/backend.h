@@ -205,6 +205,17 @@ typedef struct attn_kernel_ops {
      * device against REFERENCE / REFERENCE_MLA, so the backend writes no
      * harness; it then wins over the self_test hook. */
     attn_kernel_kind kind;
+    /* (optional, appended: an MLA kernel on a device) MLA's projections
+     * around forward_mqa on the kernel's device for num_tokens tokens: absorb
+     * (in = q [T][H][N + P] through w = W_UK into out = [T][H][R + P], the
+     * rope part copied) or up-project (in = the latent output [T][H][R]
+     * through w = W_UV into out = [T][H][V]); in, w and out are memory of
+     * the device, offsets in elements. With it attn_kernel_mla_forward runs
+     * on a device whose memory is not host-visible (its scratch is then
+     * memory of that device); enqueued like the entry points. */
+    attn_status (*mla_project)(void *impl, const attn_layer_params *layer, int num_tokens,
+                               bool absorb, const void *in, int64_t in_offset, const void *w,
+                               void *out, int64_t out_offset);
 } attn_kernel_ops;
 
 /* The core's self-test service: the known-answer test of b's kernel kind

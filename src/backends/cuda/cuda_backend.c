@@ -201,6 +201,17 @@ static attn_status mla_mha(void *impl, const attn_mla_args *a)
     return mla_call(impl, a, true);
 }
 
+/* The projections around forward_mqa (attn_kernel_mla_forward on the device). */
+static attn_status mla_project(void *impl, const attn_layer_params *layer, int num_tokens,
+                               bool absorb, const void *in, int64_t in_offset, const void *w,
+                               void *out, int64_t out_offset)
+{
+    cuda_mla_kern *s = impl;
+    if (!s) return attn__cuda_report(attn__cuda_fail(ATTN_NULL_ARGUMENT, "CUDA MLA: NULL"));
+    return attn__cuda_report(attn__cuda_mla_project(s->inst->c, layer, num_tokens, absorb, in,
+                                                    in_offset, w, out, out_offset));
+}
+
 static const attn_kernel_ops cuda_mla_kernel = {
     .struct_size = sizeof(attn_kernel_ops),
     .create = mla_create,
@@ -209,6 +220,7 @@ static const attn_kernel_ops cuda_mla_kernel = {
     .forward_mha = mla_mha,
     .variant = cuda_variant,
     .kind = ATTN_KERNEL_MLA,
+    .mla_project = mla_project,
 };
 
 /* ---- the exported objects and the module's init ------------------------------------------ */
