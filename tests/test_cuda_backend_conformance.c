@@ -253,7 +253,7 @@ static void run_std(const char *who, const attn_backend *b, attn_device *d, cons
     fill(&r, q, qe, qn);
     void *dk = dev_upload(d, k, (size_t)bt.nkeys * krow * esz);
     void *dvv = dev_upload(d, v, (size_t)bt.nkeys * krow * esz);
-    void *dq = dev_upload(d, q, qn * esz + 64 * esz);
+    void *dq = dev_upload(d, NULL, qn * esz + 64 * esz);
     void *dout = dev_upload(d, NULL, qn * esz);
     void *dlse = dev_upload(d, NULL, (size_t)bt.ntok * (size_t)c->H * sizeof(float));
     CHECK_MSG(dk && dvv && dq && dout && dlse, "%s: device buffers: %s", what, attn_last_error());
