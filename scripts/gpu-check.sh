@@ -9,7 +9,8 @@
 #      backends FLASH_ATTN, TRITON_ATTN and TRITON_MLA through the registry,
 #      their device and the checked kernel handle against REFERENCE /
 #      REFERENCE_MLA (test_cuda_backend*, test_cuda_backend_conformance;
-#      cli_cuda);
+#      cli_cuda); MLA's device projections against the host's
+#      (test_cuda_mla_project);
 #   3. runs bench_cuda: decode bandwidth as a fraction of the measured copy
 #      bandwidth (target 0.80), prefill as a fraction of the bf16 tensor-core
 #      peak (target 0.40), MLA decode bandwidth; the figures also go to
@@ -47,7 +48,7 @@ step() { # name, command...
 }
 step configure cmake -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=Release -DATTN_CUDA_ARCHS=native
 step build cmake --build "$build" -j"$jobs" --target attn_cuda attn_cuda_slack test_cuda_module \
-    test_cuda_conformance test_cuda_mla_conformance test_cuda_backend \
+    test_cuda_conformance test_cuda_mla_conformance test_cuda_mla_project test_cuda_backend \
     test_cuda_backend_conformance attn_cli bench_cuda
 [ "$fails" -eq 0 ] || exit 1
 step tests bash -c "cd '$build' && ctest -R '^test_cuda|^cli_cuda' --output-on-failure --no-tests=error"
