@@ -17,3 +17,13 @@ const attn__platform_ops *attn__platform_ops_for(attn_platform_kind kind)
     default: return attn_platform_kind_uses_registered_rules(kind) ? &attn__rules_registered : NULL;
     }
 }
+
+/* Public (attn/platform.h) but the rules' answer, so defined beside them. */
+int attn_platform_priorities(const attn_platform *p, const attn_selector_config *cfg,
+                             const char **names, int max)
+{
+    const attn__platform_ops *ops = p ? attn__platform_ops_for(p->kind) : NULL;
+    if (!cfg || !ops || !ops->priorities) return 0;
+    if (!names || max < 0) max = 0; /* count only */
+    return ops->priorities(p, cfg, names, max);
+}
