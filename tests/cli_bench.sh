@@ -89,7 +89,7 @@ EOF
 "$ATTN" bench "${small[@]}" --variant portable --phase decode --batch 1 --context 64 --kv bf16 \
     >"$tmp/text" 2>"$tmp/err" || fail "bench --variant portable exited $?"
 grep -q "CPU_ATTN variant portable" "$tmp/text" || fail "forced variant not reported"
-grep -q "^CPU_ATTN   decode" "$tmp/text" || fail "no result row: $(cat "$tmp/text")"
+grep -qE "^CPU_ATTN +decode" "$tmp/text" || fail "no result row: $(cat "$tmp/text")"
 
 # The default buffer, as a user runs it (no --buffer-mb; the sanitizer pass
 # once stopped here on the AVX-512 read loop's signed reduction): the

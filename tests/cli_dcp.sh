@@ -10,7 +10,9 @@
 # block_size * dcp_world_size), the per-rank report, the startup failure of a mixed fleet (one
 # rank without FlashAttention installed) naming each rank's choice on every
 # rank, and a rank killed mid-run ending the job with an error instead of a
-# hang. Exit 77 when mpirun is missing or attn was built without MPI.
+# hang; and OPENCL_ATTN on both ranks against one process (that row skipped
+# without an OpenCL device). Exit 77 when mpirun is missing or attn was
+# built without MPI.
 set -u
 ATTN=${ATTN_BIN:-attn}
 command -v mpirun >/dev/null 2>&1 || { echo "SKIP: mpirun not found"; exit 77; }
@@ -90,6 +92,45 @@ assert abs(r0["kv_tokens_peak"] - r1["kv_tokens_peak"]) <= 64 * 2, d
 print("dcp checksums: %d steps, variant %s, worst relative difference %.2g (documented error %g)"
       % (len(a), variant, worst, tol))
 PY
+
+# OPENCL_ATTN on both ranks (each opens its own OpenCL device, PoCL here):
+# a small fp32 decoder, so the checksums agree to their printed digits.
+# Skipped (this row only) where the machine has no OpenCL device.
+[ -n "${ATTN_BINARY_DIR:-}" ] && export POCL_CACHE_DIR=${POCL_CACHE_DIR:-$ATTN_BINARY_DIR/pocl-cache}
+OCL=(--machine opencl --layers 2 --heads 8 --kv-heads 2 --head-size 64 --dtype fp32
+    --steps $((steps < 12 ? steps : 12)) --prompt-len 16:200 --output-len 8:40 --json)
+# PoCL keeps allocations for the life of the process (tests/lsan_pocl.supp)
+env ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 "$ATTN" serve "${OCL[@]}" --num-blocks 512 \
+    >"$tmp/ocl1.json" 2>"$tmp/ocl1.err"
+rc=$?
+if [ $rc -eq 3 ] && grep -q "no OpenCL device" "$tmp/ocl1.err"; then
+    echo "opencl row: skipped: $(head -1 "$tmp/ocl1.err")"
+else
+    check "serve --machine opencl (got $rc: $(tail -3 "$tmp/ocl1.err"))" test $rc -eq 0
+    "${MPI[@]}" -np 2 "$ATTN" serve "${OCL[@]}" --num-blocks 256 --dcp 2 >"$tmp/ocl2.json" \
+        2>"$tmp/ocl2.err"
+    rc=$?
+    check "opencl serve --dcp 2 under mpirun exits 0 (got $rc: $(tail -3 "$tmp/ocl2.err"))" \
+        test $rc -eq 0
+    python3 - "$tmp/ocl1.json" "$tmp/ocl2.json" <<'PY' || fail=1
+import json, sys
+one, dcp = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+for r in (one, dcp):
+    ks = [(g["kernel"]["name"], g["kernel"]["device"]) for g in r["groups"]]
+    assert ks == [("OPENCL_ATTN", "opencl")], ks
+a = [s["output_checksum"] for s in one["steps"]]
+b = [s["output_checksum"] for s in dcp["steps"]]
+assert len(a) == len(b) > 0, (len(a), len(b))
+worst = max(abs(x - y) / max(1.0, abs(x)) for x, y in zip(a, b))
+assert worst <= 1e-5, ("checksums differ", worst, a[:4], b[:4])
+d = dcp["final"]["dcp"]
+assert d["world_size"] == 2 and len(d["ranks"]) == 2, d
+assert d["ranks"][0]["output_checksum_sum"] == d["ranks"][1]["output_checksum_sum"], d
+assert all(r["kv_tokens_peak"] > 0 for r in d["ranks"]), d
+print("opencl dcp: %d steps on OPENCL_ATTN, worst relative checksum difference %.2g"
+      % (len(a), worst))
+PY
+fi
 
 # a mixed fleet: rank 1 has no FlashAttention, so it would run FLASHINFER
 SMALL=(--machine a100 --layers 2 --heads 4 --kv-heads 2 --head-size 64 --steps 2 --dcp 2 --quiet)

@@ -170,42 +170,70 @@ out=$("$ATTN_BIN" select --machine h100 --backend FLEX_ATTENTION \
 [ $rc = 2 ] || { echo "FAIL: bad --backend-for kind: exit $rc, want 2"; fails=$((fails+1)); }
 
 # ---- the OpenCL platform: registered rules --------------------------------------
-# A simulated OpenCL machine (JSON spec) with nothing registered for it: vLLM's
-# "No valid" form that says so, exit 3.
+# A simulated OpenCL machine (JSON spec). Standard layers: the built-in
+# OPENCL_ATTN's rule (its catalog entry), valid where this machine has an
+# OpenCL device. MLA layers: nothing registered for them, so vLLM's "No
+# valid" form that says so, exit 3.
 BIN=${ATTN_BINARY_DIR:?}
+HAS_CL=0
+"$ATTN" platforms --machine opencl >/dev/null 2>&1 && HAS_CL=1
 printf '{"name": "cl-sim", "platform": "opencl"}\n' >"$tmp/cl.json"
-"$ATTN" select --machine "$tmp/cl.json" --head-size 128 --dtype bf16 --json >"$tmp/cl.out"
+MLA=(--use-mla --head-size 576 --num-heads 16 --dtype bf16)
+"$ATTN" select --machine "$tmp/cl.json" "${MLA[@]}" --json >"$tmp/cl.out"
 rc=$?
-[ $rc = 3 ] || fail "opencl without rules: exit $rc, want 3"
-python3 - "$tmp/cl.out" <<'PY' || fail "opencl without rules: JSON"
+[ $rc = 3 ] || fail "opencl MLA without rules: exit $rc, want 3"
+python3 - "$tmp/cl.out" <<'PY' || fail "opencl MLA without rules: JSON"
 import json, sys
 s = json.load(open(sys.argv[1]))
 assert s["device"] == "opencl" and s["selected"] is None and s["candidates"] == [], s
 e = s["error"]
 assert e["kind"] == "no-valid" and e["status"] == "NO_VALID_BACKEND", e
-assert e["message"].startswith("No valid attention backend found for opencl with AttentionSelectorConfig(head_size=128, dtype=torch.bfloat16"), e
-assert e["message"].endswith("Reasons: {}. No backend registered a rule for opencl standard layers (attn_register_platform_rule)."), e
+assert e["message"].startswith("No valid attention backend found for opencl with AttentionSelectorConfig(head_size=576, dtype=torch.bfloat16"), e
+assert e["message"].endswith("Reasons: {}. No backend registered a rule for opencl MLA layers (attn_register_platform_rule)."), e
 PY
-# A plugin registers RULES_CL and its rule: selected without any change to the
-# selector; if its init fails, the rule goes with the name.
+"$ATTN" select --machine "$tmp/cl.json" --head-size 128 --dtype bf16 --json >"$tmp/cl.out"
+rc=$?
+python3 - "$tmp/cl.out" "$rc" "$HAS_CL" <<'PY' || fail "opencl standard layers: OPENCL_ATTN's rule"
+import json, sys
+s, rc, has_cl = json.load(open(sys.argv[1])), int(sys.argv[2]), sys.argv[3] == "1"
+assert [c["name"] for c in s["candidates"]] == ["OPENCL_ATTN"], s["candidates"]
+c = s["candidates"][0]
+assert c["priority"] == 0 and c["locator"] == "builtin:OPENCL_ATTN", c
+if has_cl:
+    assert rc == 0 and s["selected"] == "OPENCL_ATTN" and c["valid"], (rc, s)
+else:
+    assert rc == 3 and c["reasons"][0].startswith("OPENCL_ATTN needs an OpenCL device: "), (rc, c)
+PY
+# A plugin registers RULES_CL (priority -1, ahead of OPENCL_ATTN) and
+# RULES_CL_MLA with their rules: selected without any change to the
+# selector; if its init fails, the rules go with the names.
 PLUG="$BIN/test-registry/rules_plugin"
 expect_out RULES_CL 0 env ATTN_PLUGIN_PATH="$PLUG" "$ATTN" select --machine "$tmp/cl.json"
+expect_out RULES_CL_MLA 0 env ATTN_PLUGIN_PATH="$PLUG" "$ATTN" select --machine "$tmp/cl.json" \
+    "${MLA[@]}"
 ATTN_PLUGIN_PATH="$PLUG" "$ATTN" select --machine "$tmp/cl.json" --dtype fp16 --head-size 64 \
     --explain >"$tmp/cl.explain" || fail "RULES_CL --explain"
 grep -q "RULES_CL" "$tmp/cl.explain" || fail "--explain lacks RULES_CL"
 expect_out RULES_CL 0 env ATTN_PLUGIN_PATH="$PLUG" "$ATTN" select --machine "$tmp/cl.json" \
     --backend rules_cl
-out=$(ATTN_PLUGIN_PATH="$PLUG" ATTN_TEST_RULES_FAIL=1 "$ATTN" select --machine "$tmp/cl.json" 2>&1)
+out=$(ATTN_PLUGIN_PATH="$PLUG" ATTN_TEST_RULES_FAIL=1 "$ATTN" select --machine "$tmp/cl.json" \
+    "${MLA[@]}" 2>&1)
 rc=$?
 [ $rc = 3 ] || fail "rolled-back rules plugin: exit $rc, want 3"
 grep -qF "Reasons: {}. No backend registered a rule" <<<"$out" || fail "rule not rolled back: $out"
+ATTN_PLUGIN_PATH="$PLUG" ATTN_TEST_RULES_FAIL=1 "$ATTN" select --machine "$tmp/cl.json" --json \
+    >"$tmp/cl.out" 2>/dev/null
+python3 - "$tmp/cl.out" <<'PY' || fail "rolled-back rules plugin: standard layers"
+import json, sys
+s = json.load(open(sys.argv[1]))
+assert [c["name"] for c in s["candidates"]] == ["OPENCL_ATTN"], s["candidates"]
+PY
 # vLLM's platforms do not see the OpenCL rule
 expect_out FLASH_ATTN 0 env ATTN_PLUGIN_PATH="$PLUG" "$ATTN" select --machine h100
 # The real OpenCL platform: its rules when it is there; with no ICD, its reason.
-if "$ATTN" platforms --machine opencl >/dev/null 2>&1; then
-    out=$(ATTN_PLATFORM=opencl "$ATTN" select --head-size 128 --dtype bf16 2>&1); rc=$?
-    [ $rc = 3 ] || fail "ATTN_PLATFORM=opencl: exit $rc, want 3 ($out)"
-    grep -qF "No valid attention backend found for opencl with" <<<"$out" || fail "opencl: $out"
+if [ $HAS_CL = 1 ]; then
+    expect_out OPENCL_ATTN 0 env ATTN_PLATFORM=opencl "$ATTN" select --head-size 128 --dtype bf16
+    expect_out OPENCL_ATTN 0 "$ATTN" select --machine opencl:0 --head-size 64 --dtype fp16
     expect_out RULES_CL 0 env ATTN_PLUGIN_PATH="$PLUG" ATTN_PLATFORM=opencl "$ATTN" select
 else
     echo "SKIP the real OpenCL platform (no OpenCL device here)"

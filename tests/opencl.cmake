@@ -5,11 +5,27 @@
 # them by the frames in tests/lsan_pocl.supp (PoCL/LLVM frames only).
 set(ATTN_OCL_TEST_ENV ${ATTN_TEST_ENV} "POCL_CACHE_DIR=${PROJECT_BINARY_DIR}/pocl-cache"
     "LSAN_OPTIONS=suppressions=${PROJECT_SOURCE_DIR}/tests/lsan_pocl.supp:print_suppressions=0")
-foreach(t test_opencl_conformance test_opencl_runtime test_opencl_mla_conformance)
-  if(TARGET ${t})
+# Tests that open the OpenCL device or select on its platform (which runs
+# OPENCL_ATTN's self-test there).
+foreach(t test_opencl_conformance test_opencl_runtime test_opencl_mla_conformance
+          test_opencl_backend test_registry_rules cli_select test_badinput_builders)
+  if(TEST ${t})
     set_tests_properties(${t} PROPERTIES ENVIRONMENT "${ATTN_OCL_TEST_ENV}")
   endif()
 endforeach()
+# OPENCL_ATTN built with the causal bound one key late: the core self-test
+# must refuse it, and unchecked it must fail the backend-level matrix.
+if(TARGET test_opencl_backend)
+  add_test(NAME test_opencl_backend_planted COMMAND test_opencl_backend)
+  set_tests_properties(test_opencl_backend_planted PROPERTIES ENVIRONMENT
+    "${ATTN_OCL_TEST_ENV};ATTN_TEST_OCL_PLANTED=1;ATTN_OPENCL_BUILD_OPTIONS=-DKD_CAUSAL_SLACK=1"
+    SKIP_RETURN_CODE 77 TIMEOUT 300)
+  # a program that does not compile: an import failure with the compiler's log
+  add_test(NAME test_opencl_backend_nobuild COMMAND test_opencl_backend)
+  set_tests_properties(test_opencl_backend_nobuild PROPERTIES ENVIRONMENT
+    "${ATTN_OCL_TEST_ENV};ATTN_TEST_OCL_PLANTED=build;ATTN_OPENCL_BUILD_OPTIONS=-DKD_CAUSAL_SLACK=)"
+    SKIP_RETURN_CODE 77 TIMEOUT 300)
+endif()
 # The kernel source compiled as CUDA (sm_80) and as OpenCL C 1.2 by clang,
 # compile-only: the one source must stay inside what every target accepts.
 # Each skips (77) where its compiler is missing.

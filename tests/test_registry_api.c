@@ -14,7 +14,7 @@
 #include "test.h"
 
 /* vLLM 0.32.0's AttentionBackendEnum, every member in its order (its
- * registry.py), then libattn's own names. */
+ * registry.py). libattn's own names follow in the catalog's order. */
 static const char *const vllm_order[] = {
     "FLASH_ATTN",
     "FLASH_ATTN_DIFFKV",
@@ -62,22 +62,27 @@ static const char *const vllm_order[] = {
     "TURBOQUANT",
     "ULTRAQUANT",
     "CUSTOM",
-    "REFERENCE",
-    "CPU_MLA_SPARSE",
-    "REFERENCE_MLA",
-    "REFERENCE_MLA_SPARSE",
 };
-#define NVLLM 46
-
-#define NKNOWN ((int)(sizeof vllm_order / sizeof vllm_order[0]))
+#define NVLLM ((int)(sizeof vllm_order / sizeof vllm_order[0]))
 
 static void test_names(void)
 {
-    CHECK(attn_registry_count() == NKNOWN);
-    for (int i = 0; i < NKNOWN; i++)
+    /* vLLM's names first, then libattn's own (REFERENCE, CPU_MLA_SPARSE,
+     * ..., OPENCL_ATTN: the catalog's libattn_only entries), none of
+     * them vLLM's */
+    int n = attn_backend_catalog_count();
+    CHECK(NVLLM == 46 && n > NVLLM && attn_registry_count() == n);
+    for (int i = 0; i < NVLLM; i++)
         CHECK_STR(attn_registry_name(i), vllm_order[i]);
+    for (int i = NVLLM; i < n; i++) {
+        CHECK_STR(attn_registry_name(i), attn_backend_catalog_name(i));
+        for (int j = 0; j < NVLLM; j++)
+            CHECK_MSG(strcmp(attn_registry_name(i) ? attn_registry_name(i) : "", vllm_order[j]),
+                      "%s twice", vllm_order[j]);
+    }
+    CHECK_STR(attn_registry_name(NVLLM), "REFERENCE");
     CHECK(attn_registry_name(-1) == NULL);
-    CHECK(attn_registry_name(NKNOWN) == NULL);
+    CHECK(attn_registry_name(n) == NULL);
     CHECK(attn_registry_contains("flash_attn"));
     CHECK(attn_registry_contains("Flash_Attn"));
     CHECK(!attn_registry_contains("FLASH-ATTN"));

@@ -4,8 +4,11 @@
  * order, one for standard and one for MLA layers; each candidate is
  * validated like any other; the selection cache sees a new rule; the
  * plugin rollback drops rules with the names; with nothing registered the
- * failure says so. Runs on a simulated OpenCL machine (JSON spec) and, when
- * this machine has an OpenCL device, on the real one too. */
+ * failure says so. The built-in OPENCL_ATTN states its standard-layer rule
+ * (priority 0) in its catalog entry, so the test's rules take priorities
+ * below it and MLA layers have none. Runs on a simulated OpenCL machine
+ * (JSON spec) and, when this machine has an OpenCL device, on the real one
+ * too. */
 #include <string.h>
 
 #include "registry/registry_impl.h"
@@ -83,10 +86,11 @@ static void check_lists(const attn_platform *p)
     attn_selector_config_init(&cfg);
     cfg.head_size = 128;
     const char *names[8];
-    CHECK(attn_platform_priorities(p, &cfg, names, 8) == 3);
+    CHECK(attn_platform_priorities(p, &cfg, names, 8) == 4);
     CHECK_STR(names[0], "TEST_CL_FP32");
     CHECK_STR(names[1], "TEST_CL_ANY");
     CHECK_STR(names[2], "TEST_CL_TIE"); /* same priority, registered later */
+    CHECK_STR(names[3], "OPENCL_ATTN"); /* the built-in rule, priority 0 */
     cfg.use_mla = true;
     CHECK(attn_platform_priorities(p, &cfg, names, 8) == 1);
     CHECK_STR(names[0], "TEST_CL_MLA");
@@ -94,7 +98,7 @@ static void check_lists(const attn_platform *p)
     attn_selection *s = NULL;
     CHECK_OK(select_on(p, NULL, false, ATTN_DTYPE_BF16, &s));
     CHECK_STR(attn_selection_backend(s), "TEST_CL_ANY");
-    CHECK(attn_selection_num_candidates(s) == 3);
+    CHECK(attn_selection_num_candidates(s) == 4);
     attn_candidate_info c;
     CHECK_OK(attn_selection_candidate(s, 0, &c));
     CHECK(!c.valid && c.priority == 0 && c.num_reasons == 1);
@@ -119,10 +123,11 @@ static void check_lists(const attn_platform *p)
     cfg.use_mla = false;
     cfg.kv_cache_dtype = ATTN_KV_NVFP4;
     CHECK_STATUS(attn_select_uncached(p, NULL, &cfg, &s), ATTN_NO_VALID_BACKEND);
+    /* (OPENCL_ATTN also says "needs an OpenCL device" on a machine without one) */
     CHECK_CONTAINS(attn_selection_message(s),
                    "Reasons: {TEST_CL_FP32: [dtype not supported, kv_cache_dtype not supported], "
                    "TEST_CL_ANY: [kv_cache_dtype not supported], TEST_CL_TIE: [kv_cache_dtype not "
-                   "supported]}.");
+                   "supported], OPENCL_ATTN: [kv_cache_dtype not supported");
     attn_selection_free(s);
 }
 
@@ -142,15 +147,24 @@ int main(void)
     const char *cuda_before[16], *cuda_after[16];
     int ncuda = attn_platform_priorities(h100, &cfg, cuda_before, 16);
 
-    /* nothing registered: the failure says so (and is cached) */
+    /* the built-in rule: OPENCL_ATTN for standard layers */
+    attn_platform_rule got;
+    CHECK_OK(attn_platform_rule_at(0, &got));
+    CHECK_STR(got.backend, "OPENCL_ATTN");
+    CHECK(got.kind == ATTN_PLATFORM_OPENCL && got.priority == 0 && !got.mla);
+    /* nothing registered for MLA layers: the failure says so (and is cached) */
+    attn_selector_config mla_cfg;
+    attn_selector_config_init(&mla_cfg);
+    mla_cfg.head_size = 576;
+    mla_cfg.use_mla = true;
     const attn_selection *cached = NULL;
-    CHECK_STATUS(attn_select(cl, NULL, &cfg, &cached), ATTN_NO_VALID_BACKEND);
+    CHECK_STATUS(attn_select(cl, NULL, &mla_cfg, &cached), ATTN_NO_VALID_BACKEND);
     CHECK(attn_selection_error(cached) == ATTN_SELECT_NO_VALID);
     CHECK_CONTAINS(attn_selection_message(cached),
                    "No valid attention backend found for opencl with AttentionSelectorConfig("
-                   "head_size=128");
+                   "head_size=576");
     CHECK_CONTAINS(attn_selection_message(cached),
-                   "Reasons: {}. No backend registered a rule for opencl standard layers");
+                   "Reasons: {}. No backend registered a rule for opencl MLA layers");
 
     attn__registry_snapshot *snap = attn__registry_snapshot_take();
     int rules0 = attn_platform_rule_count();
@@ -159,22 +173,23 @@ int main(void)
     make("TEST_CL_ANY", "REFERENCE", &d_any, &b_any);
     make("TEST_CL_TIE", "REFERENCE", &d_tie, &b_tie);
     make("TEST_CL_MLA", "REFERENCE_MLA", &d_mla, &b_mla);
-    attn_platform_rule r = rule(ATTN_PLATFORM_OPENCL, "TEST_CL_ANY", 5, false);
+    attn_platform_rule r = rule(ATTN_PLATFORM_OPENCL, "TEST_CL_ANY", -5, false);
     CHECK_OK(attn_register_platform_rule(&r));
     CHECK_STATUS(attn_register_platform_rule(&r), ATTN_ALREADY_EXISTS);
-    r = rule(ATTN_PLATFORM_OPENCL, "test_cl_fp32", 0, false); /* any case */
+    r = rule(ATTN_PLATFORM_OPENCL, "test_cl_fp32", -10, false); /* any case */
     CHECK_OK(attn_register_platform_rule(&r));
-    r = rule(ATTN_PLATFORM_OPENCL, "TEST_CL_TIE", 5, false);
+    r = rule(ATTN_PLATFORM_OPENCL, "TEST_CL_TIE", -5, false);
     CHECK_OK(attn_register_platform_rule(&r));
     r = rule(ATTN_PLATFORM_OPENCL, "TEST_CL_MLA", 0, true);
     CHECK_OK(attn_register_platform_rule(&r));
     CHECK(attn_platform_rule_count() == rules0 + 4);
-    attn_platform_rule got;
     CHECK_OK(attn_platform_rule_at(rules0 + 1, &got));
     CHECK_STR(got.backend, "TEST_CL_FP32");
-    CHECK(got.priority == 0 && !got.mla && got.kind == ATTN_PLATFORM_OPENCL);
+    CHECK(got.priority == -10 && !got.mla && got.kind == ATTN_PLATFORM_OPENCL);
 
     /* the cache answers from the new rules */
+    CHECK_OK(attn_select(cl, NULL, &mla_cfg, &cached));
+    CHECK_STR(attn_selection_backend(cached), "TEST_CL_MLA");
     CHECK_OK(attn_select(cl, NULL, &cfg, &cached));
     CHECK_STR(attn_selection_backend(cached), "TEST_CL_ANY");
     check_lists(cl);
@@ -198,7 +213,10 @@ int main(void)
     attn__registry_snapshot_restore(snap);
     CHECK(attn_platform_rule_count() == rules0);
     CHECK(!attn_registry_contains("TEST_CL_ANY"));
-    CHECK_STATUS(attn_select(cl, NULL, &cfg, &cached), ATTN_NO_VALID_BACKEND);
+    CHECK_STATUS(attn_select(cl, NULL, &mla_cfg, &cached), ATTN_NO_VALID_BACKEND);
+    const char *names[4];
+    CHECK(attn_platform_priorities(cl, &cfg, names, 4) == 1);
+    CHECK_STR(names[0], "OPENCL_ATTN");
     attn_platform_free(h100);
     attn_platform_free(cl);
     return attn_test_finish("registry_rules");

@@ -221,7 +221,9 @@ typedef struct attn_kernel_ops {
 /* The core's self-test service: the known-answer test of b's kernel kind
  * (or b's own self_test hook when no kind is declared), run once per
  * process per backend object and cached. ATTN_OK when it passes or b has
- * no test; ATTN_SELFTEST_FAILED with "max error <e> on <shape>" in detail. */
+ * no test; ATTN_SELFTEST_FAILED with "max error <e> on <shape>" in detail;
+ * ATTN_IMPORT_ERROR when its code cannot load on its device (a device
+ * program that does not build: the compiler's log in detail). */
 ATTN_API attn_status attn_backend_self_test(const attn_backend *b, char *detail, size_t size);
 
 /* ---- devices ------------------------------------------------------------------ */

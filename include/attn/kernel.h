@@ -64,7 +64,9 @@ ATTN_API attn_status attn_layer_rows_get(const attn_layer_params *l, attn_layer_
  * is copied; its sinks / ALiBi arrays are borrowed and must outlive the
  * handle. ATTN_UNSUPPORTED for a backend without kernel code here (its
  * reason names it), ATTN_SELFTEST_FAILED with the test's detail,
- * ATTN_INVALID_ARGUMENT for a device of another kind, or create's failure. */
+ * ATTN_IMPORT_ERROR when its code does not load on its device (the
+ * compiler's log as detail), ATTN_INVALID_ARGUMENT for a device of another
+ * kind, or create's failure. */
 ATTN_API attn_status attn_kernel_open(const attn_backend *b, const attn_layer_params *layer,
                                       attn_device *dev, attn_kernel **out);
 ATTN_API void attn_kernel_close(attn_kernel *k);

@@ -11,6 +11,7 @@
 #include "backends/catalog/catalog.h"
 #include "backends/cpu/cpu_attn.h"
 #include "backends/mla/mla_internal.h"
+#include "backends/opencl/ocl_backend.h"
 #include "backends/reference/ref_mla.h"
 #include "backends/reference/reference.h"
 #include "platform/platform_impl.h"
@@ -44,6 +45,11 @@ static const attn_backend *attn__builtin_reference_mla(void)
 static const attn_backend *attn__builtin_reference_mla_sparse(void)
 {
     return &attn__backend_reference_mla_sparse;
+}
+
+static const attn_backend *attn__builtin_opencl_attn(void)
+{
+    return &attn__backend_opencl_attn;
 }
 
 #define CUDA_MOD   "libattn_cuda.so:attn_backend_"
@@ -166,6 +172,9 @@ static const attn__catalog_entry attn__catalog[] = {
     ATTN__E("REFERENCE_MLA_SPARSE", "builtin:REFERENCE_MLA_SPARSE",
             attn__builtin_reference_mla_sparse, "libattn exact sparse MLA oracle (lowest priority)",
             .libattn_only = true),
+    ATTN__E("OPENCL_ATTN", "builtin:OPENCL_ATTN", attn__builtin_opencl_attn,
+            "libattn OpenCL kernels (the kernel dialect) on an OpenCL device of this machine",
+            .rule_kind = ATTN_PLATFORM_OPENCL, .rule_priority = 0, .libattn_only = true),
 };
 
 int attn__catalog_count(void)

@@ -131,9 +131,19 @@ attn_status attn__sel_consider_ex(attn_selection *s, const char *name, int prior
         if (attn__selftest_disabled()) {
             attn__sel_note(s, "self-test skipped (ATTN_SELFTEST=0)");
         } else {
-            char detail[256];
-            if (attn__selftest(b, detail, sizeof detail) != ATTN_OK)
+            char detail[2048];
+            attn_status tst = attn__selftest(b, detail, sizeof detail);
+            if (tst == ATTN_IMPORT_ERROR) {
+                /* its device code does not load here (a program that does
+                 * not build): an import failure like a module's, its first
+                 * line the reason, the whole text (the log) the detail */
+                c->detail = attn__sel_strdup(s, detail);
+                c->reasons[c->num_reasons++] =
+                    attn__sel_printf(s, "ImportError: %.*s", (int)strcspn(detail, "\n"), detail);
+                c->import_failed = true;
+            } else if (tst != ATTN_OK) {
                 c->reasons[c->num_reasons++] = attn__sel_printf(s, "self-test failed: %s", detail);
+            }
         }
     }
     c->valid = c->num_reasons == 0;

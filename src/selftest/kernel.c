@@ -135,8 +135,12 @@ static attn_status attn__kernel_gate(const attn_backend *b)
             attn_log(ATTN_LOG_INFO, "kernels open without their self-tests (ATTN_SELFTEST=0)");
         return ATTN_OK;
     }
-    char detail[256];
-    if (attn__selftest(b, detail, sizeof detail) != ATTN_OK)
+    char detail[2048];
+    attn_status st = attn__selftest(b, detail, sizeof detail);
+    if (st == ATTN_IMPORT_ERROR)
+        return attn__fail(ATTN_IMPORT_ERROR, "%s cannot load its kernels here: %s", attn__kname(b),
+                          detail);
+    if (st != ATTN_OK)
         return attn__fail(ATTN_SELFTEST_FAILED, "%s failed its self-test: %s", attn__kname(b),
                           detail);
     return ATTN_OK;

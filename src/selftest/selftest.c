@@ -205,6 +205,12 @@ attn_status attn__selftest_standard(const attn_backend_desc *d, attn__selftest_f
         if (!attn__selftest_fits(d, sh->dtype, sh->kv)) continue;
         double err = INFINITY, tol = attn__selftest_tolerance(sh->dtype, sh->kv);
         attn_status st = st_run(sh, fwd, impl, &err);
+        if (st == ATTN_IMPORT_ERROR) {
+            /* the kernel's code does not load on its device (a device program
+             * that does not build): an import failure, its text whole */
+            if (detail && size) snprintf(detail, size, "%s", attn_last_error());
+            return ATTN_IMPORT_ERROR;
+        }
         char shape[128];
         snprintf(shape, sizeof shape, "%s heads=%d/%d head_size=%d block_size=%d", sh->name,
                  sh->heads, sh->kv_heads, sh->D, sh->bs);
@@ -270,7 +276,7 @@ typedef struct attn__selftest_result {
     struct attn__selftest_result *next;
     const attn_backend *backend;
     attn_status status;
-    char detail[256];
+    char detail[2048]; /* ATTN_IMPORT_ERROR: a compiler's log */
 } attn__selftest_result;
 
 static pthread_mutex_t attn__selftest_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -292,7 +298,10 @@ attn_status attn__selftest(const attn_backend *b, char *detail, size_t size)
         r->backend = b;
         r->status = attn__selftest_run(b, r->detail, sizeof r->detail);
         if (r->status != ATTN_OK && !r->detail[0])
-            snprintf(r->detail, sizeof r->detail, "%s", attn_strerror(r->status));
+            snprintf(r->detail, sizeof r->detail, "%s",
+                     r->status == ATTN_IMPORT_ERROR && attn_last_error()[0]
+                         ? attn_last_error()
+                         : attn_strerror(r->status));
         r->next = attn__selftests;
         attn__selftests = r;
     }

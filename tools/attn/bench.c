@@ -216,9 +216,10 @@ static int parse_args(int argc, char **argv, args_t *a)
     return finish_args(a);
 }
 
-/* Resolves the backends on the real machine and forces --variant; each
- * backend's self-test runs when its kernel is opened (attn/kernel.h): a
- * backend that fails it is not measured. */
+/* Resolves the backends on the real machine, opens an instance of each
+ * one's own device (OPENCL_ATTN's: its pool, q and out live there) and
+ * forces --variant; each backend's self-test runs when its kernel is
+ * opened (attn/kernel.h): a backend that fails it is not measured. */
 static int resolve_backends(const args_t *a, backend_t *bes, int nbe)
 {
     attn_platform *plat = NULL;
@@ -241,6 +242,11 @@ static int resolve_backends(const args_t *a, backend_t *bes, int nbe)
         if (!resolved || !bes[i].b || !bes[i].b->kernel || bes[i].b->desc->is_mla) {
             fprintf(stderr, "attn bench: backend %s cannot run here: %s\n", bes[i].name,
                     resolved ? "no standard forward kernel" : attn_last_error());
+            attn_platform_free(plat);
+            return ATTN_EXIT_FAILED;
+        }
+        if (bes[i].b->device && attn_device_open(bes[i].b, NULL, &bes[i].dev) != ATTN_OK) {
+            fprintf(stderr, "attn bench: backend %s: %s\n", bes[i].name, attn_last_error());
             attn_platform_free(plat);
             return ATTN_EXIT_FAILED;
         }
@@ -300,12 +306,13 @@ static int make_pools(const args_t *a, const backend_t *bes, int nbe, const shap
             double blk_bytes = 2.0 * o->block_size * BENCH_KV_HEADS * BENCH_HEAD * esz;
             double least = (double)m->buffer_bytes / blk_bytes;
             if (need < least) need = least < INT32_MAX ? (int)least : INT32_MAX;
-            if (bi == 1 && bes[1].b->desc->required_layout == bes[0].b->desc->required_layout) {
-                pools[1][k] = pools[0][k]; /* same layout: share the memory */
+            if (bi == 1 && bes[1].b->desc->required_layout == bes[0].b->desc->required_layout &&
+                !bes[0].dev && !bes[1].dev) {
+                pools[1][k] = pools[0][k]; /* same layout on the host: share the memory */
                 continue;
             }
-            if (bench_pool_make(&pools[bi][k], bes[bi].b, a->kvs[k], need, o->block_size) !=
-                ATTN_OK) {
+            if (bench_pool_make(&pools[bi][k], bes[bi].b, bes[bi].dev, a->kvs[k], need,
+                                o->block_size) != ATTN_OK) {
                 fprintf(stderr, "attn bench: cannot lay out a %s KV pool for %s: %s\n",
                         bench_kv_label(a->kvs[k]), bes[bi].name, attn_last_error());
                 return ATTN_EXIT_ERROR;
@@ -331,22 +338,17 @@ static void measure_all(const args_t *a, const backend_t *bes, int nbe, const sh
     }
 }
 
-int attn_cmd_bench(int argc, char **argv)
+/* The measurements and the report, once the backends resolved. */
+static int run_bench(args_t *a, const backend_t *bes, int nbe)
 {
-    args_t a;
-    int rc = parse_args(argc, argv, &a);
-    if (rc) return rc < 0 ? ATTN_EXIT_OK : rc;
-    backend_t bes[2] = {{a.backend, NULL}, {a.vs_name, NULL}};
-    int nbe = a.vs_name ? 2 : 1;
-    if ((rc = resolve_backends(&a, bes, nbe)) != ATTN_EXIT_OK) return rc;
     static shape_t shapes[MAX_SHAPES];
-    int ns = build_shapes(&a, shapes);
-    a.o.progress = ns > 1;
+    int ns = build_shapes(a, shapes);
+    a->o.progress = ns > 1;
 
     attn_cpu_machine m;
-    if (a.o.progress)
+    if (a->o.progress)
         fprintf(stderr, "attn bench: measuring read bandwidth and peak FMA rate...\n");
-    if (attn_cpu_measure_machine(a.o.buffer_bytes, &m) != ATTN_OK) {
+    if (attn_cpu_measure_machine(a->o.buffer_bytes, &m) != ATTN_OK) {
         fprintf(stderr, "attn bench: machine measurement failed: %s\n", attn_last_error());
         return ATTN_EXIT_ERROR;
     }
@@ -354,21 +356,36 @@ int attn_cmd_bench(int argc, char **argv)
     memset(pools, 0, sizeof pools);
     result_t *res = calloc((size_t)ns * 2, sizeof(result_t));
     if (!res) return ATTN_EXIT_ERROR;
-    rc = make_pools(&a, bes, nbe, shapes, ns, &m, pools);
+    int rc = make_pools(a, bes, nbe, shapes, ns, &m, pools);
     if (rc == ATTN_EXIT_OK) {
-        measure_all(&a, bes, nbe, shapes, ns, pools, &m, res);
-        bench_run run = {&a.o, &m, bes, nbe, shapes, ns, res};
-        if (a.o.json)
+        measure_all(a, bes, nbe, shapes, ns, pools, &m, res);
+        bench_run run = {&a->o, &m, bes, nbe, shapes, ns, res};
+        if (a->o.json)
             rc = bench_report_json(&run);
         else
             bench_report_text(&run);
         for (int i = 0; i < 2 * ns; i++)
             if (i % 2 < nbe && !res[i].ok) rc = ATTN_EXIT_ERROR;
     }
-    for (int k = 0; k < a.nkv; k++) {
-        if (pools[1][k].data && pools[1][k].data != pools[0][k].data) bench_pool_free(&pools[1][k]);
+    for (int k = 0; k < a->nkv; k++) {
+        if (pools[1][k].dmem || (pools[1][k].data && pools[1][k].data != pools[0][k].data))
+            bench_pool_free(&pools[1][k]);
         bench_pool_free(&pools[0][k]);
     }
     free(res);
+    return rc;
+}
+
+int attn_cmd_bench(int argc, char **argv)
+{
+    args_t a;
+    int rc = parse_args(argc, argv, &a);
+    if (rc) return rc < 0 ? ATTN_EXIT_OK : rc;
+    backend_t bes[2] = {{a.backend, NULL, NULL}, {a.vs_name, NULL, NULL}};
+    int nbe = a.vs_name ? 2 : 1;
+    rc = resolve_backends(&a, bes, nbe);
+    if (rc == ATTN_EXIT_OK) rc = run_bench(&a, bes, nbe);
+    for (int i = 0; i < nbe; i++)
+        attn_device_close(bes[i].dev);
     return rc;
 }

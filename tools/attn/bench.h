@@ -38,6 +38,7 @@ typedef struct {
 typedef struct {
     const char *name;
     const attn_backend *b;
+    attn_device *dev; /* an instance of b's own device; NULL: the host device */
 } backend_t;
 
 typedef struct {
@@ -50,7 +51,9 @@ typedef struct {
     size_t buffer_bytes; /* 0: sized from the LLC (attn/cpu_perf.h); also the KV pools' least */
 } opts_t;
 
-/* A KV pool per dtype (and per backend layout), filled once. */
+/* A KV pool per dtype (and per backend layout and device), filled once on
+ * the host; on a device whose memory is not host-visible the view reads
+ * the device's copy (dmem) and the host memory is released. */
 typedef struct {
     attn_kv_dtype kv;
     const attn_backend *b;
@@ -58,6 +61,8 @@ typedef struct {
     attn_kv_layout_info li;
     void *data;
     size_t bytes;
+    attn_device *dev;
+    void *dmem;
 } pool_t;
 
 /* What a run measured and against what, for the reports. */
@@ -74,8 +79,8 @@ typedef struct {
 const char *bench_kv_label(attn_kv_dtype k);
 /* Bytes the call must read, flops it must compute, tokens it produces. */
 void bench_shape_figures(const shape_t *sh, double *bytes, double *flops, double *tokens);
-attn_status bench_pool_make(pool_t *p, const attn_backend *b, attn_kv_dtype kv, int num_blocks,
-                            int bs);
+attn_status bench_pool_make(pool_t *p, const attn_backend *b, attn_device *dev, attn_kv_dtype kv,
+                            int num_blocks, int bs);
 void bench_pool_free(pool_t *p);
 void bench_measure(const backend_t *be, const shape_t *sh, pool_t *pool, const opts_t *o,
                    const attn_cpu_machine *m, result_t *res);

@@ -82,7 +82,7 @@ static void json_result(attn__jw *w, const char *backend, const shape_t *sh, con
 
 static void text_row(const char *backend, const shape_t *sh, const result_t *r, const result_t *vs)
 {
-    printf("%-10s %-7s %5d %7d %6d %-9s ", backend, sh->prefill ? "prefill" : "decode", sh->batch,
+    printf("%-11s %-7s %5d %7d %6d %-9s ", backend, sh->prefill ? "prefill" : "decode", sh->batch,
            sh->context, sh->qlen, bench_kv_label(sh->kv));
     if (!r->ok) {
         printf("error: %s\n", r->error);
@@ -167,7 +167,7 @@ void bench_report_text(const bench_run *r)
     printf("; prefill against %s", lp.name);
     if (lp.value > 0) printf(" %.1f GFLOP/s", lp.value);
     printf("\n\n");
-    printf("%-10s %-7s %5s %7s %6s %-9s %10s %11s %7s %6s %8s %6s %-10s %6s", "backend", "phase",
+    printf("%-11s %-7s %5s %7s %6s %-9s %10s %11s %7s %6s %8s %6s %-10s %6s", "backend", "phase",
            "batch", "context", "qlen", "kv", "ms", "tokens/s", "GB/s", "%bw", "GFLOP/s", "%peak",
            "limit", "%limit");
     bool vs = r->nbe > 1;

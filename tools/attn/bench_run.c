@@ -39,12 +39,26 @@ static uint64_t rng_next(uint64_t *s)
     return *s;
 }
 
-attn_status bench_pool_make(pool_t *p, const attn_backend *b, attn_kv_dtype kv, int num_blocks,
-                            int bs)
+/* The host pool copied to dev, whose memory the view then names. */
+static attn_status pool_upload(pool_t *p)
+{
+    attn_status st = attn_device_alloc(p->dev, p->bytes, ATTN_MEM_CACHE, &p->dmem);
+    if (st == ATTN_OK)
+        st = attn_device_copy_in(p->dev, p->dmem, 0, p->data, (size_t)p->li.bytes_per_layer);
+    munmap(p->data, p->bytes);
+    p->data = NULL;
+    p->li.view.data = p->dmem;
+    p->li.view.device = p->dev;
+    return st;
+}
+
+attn_status bench_pool_make(pool_t *p, const attn_backend *b, attn_device *dev, attn_kv_dtype kv,
+                            int num_blocks, int bs)
 {
     memset(p, 0, sizeof *p);
     p->kv = kv;
     p->b = b;
+    p->dev = dev && !attn_device_host_visible(dev) ? dev : NULL;
     p->num_blocks = num_blocks;
     attn_kv_layout layout = b->desc->required_layout != ATTN_LAYOUT_DEFAULT
                                 ? b->desc->required_layout
@@ -84,13 +98,14 @@ attn_status bench_pool_make(pool_t *p, const attn_backend *b, attn_kv_dtype kv, 
         }
     }
     p->li.view.data = p->data;
-    return ATTN_OK;
+    return p->dev ? pool_upload(p) : ATTN_OK;
 }
 
 void bench_pool_free(pool_t *p)
 {
     if (p->data) munmap(p->data, p->bytes);
-    p->data = NULL;
+    if (p->dmem) attn_device_free(p->dev, p->dmem);
+    p->data = p->dmem = NULL;
 }
 
 /* ---- one (backend, shape) measurement ---------------------------------------- */
@@ -117,13 +132,19 @@ typedef struct {
     attn_layer_params lp;
     attn_common_metadata cm;
     void *bstate;
-    attn_kernel *k; /* the checked handle: self-test gate, per-layer state */
+    attn_kernel *k;   /* the checked handle: self-test gate, per-layer state */
+    attn_device *dev; /* the backend's device when not host-visible, else NULL */
+    void *dq, *dout;  /* q and out in its memory */
 } inputs_t;
 
 static void inputs_free(const attn_backend *b, inputs_t *in)
 {
     attn_kernel_close(in->k);
     if (in->bstate) b->desc->builder->destroy(in->bstate);
+    if (in->dev) {
+        attn_device_free(in->dev, in->dq);
+        attn_device_free(in->dev, in->dout);
+    }
     free(in->q);
     free(in->out);
     free(in->qsl);
@@ -133,10 +154,24 @@ static void inputs_free(const attn_backend *b, inputs_t *in)
     free(in->times);
 }
 
-/* false with res->error set when something could not be made */
-static bool inputs_make(const attn_backend *b, const shape_t *sh, const pool_t *pool,
-                        const opts_t *o, inputs_t *in, result_t *res)
+/* q (filled) and out in the memory of a device that is not host-visible */
+static bool inputs_upload(inputs_t *in, size_t bytes, result_t *res)
 {
+    attn_status st = attn_device_alloc(in->dev, bytes, ATTN_MEM_STEP, &in->dq);
+    if (st == ATTN_OK) st = attn_device_alloc(in->dev, bytes, ATTN_MEM_STEP, &in->dout);
+    if (st == ATTN_OK) st = attn_device_copy_in(in->dev, in->dq, 0, in->q, bytes);
+    if (st != ATTN_OK)
+        snprintf(res->error, sizeof res->error, "device %s: %s", attn_device_name(in->dev),
+                 attn_last_error());
+    return st == ATTN_OK;
+}
+
+/* false with res->error set when something could not be made */
+static bool inputs_make(const backend_t *be, const shape_t *sh, const pool_t *pool, const opts_t *o,
+                        inputs_t *in, result_t *res)
+{
+    const attn_backend *b = be->b;
+    in->dev = be->dev && !attn_device_host_visible(be->dev) ? be->dev : NULL;
     int bs = o->block_size;
     int nbr = in->nbr = (sh->context + bs - 1) / bs;
     int tokens = sh->batch * sh->qlen;
@@ -184,16 +219,17 @@ static bool inputs_make(const attn_backend *b, const shape_t *sh, const pool_t *
                                 .max_num_reqs = sh->batch,
                                 .max_num_tokens = tokens,
                                 .max_blocks_per_req = nbr,
-                                .device = attn_device_host()};
+                                .device = be->dev ? be->dev : attn_device_host()};
         if (bo->create(&bi, &in->bstate) != ATTN_OK) {
             snprintf(res->error, sizeof res->error, "builder: %s", attn_last_error());
             return false;
         }
     }
-    if (attn_kernel_open(b, &in->lp, NULL, &in->k) != ATTN_OK) {
+    if (attn_kernel_open(b, &in->lp, be->dev, &in->k) != ATTN_OK) {
         snprintf(res->error, sizeof res->error, "kernel: %s", attn_last_error());
         return false;
     }
+    if (in->dev && !inputs_upload(in, qn * 2, res)) return false;
     if (sh->batch * nbr > pool->num_blocks) {
         snprintf(res->error, sizeof res->error, "KV pool too small");
         return false;
@@ -229,11 +265,13 @@ static int time_calls(const attn_backend *b, const shape_t *sh, pool_t *pool, co
         attn_forward_args a = {.layer = &in->lp,
                                .common = &in->cm,
                                .metadata = md,
-                               .q = in->q,
+                               .q = in->dev ? in->dq : in->q,
                                .kv = &pool->li.view,
-                               .out = in->out};
+                               .out = in->dev ? in->dout : in->out};
         double t0 = now_s();
         attn_status st = attn_kernel_forward(in->k, &a);
+        /* a device kernel may return before it ran: its time ends when it did */
+        if (st == ATTN_OK && in->dev) st = attn_device_synchronize(in->dev);
         double dt = now_s() - t0;
         if (st != ATTN_OK) {
             snprintf(res->error, sizeof res->error, "forward: %s: %s", attn_status_name(st),
@@ -290,7 +328,7 @@ void bench_measure(const backend_t *be, const shape_t *sh, pool_t *pool, const o
     memset(res, 0, sizeof *res);
     res->pool_bytes = pool->bytes;
     inputs_t in = {0};
-    if (inputs_make(be->b, sh, pool, o, &in, res)) {
+    if (inputs_make(be, sh, pool, o, &in, res)) {
         int n = time_calls(be->b, sh, pool, o, &in, res);
         if (n >= 0) fill_figures(sh, in.times, n, o, m, res);
     }

@@ -43,6 +43,8 @@ static const char *const attn_main_env[][2] = {
     {"ATTN_CUDA_LIBRARY", "test hooks: the GPU runtime library loaded in place of"},
     {"ATTN_HIP_LIBRARY", "libcuda.so.1, libamdhip64.so, libOpenCL.so.1"},
     {"ATTN_OPENCL_LIBRARY", ""},
+    {"ATTN_OPENCL_BUILD_OPTIONS", "appended to OPENCL_ATTN's program build options"},
+    {"", "(the self-test runs on the program they build)"},
 };
 
 static void attn_main_env_row(FILE *f, const char *name, const char *text)

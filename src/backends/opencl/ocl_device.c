@@ -131,6 +131,12 @@ int attn__ocl_device_count(void)
     return n;
 }
 
+const char *attn__ocl_unavailable(void)
+{
+    pthread_once(&g_once, enumerate);
+    return g_ndev > 0 ? NULL : g_reason;
+}
+
 attn_status attn__ocl_dev_context(attn__ocl_dev *d)
 {
     const attn__cl_api *cl = attn__cl_load();

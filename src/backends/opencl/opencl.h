@@ -45,6 +45,9 @@ typedef struct attn__ocl_step attn__ocl_step;
 /* OpenCL devices usable here (available, with a compiler), in platform
  * order; 0 with ATTN_PLATFORM_UNAVAILABLE's detail set when there is none. */
 int attn__ocl_device_count(void);
+/* NULL when a device is usable, else why not (the same text as the
+ * detail above; the thread's last error is left alone). */
+const char *attn__ocl_unavailable(void);
 
 typedef struct attn__ocl_options {
     int device;                /* index below attn__ocl_device_count(); -1: the first GPU, else
