@@ -14,7 +14,9 @@
 #   3. runs bench_cuda: decode bandwidth as a fraction of the measured copy
 #      bandwidth (target 0.80), prefill as a fraction of the bf16 tensor-core
 #      peak (target 0.40), MLA decode bandwidth; the figures also go to
-#      <build>/gpu-check.json.
+#      <build>/gpu-check.json;
+#   4. where NVIDIA's OpenCL driver is installed, OPENCL_ATTN's conformance
+#      tests on the GPU through it (an ICD folder naming only that driver).
 # usage: scripts/gpu-check.sh [build folder, default build-gpu] [jobs]
 # Exit 77 without an NVIDIA GPU; 1 when a step fails (the others still run).
 set -u
@@ -52,7 +54,29 @@ step build cmake --build "$build" -j"$jobs" --target attn_cuda attn_cuda_slack t
     test_cuda_backend_conformance attn_cli bench_cuda
 [ "$fails" -eq 0 ] || exit 1
 step tests bash -c "cd '$build' && ctest -R '^test_cuda|^cli_cuda' --output-on-failure --no-tests=error"
-step bench bash -c "'$build/bin/bench_cuda' && '$build/bin/bench_cuda' --json > '$build/gpu-check.json'"
+# OPENCL_ATTN on the GPU through NVIDIA's OpenCL driver, when the machine has
+# it: an ICD folder naming only that driver, so PoCL cannot answer instead.
+nv_ocl=$(ldconfig -p 2>/dev/null | awk '/libnvidia-opencl\.so\.1 /{print $NF; exit}')
+[ -n "$nv_ocl" ] || nv_ocl=$(ls /usr/local/nvidia/lib64/libnvidia-opencl.so.1 \
+    /usr/lib/x86_64-linux-gnu/libnvidia-opencl.so.1 2>/dev/null | head -1)
+if [ -n "$nv_ocl" ]; then
+    mkdir -p "$build/nvidia-icd" && echo "$nv_ocl" >"$build/nvidia-icd/nvidia.icd"
+    if ! ldconfig -p 2>/dev/null | grep -q 'libOpenCL\.so\.1 '; then
+        for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do
+            [ -e "$d/libOpenCL.so.1" ] && export ATTN_OPENCL_LIBRARY="$d/libOpenCL.so.1" && break
+        done
+    fi
+    step opencl-build cmake --build "$build" -j"$jobs" --target test_opencl_conformance \
+        test_opencl_mla_conformance test_opencl_backend test_opencl_mla_project
+    step opencl-tests bash -c "cd '$build' && OCL_ICD_VENDORS='$build/nvidia-icd' ctest \
+        -R '^test_opencl_(conformance|mla_conformance|backend|backend_planted|mla_project)\$' \
+        --output-on-failure -V >opencl-tests.log 2>&1; rc=\$?; grep -E \
+        '^[0-9]+: (device|[0-9]+ configurations|planted|.*FAIL)|Test +#|tests passed' opencl-tests.log;
+        exit \$rc"
+else
+    echo "== opencl: no NVIDIA OpenCL driver (libnvidia-opencl.so.1) here: skipped"
+fi
+step bench bash -c "timeout 150 '$build/bin/bench_cuda' --json > '$build/gpu-check.json'"
 [ -s "$build/gpu-check.json" ] && echo "figures: $build/gpu-check.json" && cat "$build/gpu-check.json"
 [ "$fails" -eq 0 ] || { echo "gpu-check: $fails step(s) failed"; exit 1; }
 echo "gpu-check: ok"
