@@ -29,6 +29,7 @@
 
 #include "attn/log.h"
 #include "platform/platform_internal.h"
+#include "util/config_fields.h"
 #include "util/datadir.h"
 #include "util/error.h"
 
@@ -293,9 +294,10 @@ attn_status attn_platform_set_setting(attn_platform *p, const char *key_eq_value
 int attn_platform_priorities(const attn_platform *p, const attn_selector_config *cfg,
                              const char **names, int max)
 {
-    if (!p || !cfg || !p->ops || !p->ops->priorities) return 0;
+    attn_selector_config full;
+    if (!p || !p->ops || !p->ops->priorities || attn__config_read(cfg, &full) != ATTN_OK) return 0;
     if (!names || max < 0) max = 0; /* count only */
-    return p->ops->priorities(p, cfg, names, max);
+    return p->ops->priorities(p, &full, names, max);
 }
 
 void attn__platform_write_json(attn__jw *w, const attn_platform *p)
