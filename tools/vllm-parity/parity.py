@@ -2,8 +2,8 @@
 """libattn against vLLM itself: the same selection cases answered by vLLM
 0.32.0's own code (vllm_side.py, in a venv) and by `attn select --json`.
 
-  parity.py [--attn BIN] [--seed N] [--count N] [--venv DIR] [--write-cases FILE]
-            [--show N] [--platform cuda|rocm|xpu|cpu]
+  parity.py [--attn BIN] [--seed N] [--count N] [--venv DIR] [--answers FILE]
+            [--write-cases FILE] [--show N] [--platform cuda|rocm|xpu|cpu]
 
 Prints agreement at three levels per platform: same backend or same error
 kind; same per-candidate reason lists; byte-identical messages. vLLM's
@@ -86,6 +86,24 @@ ODD_NAMES = ["FOO", "flash-attn", "FLASH_ATTN_V2", "auto", "Auto", "AUTO",
              "flash_attn", "Triton_Attn", "cutlass_msa", "Triton_Msa"]
 # Strings that are no CacheDType: vLLM's assertion on every platform.
 BAD_KV = ["fp9", "FP8", "fp8e4m3", "int4", "turboquant"]
+# vLLM 0.32.0's CacheDType, in its order.
+CACHE_DTYPES = ["auto", "float16", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc",
+                "fp8_ds_mla", "nvfp4_ds_mla", "turboquant_k8v4", "turboquant_4bit_nc",
+                "turboquant_k3v4_nc", "turboquant_3bit_nc", "ultraquant_4bit",
+                "int4_per_token_head", "int8_per_token_head", "fp8_per_token_head", "nvfp4",
+                "nvfp4_4over6"]
+# The run's cache dtype (cache_config.cache_dtype) where a layer keeps
+# another: the packed and quantized runs whose rules read it.
+RUN_KV = ["auto", "fp8", "fp8_e4m3", "turboquant_k8v4", "turboquant_4bit_nc",
+          "turboquant_k3v4_nc", "turboquant_3bit_nc", "ultraquant_4bit", "nvfp4",
+          "int8_per_token_head", "fp8_per_token_head", "bfloat16"]
+# Strings that are no CacheDType for the run: CacheConfig's validation error.
+BAD_RUN_KV = ["fp9", "FP8", "None", "turboquant", "auto "]
+
+
+def same_run(kv):
+    """The run's dtype of a layer that keeps it (None and bad strings: auto)."""
+    return kv if kv in CACHE_DTYPES else "auto"
 
 
 # A few installed sets per family keep the number of simulated machines (one
@@ -123,6 +141,19 @@ def _config(rng, family):
         c[f] = rng.random() < 0.07
     if rng.random() < 0.01:
         c["kv_cache_dtype"] = rng.choice(BAD_KV)
+    # The run's KV dtype: mostly the layer's own; a layer kept at the native
+    # dtype in a packed or quantized run (kv_cache_dtype_skip_layers,
+    # turboquant's boundary layers); any other run; a string no CacheDType.
+    r = rng.random()
+    if r < 0.5:
+        c["run_kv_cache_dtype"] = same_run(c["kv_cache_dtype"])
+    elif r < 0.75:
+        c["kv_cache_dtype"] = "auto"
+        c["run_kv_cache_dtype"] = rng.choice(RUN_KV)
+    elif r < 0.99:
+        c["run_kv_cache_dtype"] = rng.choice(RUN_KV)
+    else:
+        c["run_kv_cache_dtype"] = rng.choice(BAD_RUN_KV)
     return c
 
 
@@ -148,6 +179,7 @@ def _hand_picked():
     def add(machine, backend=None, **kw):
         c = dict(base)
         c.update(kw)
+        c.setdefault("run_kv_cache_dtype", same_run(c["kv_cache_dtype"]))
         cases.append({"machine": machine, "backend": backend, "config": c})
 
     wheel = lambda cc: {"family": "cuda", "cc": cc, "installed": list(CUDA_WHEEL)}  # noqa: E731
@@ -225,6 +257,7 @@ def _hand_picked():
         add(m, "CPU_ATTN", has_sink=True)
         add(m, "CPU_ATTN", use_per_head_quant_scales=True)
         add(m, "NO_ATTENTION")
+    _hand_picked_run_kv(add, plat, wheel)
     xpu = {"family": "xpu", "installed": []}
     add(xpu, "FLASH_ATTN_MLA", use_mla=True, head_size=576, block_size=64)
     add(xpu, "FLASH_ATTN_MLA", use_mla=True, head_size=512)
@@ -239,6 +272,56 @@ def _hand_picked():
         add(m, "TRITON_ATTN")
         add(m, "FLASH_ATTN")
     return cases
+
+
+def _hand_picked_run_kv(add, plat, wheel):
+    """The run's KV dtype (issue 27 item 6): ROCm's turboquant and
+    ultraquant runs (the layout shared with the packed backend, the explicit
+    request that gives way), FA4's head-256 kernel in a quantized run, and
+    strings that are no CacheDType, on every platform."""
+    rocm_names = ROCM_NAMES + ["ULTRAQUANT", "FLEX_ATTENTION", "CPU_ATTN", "ROCM_SEGMENTED_ATTN"]
+    for gfx in ROCM_GFX:
+        for inst, settings in (([], {}), (["aiter"], {}), (["aiter"], {"rocm_use_aiter": True})):
+            m = {"family": "rocm", "gfx": gfx, "installed": inst, "settings": settings}
+            for run in ("turboquant_4bit_nc", "ultraquant_4bit", "fp8"):
+                for kv in ("auto", "fp8", run):
+                    add(m, kv_cache_dtype=kv, run_kv_cache_dtype=run)
+                add(m, kv_cache_dtype="auto", run_kv_cache_dtype=run, use_kv_connector=True)
+                for name in rocm_names:
+                    add(m, name, kv_cache_dtype="auto", run_kv_cache_dtype=run)
+                add(m, kv_cache_dtype="auto", run_kv_cache_dtype=run, use_mla=True,
+                    head_size=576)
+                add(m, "ROCM_ATTN", kv_cache_dtype="turboquant_4bit_nc", run_kv_cache_dtype=run)
+            add(m, "ROCM_ATTN", kv_cache_dtype="turboquant_4bit_nc", run_kv_cache_dtype="auto")
+            add(m, "ROCM_ATTN", kv_cache_dtype="ultraquant_4bit", run_kv_cache_dtype="auto")
+    # Every member asked for in a packed run on the ROCm machines (the
+    # layout rule) and on one CUDA machine (which has no such rule).
+    for m in [plat[1], plat[4], plat[5]]:
+        for run in ("turboquant_4bit_nc", "ultraquant_4bit"):
+            for name in VLLM_ENUM:
+                add(m, name, kv_cache_dtype="auto", run_kv_cache_dtype=run)
+    for m in plat:
+        for run in BAD_RUN_KV:
+            add(m, run_kv_cache_dtype=run)
+            add(m, "FOO", run_kv_cache_dtype=run)
+            add(m, "FLASH_ATTN", kv_cache_dtype="fp9", run_kv_cache_dtype=run)
+    fa4 = ["fa2", "fa3", "fa4", "flashinfer", "flashinfer_cubin", "flashmla"]
+    for cc in ("9.0", "10.0", "11.0", "12.0"):
+        for inst in (fa4, ["fa2", "fa4"]):
+            m = {"family": "cuda", "cc": cc, "installed": inst}
+            for run in ("auto", "fp8", "nvfp4", "turboquant_4bit_nc"):
+                for kv in ("auto", "fp8"):
+                    for hs in (128, 256):
+                        add(m, head_size=hs, kv_cache_dtype=kv, run_kv_cache_dtype=run)
+                        add(m, "FLASH_ATTN", head_size=hs, kv_cache_dtype=kv,
+                            run_kv_cache_dtype=run)
+                add(m, "FLASH_ATTN", head_size=256, use_mm_prefix=True, run_kv_cache_dtype=run)
+                add(m, "FLASH_ATTN", head_size=256, block_size=128, run_kv_cache_dtype=run)
+                add(m, "TRITON_FLASH_ATTN", head_size=256, use_mm_prefix=True,
+                    run_kv_cache_dtype=run)
+                add(m, "FLASH_ATTN_DIFFKV", head_size=256, kv_cache_dtype="fp8",
+                    run_kv_cache_dtype=run)
+                add(m, head_size=256, use_mm_prefix=True, run_kv_cache_dtype=run)
 
 
 def make_cases(seed, count):
@@ -295,8 +378,8 @@ def no_answer(v):
     return v is None or "harness_error" in v or v.get("error", {}).get("kind") == "other"
 
 
-def vllm_answers(py, venv, cases):
-    cache_path = os.path.join(venv, "answers-%s.json" % VLLM_VERSION)
+def vllm_answers(py, venv, cases, cache_path=None):
+    cache_path = cache_path or os.path.join(venv, "answers-%s.json" % VLLM_VERSION)
     cache = {}
     if os.path.exists(cache_path):
         with open(cache_path) as f:
@@ -352,6 +435,8 @@ def attn_args(attn, c):
         args += ["--block-size", str(cfg["block_size"])]
     if cfg.get("num_heads") is not None:
         args += ["--num-heads", str(cfg["num_heads"])]
+    if cfg.get("run_kv_cache_dtype") is not None:
+        args += ["--run-kv-cache-dtype", cfg["run_kv_cache_dtype"]]
     flags = {"use_mla": "--use-mla", "use_sparse": "--use-sparse", "has_sink": "--has-sink",
              "use_mm_prefix": "--use-mm-prefix",
              "use_per_head_quant_scales": "--per-head-quant-scales",
@@ -553,10 +638,13 @@ def write_known(path, cases, vans, lans):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--attn", default=os.path.join(ROOT, "build", "attn"))
-    ap.add_argument("--seed", type=int, default=27027)
-    ap.add_argument("--count", type=int, default=3200)
+    ap.add_argument("--seed", type=int, default=27006)
+    ap.add_argument("--count", type=int, default=6000)
     ap.add_argument("--venv", default=os.environ.get("PARITY_VENV",
                                                      os.path.join(HERE, ".venv")))
+    ap.add_argument("--answers", default=os.environ.get("PARITY_ANSWERS"),
+                    help="vLLM's cached answers (default: answers-<version>.json in the venv "
+                    "folder; another file keeps a shared venv read-only)")
     ap.add_argument("--write-cases", metavar="FILE")
     ap.add_argument("--show", type=int, default=20, help="diffs to print (default 20)")
     ap.add_argument("--platform", help="only show diffs of this family")
@@ -564,7 +652,7 @@ def main():
     a = ap.parse_args()
     cases = make_cases(a.seed, a.count)
     py = ensure_venv(a.venv)
-    vans = vllm_answers(py, a.venv, cases)
+    vans = vllm_answers(py, a.venv, cases, a.answers)
     with ThreadPoolExecutor(max_workers=2) as ex:
         lans = dict(zip([c["id"] for c in cases], ex.map(lambda c: attn_answer(a.attn, c),
                                                          cases)))

@@ -12,6 +12,10 @@ only torch and third-party libraries, never vllm, so no platform is bound
 before the child chooses one.
 
 What is simulated, and why it cannot bias a selection (see README.md):
+* the run's KV-cache dtype: each case's run_kv_cache_dtype is validated by
+  CacheConfig (the --kv-cache-dtype entry point) and set as the current
+  VllmConfig's cache_config.cache_dtype, which vLLM's get_attn_backend
+  passes as _run_kv_cache_dtype and its platform rules read.
 * the device: the platform class is vLLM's own (CudaPlatform, RocmPlatform,
   XPUPlatform, CpuPlatform) with get_device_capability answering the
   simulated capability (CUDA) or amdsmi answering the simulated gfx arch
@@ -358,6 +362,20 @@ def _answer(platform, case):
     c = case["config"]
     os.environ["VLLM_BATCH_INVARIANT"] = "1" if c.get("use_batch_invariant") else "0"
     ans = {}
+    # The run's cache dtype goes through CacheConfig, the entry point of
+    # --kv-cache-dtype (create_engine_config builds it before it reads the
+    # attention backend); get_attn_backend passes the current config's
+    # cache_dtype as _run_kv_cache_dtype and the platform rules read it there.
+    run = c.get("run_kv_cache_dtype", "auto")
+    from vllm.config import CacheConfig, get_current_vllm_config
+
+    try:
+        CacheConfig(cache_dtype=run)
+    except Exception as e:  # noqa: BLE001 - pydantic's ValidationError
+        return {"error": {"kind": "invalid-config", "type": type(e).__name__,
+                          "message": _validation_text(e)}}
+    get_current_vllm_config().cache_config.cache_dtype = run
+    ans["run_kv_cache_dtype"] = get_current_vllm_config().cache_config.cache_dtype
     backend = None
     if case.get("backend") is not None:
         # The entry point vLLM's model layers use: --attention-backend is an
