@@ -304,8 +304,13 @@ static PyObject *config_dict(const attn_selector_config *c)
             v = PyUnicode_FromString(attn_dtype_name(*(const attn_dtype *)base));
             break;
         case ATTN_FIELD_KV_DTYPE:
-        case ATTN_FIELD_RUN_KV_DTYPE:
             v = PyUnicode_FromString(attn_kv_dtype_name(*(const attn_kv_dtype *)base));
+            break;
+        case ATTN_FIELD_RUN_KV_DTYPE: /* unset (the layer's) is None, as the keyword takes it */
+            if (*(const attn_kv_dtype *)base == ATTN_KV_NONE)
+                v = Py_NewRef(Py_None);
+            else
+                v = PyUnicode_FromString(attn_kv_dtype_name(*(const attn_kv_dtype *)base));
             break;
         case ATTN_FIELD_ATTN_TYPE:
             v = PyUnicode_FromString(attn_attn_type_name(*(const attn_attn_type *)base));
