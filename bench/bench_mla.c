@@ -35,6 +35,8 @@
 #include "util/numeric.h"
 #include "util/threadpool.h"
 
+#include "bench_peaks.h"
+
 static double now_s(void)
 {
     struct timespec ts;
@@ -50,105 +52,8 @@ static int cmp_double(const void *a, const void *b)
 
 /* ---- machine limits ------------------------------------------------------------
  * Read bandwidth and the fp32 FMA peak come from the CPU kernels' shared
- * measurement (attn__cpu_measure_machine); the AMX-BF16 peak is measured
- * here the same way (every pool thread runs a register-resident loop).
- * Also measured, as a reference point and not as the limit: the same
- * products when each one needs a tile load from L1 (the 2 x 2 blocking a
- * GEMM with 8 tile registers can use: 2 A + 2 B loads per 4 products). The
- * tile unit does not overlap loads with products, so this is the most a
- * kernel streaming both operands can reach. */
-
-typedef struct {
-    long iters;
-    bool loads; /* the L1-fed loop instead of the register-resident one */
-    double flops[64];
-} peak_job;
-
-typedef struct {
-    uint8_t palette, start;
-    uint8_t reserved[14];
-    uint16_t colsb[16];
-    uint8_t rows[16];
-} amx_cfg;
-
-/* n steps of 4 products on tiles 0..3: operands register-resident, or
- * (loads) 4 tile loads per step from 16 KiB of L1-resident operands */
-__attribute__((target("amx-tile,amx-bf16,avx512f"))) static double amx_bf16(long n, bool loads)
-{
-    static _Alignas(64) uint16_t buf[4][4][16 * 32];
-    for (int i = 0; i < 4 * 4 * 16 * 32; i++)
-        (&buf[0][0][0])[i] = attn__f32_to_bf16((float)((i * 37) % 17) * 0.01f);
-    amx_cfg c;
-    memset(&c, 0, sizeof c);
-    c.palette = 1;
-    for (int i = 0; i < 8; i++) {
-        c.colsb[i] = 64;
-        c.rows[i] = 16;
-    }
-    /* asm with the whole struct as operand: GCC 12 drops the stores before
-     * the ldtilecfg builtin (it does not model the read) */
-    __asm__ volatile("ldtilecfg %0" ::"m"(c));
-    _tile_zero(0);
-    _tile_zero(1);
-    _tile_zero(2);
-    _tile_zero(3);
-    if (loads) {
-        for (long i = 0; i < n; i++) {
-            uint16_t(*t)[16 * 32] = buf[i & 3];
-            _tile_loadd(4, t[0], 64);
-            _tile_loadd(5, t[1], 64);
-            _tile_loadd(6, t[2], 64);
-            _tile_loadd(7, t[3], 64);
-            _tile_dpbf16ps(0, 4, 6);
-            _tile_dpbf16ps(1, 4, 7);
-            _tile_dpbf16ps(2, 5, 6);
-            _tile_dpbf16ps(3, 5, 7);
-        }
-    } else {
-        _tile_loadd(4, buf[0][0], 64);
-        _tile_loadd(5, buf[0][1], 64);
-        _tile_loadd(6, buf[0][2], 64);
-        _tile_loadd(7, buf[0][3], 64);
-        for (long i = 0; i < n; i++) {
-            _tile_dpbf16ps(0, 4, 6);
-            _tile_dpbf16ps(1, 4, 7);
-            _tile_dpbf16ps(2, 5, 6);
-            _tile_dpbf16ps(3, 5, 7);
-        }
-    }
-    _tile_release();
-    return (double)n * 4 * 16 * 16 * 32 * 2;
-}
-
-static void peak_part(void *ctx, int64_t begin, int64_t end, int tid)
-{
-    peak_job *j = ctx;
-    for (int64_t i = begin; i < end; i++) {
-        double t = now_s();
-        double f = amx_bf16(j->iters, j->loads);
-        j->flops[i] = f / (now_s() - t);
-    }
-    (void)tid;
-}
-
-/* Sum over threads of each thread's AMX-BF16 rate (every thread runs one item). */
-static double measure_amx_peak(attn__pool *pool, bool loads)
-{
-    int nt = attn__pool_threads(pool);
-    peak_job j;
-    memset(&j, 0, sizeof j);
-    j.iters = 200000;
-    j.loads = loads;
-    double best = 0;
-    for (int r = 0; r < 3; r++) {
-        attn__pool_for(pool, nt, 0, peak_part, &j);
-        double s = 0;
-        for (int i = 0; i < nt && i < 64; i++)
-            s += j.flops[i];
-        best = s > best ? s : best;
-    }
-    return best;
-}
+ * measurement (attn__cpu_measure_machine); the AMX-BF16 peak, register
+ * resident and fed from L1, from bench_peaks.h. */
 
 /* ---- the decode shapes ----------------------------------------------------------- */
 
@@ -302,8 +207,8 @@ static bool env_make(const mla_args *a, attn__pool *pool, mla_env *e)
     e->bw = mach.read_gbps * 1e9;
     e->peak_fma = mach.peak_gflops * 1e9;
     bool has_amx = attn_cpu_has(ATTN_CPU_AMX_BF16);
-    e->peak_amx = has_amx ? measure_amx_peak(pool, false) : 0;
-    e->l1_amx = has_amx ? measure_amx_peak(pool, true) : 0;
+    e->peak_amx = has_amx ? bench_peak(pool, 0) : 0;
+    e->l1_amx = has_amx ? bench_peak(pool, 1) : 0;
     e->peak = e->amx ? e->peak_amx : e->peak_fma;
     e->esz = e->kve == ATTN_ELEM_F32 ? 4 : e->kve == ATTN_ELEM_FP8_E4M3 ? 1 : 2;
     size_t block_bytes = (size_t)MLA_BS * MLA_D * e->esz;

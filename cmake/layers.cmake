@@ -15,9 +15,13 @@
 # file that belongs to no layer stops the configure step.
 
 # ATTN_LAYER_<layer>_DIRS: its folders under src/; _DEPS: the layers
-# directly below it (what it sees is the closure). docs/design.md has the table.
-set(ATTN_LAYERS util platform model device catalog registry plugin metadata kvcache
-                kernels opencl selftest cp select engine)
+# directly below it (what it sees is the closure). docs/design.md has the
+# table. The edges are those of the code at link level too: every attn_
+# symbol a layer's objects reference is defined in the layer or below it
+# (tests/cli_layers.sh checks it with nm), so the graph is a DAG and a
+# layer's objects link without anything above them.
+set(ATTN_LAYERS util platform model device metadata catalog kvcache kernels opencl selftest
+                registry plugin cp select engine)
 set(ATTN_LAYER_util_DIRS util)
 set(ATTN_LAYER_util_DEPS)
 set(ATTN_LAYER_platform_DIRS platform)
@@ -26,16 +30,14 @@ set(ATTN_LAYER_model_DIRS model)
 set(ATTN_LAYER_model_DEPS util)
 set(ATTN_LAYER_device_DIRS device)
 set(ATTN_LAYER_device_DEPS util)
-set(ATTN_LAYER_catalog_DIRS backends/catalog)
-set(ATTN_LAYER_catalog_DEPS platform)
-set(ATTN_LAYER_registry_DIRS registry)
-set(ATTN_LAYER_registry_DEPS catalog)
-set(ATTN_LAYER_plugin_DIRS plugin)
-set(ATTN_LAYER_plugin_DEPS registry)
 set(ATTN_LAYER_metadata_DIRS metadata)
 set(ATTN_LAYER_metadata_DEPS util)
+# The descriptors name their metadata builders.
+set(ATTN_LAYER_catalog_DIRS backends/catalog)
+set(ATTN_LAYER_catalog_DEPS platform metadata)
+# The KV layout depends on the platform kind (XPU: NHD).
 set(ATTN_LAYER_kvcache_DIRS kvcache)
-set(ATTN_LAYER_kvcache_DEPS device)
+set(ATTN_LAYER_kvcache_DEPS device platform)
 set(ATTN_LAYER_kernels_DIRS backends/cpu backends/mla backends/reference)
 set(ATTN_LAYER_kernels_DEPS catalog metadata device)
 # OPENCL_ATTN: the kernel dialect sources (no .c) and the OpenCL runtime;
@@ -44,10 +46,17 @@ set(ATTN_LAYER_opencl_DIRS backends/devkern backends/opencl)
 set(ATTN_LAYER_opencl_DEPS kernels)
 set(ATTN_LAYER_selftest_DIRS selftest)
 set(ATTN_LAYER_selftest_DEPS kernels)
+# The registry's catalog table names every built-in backend's object, so it
+# sits above the folders that define them (kernels, opencl).
+set(ATTN_LAYER_registry_DIRS registry)
+set(ATTN_LAYER_registry_DEPS catalog kernels opencl)
+set(ATTN_LAYER_plugin_DIRS plugin)
+set(ATTN_LAYER_plugin_DEPS registry)
 set(ATTN_LAYER_cp_DIRS cp)
 set(ATTN_LAYER_cp_DEPS selftest)
+# The selector loads the plugins before it selects (attn_plugins_load).
 set(ATTN_LAYER_select_DIRS select)
-set(ATTN_LAYER_select_DEPS selftest registry)
+set(ATTN_LAYER_select_DEPS selftest registry plugin)
 set(ATTN_LAYER_engine_DIRS engine)
 set(ATTN_LAYER_engine_DEPS select plugin model kvcache cp)
 
@@ -86,10 +95,11 @@ endfunction()
 
 # attn_add_layers(<out var>): one OBJECT library attn_<layer> per layer;
 # <out var> receives their $<TARGET_OBJECTS:...>. Every .c under src/
-# except src/cp/mpi/ (its own library, cmake/mpi.cmake) must be in one.
+# except src/cp/mpi/ (its own library, cmake/mpi.cmake) and
+# src/backends/cuda/ (the CUDA module, cmake/cuda.cmake) must be in one.
 function(attn_add_layers out)
   file(GLOB_RECURSE all CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/*.c)
-  list(FILTER all EXCLUDE REGEX "/src/cp/mpi/")
+  list(FILTER all EXCLUDE REGEX "/src/cp/mpi/|/src/backends/cuda/")
   set(objects)
   foreach(layer ${ATTN_LAYERS})
     set(srcs)

@@ -11,6 +11,7 @@
 #include "backends/opencl/opencl.h"
 #include "test.h"
 
+#ifndef ATTN_TOCL_DEVICE /* tests/cuda_testutil.h brings the CUDA module's */
 /* An instance on the default device; skips the test without OpenCL. */
 static inline attn__ocl *tocl_open_or_skip(const char *test, const char *build_options)
 {
@@ -32,6 +33,7 @@ static inline attn__ocl_mem *tocl_upload(attn__ocl *o, const void *src, size_t b
     if (m && src) CHECK_OK(attn__ocl_copy_in(o, m, 0, src, bytes));
     return m;
 }
+#endif
 
 /* Cache layouts: FLASH_ATTN's (2, num_blocks, block_size, kv_heads, head)
  * in HND or NHD stride order, TRITON_ATTN's (num_blocks, 2, block_size,

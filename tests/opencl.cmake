@@ -5,7 +5,7 @@
 # them by the frames in tests/lsan_pocl.supp (PoCL/LLVM frames only).
 set(ATTN_OCL_TEST_ENV ${ATTN_TEST_ENV} "POCL_CACHE_DIR=${PROJECT_BINARY_DIR}/pocl-cache"
     "LSAN_OPTIONS=suppressions=${PROJECT_SOURCE_DIR}/tests/lsan_pocl.supp:print_suppressions=0")
-foreach(t test_opencl_conformance test_opencl_runtime)
+foreach(t test_opencl_conformance test_opencl_runtime test_opencl_mla_conformance)
   if(TARGET ${t})
     set_tests_properties(${t} PROPERTIES ENVIRONMENT "${ATTN_OCL_TEST_ENV}")
   endif()

@@ -59,7 +59,7 @@ int main(void)
 {
     char detail[256];
     /* the real kernel, and each usable variant */
-    CHECK_OK(attn__backend_cpu_attn.kernel->self_test(detail, sizeof detail));
+    CHECK_OK(attn_backend_self_test(&attn__backend_cpu_attn, detail, sizeof detail));
     for (int i = 0; i < attn__cpu_attn_variant_count(); i++) {
         g_isa = attn__cpu_attn_variant(i);
         if (!g_isa->usable()) {

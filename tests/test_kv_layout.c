@@ -6,6 +6,7 @@
 #include "attn/kvcache.h"
 #include "backends/catalog/catalog.h"
 #include "backends/cpu/cpu_attn.h"
+#include "registry/catalog_table.h"
 #include "test.h"
 
 static const attn_backend_desc *desc(const char *name)

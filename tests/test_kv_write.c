@@ -7,6 +7,7 @@
 #include "attn/kvcache.h"
 #include "backends/catalog/catalog.h"
 #include "backends/cpu/cpu_attn.h"
+#include "registry/catalog_table.h"
 #include "test.h"
 #include "util/numeric.h"
 

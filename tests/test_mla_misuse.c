@@ -268,8 +268,8 @@ int main(void)
     CHECK(no == 3 && order[0] == 0 && order[2] == 2);
     CHECK_STATUS(d->kv_stride_order(ATTN_LAYOUT_NHD, true, order, &no), ATTN_UNSUPPORTED);
     char detail[256] = "";
-    CHECK_OK(attn__backend_cpu_mla.kernel->self_test(detail, sizeof detail));
-    CHECK_OK(attn__backend_cpu_mla_sparse.kernel->self_test(detail, sizeof detail));
+    CHECK_OK(attn_backend_self_test(&attn__backend_cpu_mla, detail, sizeof detail));
+    CHECK_OK(attn_backend_self_test(&attn__backend_cpu_mla_sparse, detail, sizeof detail));
     const char *var = attn__backend_cpu_mla.kernel->variant();
     CHECK(var && *var);
     printf("CPU_MLA variant: %s\n", var);

@@ -32,7 +32,9 @@
 #endif
 #define N_CONFIGS 216
 #define MAX_REQ   6
-#define NAME      "test_opencl_conformance"
+#ifndef NAME /* test_cuda_conformance runs this file under its own name */
+#define NAME "test_opencl_conformance"
+#endif
 
 static const int head_sizes[] = {64, 80, 128, 256};
 static const int extra_heads[] = {32, 96, 192};

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "backends/catalog/catalog.h"
+#include "registry/catalog_table.h"
 #include "registry/registry_impl.h"
 #include "test.h"
 

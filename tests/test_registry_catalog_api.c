@@ -2,6 +2,7 @@
  * what the internal table holds, entry by entry, and answers NULL / false
  * for indices and names outside it. */
 #include "backends/catalog/catalog.h"
+#include "registry/catalog_table.h"
 #include "test.h"
 
 int main(void)

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "backends/catalog/catalog.h"
+#include "registry/catalog_table.h"
 #include "select/selection.h"
 #include "test.h"
 

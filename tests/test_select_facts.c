@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "backends/catalog/catalog.h"
+#include "registry/catalog_table.h"
 #include "test.h"
 #include "util/json.h"
 #include "util/strbuf.h"

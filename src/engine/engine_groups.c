@@ -11,17 +11,8 @@
 #include "attn/log.h"
 #include "attn/registry.h"
 #include "engine/engine_impl.h"
-#include "metadata/builders.h"
 #include "model/model_impl.h"
 #include "util/error.h"
-
-/* The catalog references the builders weakly (src/backends/catalog/builders_weak.h)
- * and a static link pulls archive members only for strong references: name
- * them here, where every program that serves pulls this file in. */
-const attn_builder_ops *const attn__engine_builder_families[] = {
-    &attn__builder_flash_attn, &attn__builder_flashinfer, &attn__builder_triton,
-    &attn__builder_rocm,       &attn__builder_flex,
-};
 
 #define ATTN__CPU_KV_SPACE ((uint64_t)4 << 30) /* CPU KV budget before the fraction */
 

@@ -205,7 +205,6 @@ attn_status attn__engine_fail(attn_engine *e, attn_status st, const char *fmt, .
 void *attn__eng_calloc(size_t n, size_t size, bool *oom); /* sets *oom on failure */
 
 /* engine_groups.c: the startup steps before the kernels */
-extern const attn_builder_ops *const attn__engine_builder_families[];
 attn_status attn__engine_select_all(attn_engine *e);
 attn_status attn__engine_make_groups(attn_engine *e);
 attn_status attn__engine_make_enc_groups(attn_engine *e);

@@ -7,9 +7,9 @@
  * step. Pointer fields either borrow the common metadata's arrays (valid for
  * the step) or point into the state.
  *
- * The catalog's descriptors reference the ops objects below by name (weakly,
- * see src/backends/catalog/builders_weak.h). The MLA family's builder
- * (attn__builder_mla) and the CPU backends' builders live with their kernels. */
+ * The catalog's descriptors reference the ops objects below by name (the
+ * catalog layer sits on metadata). The generic MLA builders are declared in
+ * mla_builder.h; the CPU backends' builders live with their kernels. */
 #ifndef ATTN_METADATA_BUILDERS_H
 #define ATTN_METADATA_BUILDERS_H
 

@@ -281,12 +281,6 @@ static int attn__mla_describe(const void *md, char *buf, size_t size)
         .describe = attn__mla_describe,                                                            \
     };
 
-/* Declared here: the builders are referenced from descriptors in other
- * folders (weakly by the catalog). */
-extern const attn_builder_ops attn__builder_mla, attn__builder_mla_varlen,
-    attn__builder_mla_flashmla, attn__builder_mla_uniform, attn__builder_mla_single,
-    attn__builder_mla_sparse;
-
 ATTN__MLA_VARIANT(attn__builder_mla, "mla", ATTN_CG_UNIFORM_BATCH, ATTN_MLA_QUERY_SINGLE, 1)
 ATTN__MLA_VARIANT(attn__builder_mla_varlen, "mla_varlen", ATTN_CG_UNIFORM_BATCH,
                   ATTN_MLA_QUERY_VARLEN, 512)

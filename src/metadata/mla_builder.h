@@ -10,10 +10,14 @@
 #include "attn/mla.h"
 #include "util/strbuf.h"
 
-/* The generic MLA builders (mla.c), referenced from descriptors in other
- * folders (the catalog weakly, backends/catalog/builders_weak.h). */
-extern const attn_builder_ops attn__builder_mla;
-extern const attn_builder_ops attn__builder_mla_sparse;
+/* The generic MLA builders (mla.c: the variants' classes and thresholds),
+ * named by the catalog's descriptors (the catalog sits on metadata). */
+extern const attn_builder_ops attn__builder_mla;          /* common MLA */
+extern const attn_builder_ops attn__builder_mla_varlen;   /* FLASH_ATTN_MLA */
+extern const attn_builder_ops attn__builder_mla_flashmla; /* FLASHMLA */
+extern const attn_builder_ops attn__builder_mla_uniform;  /* FlashInfer/TokenSpeed */
+extern const attn_builder_ops attn__builder_mla_single;   /* CUTLASS_MLA */
+extern const attn_builder_ops attn__builder_mla_sparse;   /* sparse MLA */
 
 /* create(): checks init and gives the reorder threshold of a query class
  * for it (the speculative-decoding raise). */

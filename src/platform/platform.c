@@ -29,7 +29,6 @@
 
 #include "attn/log.h"
 #include "platform/platform_internal.h"
-#include "util/config_fields.h"
 #include "util/datadir.h"
 #include "util/error.h"
 
@@ -165,7 +164,6 @@ attn_platform *attn__platform_alloc(attn_platform_kind kind)
     p->device_count = 1;
     for (int s = 0; s < ATTN_SETTING_COUNT; s++)
         p->settings[s] = attn__setting_defaults[s];
-    p->ops = attn__platform_ops_for(kind);
     p->id = atomic_fetch_add(&attn__platform_next_id, 1);
     return p;
 }
@@ -289,15 +287,6 @@ attn_status attn_platform_set_setting(attn_platform *p, const char *key_eq_value
                           "setting '%s': value '%s' is not one of true, false, 1, 0", key, eq + 1);
     p->settings[s] = v;
     return ATTN_OK;
-}
-
-int attn_platform_priorities(const attn_platform *p, const attn_selector_config *cfg,
-                             const char **names, int max)
-{
-    attn_selector_config full;
-    if (!p || !p->ops || !p->ops->priorities || attn__config_read(cfg, &full) != ATTN_OK) return 0;
-    if (!names || max < 0) max = 0; /* count only */
-    return p->ops->priorities(p, &full, names, max);
 }
 
 void attn__platform_write_json(attn__jw *w, const attn_platform *p)

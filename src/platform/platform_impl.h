@@ -1,33 +1,13 @@
 /* Internal view of a platform. The platform layer (src/platform/) fills it
- * by detection or from a machine spec; the selection rules of each family
- * (src/select/rules_*.c) are attached as ops, so each platform answers the
- * selection question with its own function and priority list. */
+ * by detection or from a machine spec. The selection rules of each family
+ * sit above it, in the selector (src/select/rules_*.c, looked up by kind):
+ * the platform knows nothing of them. */
 #ifndef ATTN_PLATFORM_IMPL_H
 #define ATTN_PLATFORM_IMPL_H
 
 #include "attn/backend.h"
 #include "attn/cpu.h"
 #include "attn/platform.h"
-
-typedef struct attn_selection attn_selection;
-
-typedef struct attn__platform_ops {
-    attn_platform_kind kind;
-    const char *device_family; /* the "for cuda with ..." word of messages */
-    /* Ordered candidate names for this configuration. */
-    int (*priorities)(const attn_platform *p, const attn_selector_config *cfg, const char **names,
-                      int max);
-    /* Fill sel (already initialised with platform, request and config). */
-    attn_status (*select)(const attn_platform *p, const char *requested,
-                          const attn_selector_config *cfg, attn_selection *sel);
-    /* get_preferred_block_size with this family's defaults; NULL: the
-     * generic rule (attn__preferred_block_size in select/validate.h). */
-    int (*preferred_block_size)(const attn_platform *p, const attn_backend_desc *d,
-                                int default_size);
-} attn__platform_ops;
-
-/* Defined by the selection rules (src/select/). NULL for unknown kinds. */
-const attn__platform_ops *attn__platform_ops_for(attn_platform_kind kind);
 
 struct attn_platform {
     attn_platform_kind kind;
@@ -43,8 +23,7 @@ struct attn_platform {
     uint32_t installed; /* bit per attn_component */
     bool settings[ATTN_SETTING_COUNT];
     attn_cpu_info cpu; /* CPU platforms (real or simulated) */
-    const attn__platform_ops *ops;
-    uint64_t id; /* unique per platform object (cache key) */
+    uint64_t id;       /* unique per platform object (cache key) */
 };
 
 /* AMD's MI300 class: the gfx arches AITER ships kernels for (gfx90a is

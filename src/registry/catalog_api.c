@@ -4,7 +4,7 @@
  * src/backends/catalog, so tools and applications list every backend
  * without the internal entry layout. */
 #include "attn/registry.h"
-#include "backends/catalog/catalog.h"
+#include "registry/catalog_table.h"
 
 int attn_backend_catalog_count(void)
 {

@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "backends/catalog/catalog.h"
+#include "registry/catalog_table.h"
 #include "registry/registry_impl.h"
 #include "util/abi.h"
 #include "util/elf_abi.h"

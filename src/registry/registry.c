@@ -21,6 +21,7 @@
 
 #include "backends/catalog/catalog.h"
 #include "platform/platform_impl.h"
+#include "registry/catalog_table.h"
 #include "registry/registry_impl.h"
 #include "util/error.h"
 #include "util/strbuf.h"

@@ -19,6 +19,7 @@
 
 #include "attn/log.h"
 #include "backends/catalog/catalog.h"
+#include "registry/catalog_table.h"
 #include "registry/registry_impl.h"
 #include "util/abi.h"
 #include "util/error.h"

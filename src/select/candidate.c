@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "backends/catalog/catalog.h"
+#include "registry/catalog_table.h"
 #include "registry/registry_impl.h"
 #include "select/selection.h"
 #include "selftest/selftest.h"

@@ -147,6 +147,26 @@ attn_status attn__desc_check(const attn_backend_desc *d);
 
 /* ---- per-platform rules (rules_*.c) --------------------------------------- */
 
+/* How a platform family answers the selection question, with its own
+ * function and priority list. */
+typedef struct attn__platform_ops {
+    attn_platform_kind kind;
+    const char *device_family; /* the "for cuda with ..." word of messages */
+    /* Ordered candidate names for this configuration. */
+    int (*priorities)(const attn_platform *p, const attn_selector_config *cfg, const char **names,
+                      int max);
+    /* Fill sel (already initialised with platform, request and config). */
+    attn_status (*select)(const attn_platform *p, const char *requested,
+                          const attn_selector_config *cfg, attn_selection *sel);
+    /* get_preferred_block_size with this family's defaults; NULL: the
+     * generic rule (attn__preferred_block_size in select/validate.h). */
+    int (*preferred_block_size)(const attn_platform *p, const attn_backend_desc *d,
+                                int default_size);
+} attn__platform_ops;
+
+/* The rules of a platform kind (platform_rules.c); NULL for unknown kinds. */
+const attn__platform_ops *attn__platform_ops_for(attn_platform_kind kind);
+
 extern const attn__platform_ops attn__rules_cuda;
 extern const attn__platform_ops attn__rules_rocm;
 extern const attn__platform_ops attn__rules_cpu;

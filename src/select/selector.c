@@ -106,7 +106,7 @@ attn_status attn__effective_config(const attn_platform *p, const attn_selector_c
 static void attn__sel_run(attn_selection *s, const char *requested)
 {
     const attn_platform *p = s->platform;
-    const attn__platform_ops *ops = p->ops ? p->ops : attn__platform_ops_for(p->kind);
+    const attn__platform_ops *ops = attn__platform_ops_for(p->kind);
     s->device_family =
         ops && ops->device_family ? ops->device_family : attn_platform_kind_name(p->kind);
 

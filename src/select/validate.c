@@ -351,7 +351,7 @@ int attn__preferred_block_size(const attn_backend_desc *d, const attn_platform *
 int attn_backend_preferred_block_size(const attn_backend_desc *d, const attn_platform *p,
                                       int default_size)
 {
-    const attn__platform_ops *ops = !p ? NULL : p->ops ? p->ops : attn__platform_ops_for(p->kind);
+    const attn__platform_ops *ops = p ? attn__platform_ops_for(p->kind) : NULL;
     if (ops && ops->preferred_block_size) return ops->preferred_block_size(p, d, default_size);
     return attn__preferred_block_size(d, p, default_size);
 }

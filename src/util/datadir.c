@@ -13,12 +13,12 @@
 #include <dlfcn.h>
 #include <limits.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
-#include "attn/model.h"
 #include "util/datadir.h"
 
 #ifndef ATTN_BUILD_DATA_DIR
@@ -66,7 +66,7 @@ static void compute(void)
     if (env && *env) add(env, false);
     Dl_info info;
     char self[PATH_MAX] = "";
-    if (dladdr((void *)&attn_model_data_dirs, &info) && info.dli_fname &&
+    if (dladdr((void *)&attn__data_dirs, &info) && info.dli_fname &&
         realpath(info.dli_fname, self)) {
         char *slash = strrchr(self, '/');
         if (slash) *slash = '\0';

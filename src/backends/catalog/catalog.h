@@ -1,58 +1,16 @@
-/* The catalog of known backends (internal).
- *
- * One entry per registry name, in declaration order: vLLM 0.32.0's
- * AttentionBackendEnum, every member in its order, then libattn's own names
- * (REFERENCE, CPU_MLA_SPARSE, REFERENCE_MLA, REFERENCE_MLA_SPARSE:
- * libattn_only). Each entry
- * carries its default locator and, when libattn holds a descriptor for it,
- * the built-in backend object. GPU descriptors have no kernel (kernel NULL):
- * on simulated machines serving emulates them with the CPU kernels. The CPU
- * backends are defined by their own folders and referenced weakly, so a
- * libattn built without them reports them as not resolvable.
- *
- * Invariant: the table is immutable; names are upper case and unique. */
+/* The descriptors of the named backends (internal): vLLM 0.32.0's
+ * backends and libattn's own, as data and their predicates, with the KV
+ * shapes and FlashAttention version rules they share. GPU descriptors have
+ * no kernel (kernel NULL): on simulated machines serving emulates them with
+ * the CPU kernels. Each descriptor names its metadata builder (the catalog
+ * sits on metadata/). The table of names (one entry per registry name: its
+ * default locator and built-in object) is the registry's,
+ * registry/catalog_table.h: it names the kernels' objects too, so it sits
+ * above them. */
 #ifndef ATTN_BACKENDS_CATALOG_H
 #define ATTN_BACKENDS_CATALOG_H
 
 #include "attn/backend.h"
-
-typedef struct attn__catalog_entry {
-    const char *name;
-    /* Where the code lives on a real machine; NULL = none (CUSTOM,
-     * TORCH_SDPA: must be registered before use). */
-    const char *default_locator;
-    /* The built-in object (descriptor only for GPU backends); NULL when
-     * libattn has none (NO_ATTENTION, CUSTOM, TORCH_SDPA, or a CPU backend
-     * whose kernels were not built). Read through attn__catalog_builtin. */
-    const attn_backend *(*builtin)(void);
-    /* Human notes for `attn backends` and docs/backends.md (dynamic rules). */
-    const char *notes;
-    /* (optional) the platform rule of a built-in backend for a platform
-     * without rules of its own: the kind (ATTN_PLATFORM_UNSPECIFIED: none)
-     * and its priority there; standard or MLA layers as its descriptor is.
-     * Registered with the catalog (src/registry/rules.c), e.g.
-     * {"OPENCL_ATTN", "builtin:OPENCL_ATTN", fn, "notes", ATTN_PLATFORM_OPENCL, 0}. */
-    attn_platform_kind rule_kind;
-    int rule_priority;
-    /* (optional) the Python module vLLM's enum names for it but its wheel
-     * does not ship: a failed import is vLLM's "ModuleNotFoundError: No
-     * module named '<module>'" (libattn's own account stays the detail). */
-    const char *absent_module;
-    /* (optional) a name vLLM's AttentionConfig turns into automatic
-     * selection (the MiniMax M3 MSA decode-kernel aliases). */
-    bool auto_alias;
-    /* libattn's own name, not a member of vLLM's enum: accepted, but not in
-     * vLLM's "Valid options are" text. */
-    bool libattn_only;
-} attn__catalog_entry;
-
-int attn__catalog_count(void);
-const attn__catalog_entry *attn__catalog_at(int i);
-/* Entry by exact (upper-case) name, or NULL. */
-const attn__catalog_entry *attn__catalog_find(const char *name);
-/* The built-in object behind "builtin:NAME". NULL with *why set (static or
- * thread-local text without single quotes) when there is none. */
-const attn_backend *attn__catalog_builtin(const char *name, const char **why);
 
 /* Batch invariance in effect for a validation context: the config asks for
  * it or the machine's batch_invariant setting (VLLM_BATCH_INVARIANT) is on. */

@@ -5,8 +5,8 @@
  * FlashMLA availability, the TokenSpeed package). */
 #include <stdio.h>
 
-#include "backends/catalog/builders_weak.h"
 #include "backends/catalog/catalog.h"
+#include "metadata/mla_builder.h"
 #include "platform/platform_impl.h"
 
 #define KV(x)    ATTN_KV_BIT(ATTN_KV_##x)

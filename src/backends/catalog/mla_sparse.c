@@ -6,8 +6,8 @@
  * in vLLM without a model. */
 #include <string.h>
 
-#include "backends/catalog/builders_weak.h"
 #include "backends/catalog/catalog.h"
+#include "metadata/mla_builder.h"
 #include "platform/platform_impl.h"
 
 #define KV(x) ATTN_KV_BIT(ATTN_KV_##x)

@@ -5,8 +5,9 @@
  * SM 9.x, FlashInfer's per-capability KV rules, FlashMLA's availability) are
  * hooks and combination checks with vLLM's texts. libattn models their KV
  * caches as its sparse-MLA / split layouts (the engine emulates them). */
-#include "backends/catalog/builders_weak.h"
 #include "backends/catalog/catalog.h"
+#include "metadata/builders.h"
+#include "metadata/mla_builder.h"
 #include "platform/platform_impl.h"
 
 #define KV(x) ATTN_KV_BIT(ATTN_KV_##x)

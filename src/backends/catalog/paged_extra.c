@@ -3,8 +3,8 @@
  * (consumer Blackwell SM 12.0/12.1, bf16 queries, pages of 64 or 128). Both
  * need a package of their own; without it their check says so in vLLM's
  * words. */
-#include "backends/catalog/builders_weak.h"
 #include "backends/catalog/catalog.h"
+#include "metadata/builders.h"
 #include "platform/platform_impl.h"
 
 #define KV(x) ATTN_KV_BIT(ATTN_KV_##x)

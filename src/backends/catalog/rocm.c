@@ -5,8 +5,9 @@
  * without aiter installed: their modules import fine (reference §6b). */
 #include <string.h>
 
-#include "backends/catalog/builders_weak.h"
 #include "backends/catalog/catalog.h"
+#include "metadata/builders.h"
+#include "metadata/mla_builder.h"
 #include "platform/platform_impl.h"
 
 #define KV(x)    ATTN_KV_BIT(ATTN_KV_##x)

@@ -5,8 +5,8 @@
  * are dynamic hooks. */
 #include <string.h>
 
-#include "backends/catalog/builders_weak.h"
 #include "backends/catalog/catalog.h"
+#include "metadata/builders.h"
 #include "platform/platform_impl.h"
 
 #define KV(x)     ATTN_KV_BIT(ATTN_KV_##x)

@@ -33,12 +33,6 @@ static attn_status cpu_forward(void *impl, const attn_forward_args *a)
     return attn__cpu_attn_forward_isa(NULL, a);
 }
 
-/* The old hook, for callers that run it directly: the core's service. */
-static attn_status cpu_self_test(char *detail, size_t size)
-{
-    return attn_backend_self_test(&attn__backend_cpu_attn, detail, size);
-}
-
 static const char *cpu_variant(void)
 {
     return attn__cpu_attn_active()->name;
@@ -48,9 +42,8 @@ static const attn_kernel_ops cpu_kernel = {
     .struct_size = sizeof(attn_kernel_ops),
     .create = cpu_create,
     .forward = cpu_forward,
-    .self_test = cpu_self_test,
     .variant = cpu_variant,
-    .kind = ATTN_KERNEL_STANDARD,
+    .kind = ATTN_KERNEL_STANDARD, /* the core's known-answer test (src/selftest), no own hook */
 };
 
 const attn_backend attn__backend_cpu_attn = ATTN__CPU_BACKEND(&attn__desc_cpu_attn, &cpu_kernel);

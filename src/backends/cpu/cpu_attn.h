@@ -134,9 +134,27 @@ extern const attn__cpu_isa attn__cpu_isa_amx_bf16;
 #if defined(__x86_64__)
 extern const attn__cpu_isa attn__cpu_isa_stream_decode;
 extern const attn__cpu_isa attn__cpu_isa_stream_decode_amx;
+/* the avx512-bf16 variant's: VDPBF16PS dot products for bf16 queries
+ * (cpu_attn_decode_dp_avx512bf16.c), the FMA kernels for the other jobs */
+extern const attn__cpu_isa attn__cpu_isa_stream_decode_bf16;
 /* bf16 high and low bytes of the 128 fp8 magnitudes (e4m3 or e5m2); true
  * when the CPU has AVX512_VBMI to look them up with */
 bool attn__cpu_fp8_bf16_tables(int e4m3, const uint8_t **hi, const uint8_t **lo);
+#endif
+
+/* Prefill of the avx512-bf16 variant (cpu_attn_prefill_avx512bf16.c): its
+ * jobs of more than ATTN_CPU_PF_MIN_ROWS rows, up to ATTN_CPU_WIDE_ROWS,
+ * run as blocked VDPBF16PS products over panels of ATTN_CPU_CHUNK keys
+ * packed once per job (the variant's prep picks it through accepts). It
+ * relies on two facts of run_rows: a job's chunks come in key order, and
+ * nothing reads its o / m / l between its chunks and its finish. */
+#define ATTN_CPU_PF_MIN_ROWS 16
+#if defined(__x86_64__)
+extern const attn__cpu_isa attn__cpu_isa_prefill_bf16;
+/* n rows of d fp8 codes (e4m3 or e5m2; stride bytes apart) -> bf16 rows dp
+ * elements apart, zero from d to dp (a multiple of 32), exact */
+void attn__cpu_fp8_rows_bf16(uint16_t *dst, int dp, const uint8_t *src, int64_t stride, int n,
+                             int d, int e4m3);
 #endif
 
 /* ---- variants ------------------------------------------------------------- */

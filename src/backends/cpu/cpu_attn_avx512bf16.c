@@ -22,8 +22,11 @@
  * needs no BF16) use the fp32 FMA path: rows widened to fp32 in scratch,
  * 4 rows x 2 keys for QK and 4 rows x 32 lanes for PV.
  * Decode jobs (at most 8 rows) over bf16/fp8 caches go, in every AVX-512
- * variant, to the streaming kernel of cpu_attn_decode_avx512.c; the paths
- * here take the rest (prefill, many rows, fp16/fp32 caches, heads > 256). */
+ * variant, to the streaming kernels (cpu_attn_decode_avx512.c, and for
+ * avx512-bf16 cpu_attn_decode_dp_avx512bf16.c); avx512-bf16 jobs of more
+ * than ATTN_CPU_PF_MIN_ROWS rows to the panel prefill
+ * (cpu_attn_prefill_avx512bf16.c); the paths here take the rest (9..16
+ * rows, and every job of amx-bf16 the tile unit does not take). */
 #include "backends/cpu/cpu_attn_avx512_f32.h"
 
 static bool avx512_bf16_usable(void)
@@ -173,6 +176,12 @@ static void fp8_rows_to_bf16(uint16_t *dst, int dp, const uint8_t *src, int64_t 
             _mm512_storeu_si512(o + i, _mm512_maskz_mov_epi16(m, fp8w_to_bf16(x, e4m3, sub)));
         }
     }
+}
+
+void attn__cpu_fp8_rows_bf16(uint16_t *dst, int dp, const uint8_t *src, int64_t stride, int n,
+                             int d, int e4m3)
+{
+    fp8_rows_to_bf16(dst, dp, src, stride, n, d, e4m3);
 }
 
 /* Decode on AMX with an fp8 cache and head sizes that are multiples of 64:
@@ -615,12 +624,51 @@ static void dp_prep(attn__cpu_job *j, const void *const *qrows)
         dp_prep_q(j, qrows);
 }
 
+/* The path a job of the avx512-bf16 variant runs, chosen by its prep: the
+ * panel prefill (attn__cpu_isa_prefill_bf16) for jobs of more than
+ * ATTN_CPU_PF_MIN_ROWS rows, the paths above for the others. Kept in the
+ * last 64 bytes of the job's scratch, which neither path uses. */
+typedef void (*bf16_chunk_fn)(attn__cpu_job *j, const void *k, const void *v, int64_t stride, int n,
+                              int key0, bool masked);
+#define BF16_PATH(j) (*(bf16_chunk_fn *)((char *)(j)->scratch + ATTN_CPU_VSCRATCH - 64))
+_Static_assert(DP_END <= ATTN_CPU_VSCRATCH - 64, "dp scratch overlaps the path");
+
+/* dp_prep through a pointer, as when the descriptor named it: its one direct
+ * call stays amx_prep_q's, whose code (inlining included) is then the code
+ * tested on AMX (tools/objdiff: same instructions) */
+static void (*volatile const dp_prep_ref)(attn__cpu_job *j, const void *const *qrows) = dp_prep;
+
+static void bf16_prep(attn__cpu_job *j, const void *const *qrows)
+{
+    const attn__cpu_isa *pf = &attn__cpu_isa_prefill_bf16;
+    if (pf->accepts(j)) {
+        pf->prep_q(j, qrows);
+        BF16_PATH(j) = pf->chunk;
+    } else {
+        dp_prep_ref(j, qrows);
+        BF16_PATH(j) = dp_chunk;
+    }
+}
+
+static void bf16_chunk(attn__cpu_job *j, const void *k, const void *v, int64_t stride, int n,
+                       int key0, bool masked)
+{
+    BF16_PATH(j)(j, k, v, stride, n, key0, masked);
+}
+
+static void bf16_finish(attn__cpu_job *j)
+{
+    if (BF16_PATH(j) != dp_chunk) attn__cpu_isa_prefill_bf16.finish(j);
+}
+
 const attn__cpu_isa attn__cpu_isa_avx512_bf16 = {
     .name = "avx512-bf16",
     .usable = avx512_bf16_usable,
-    .prep_q = dp_prep,
-    .chunk = dp_chunk,
-    .first = &attn__cpu_isa_stream_decode,
+    .prep_q = bf16_prep,
+    .chunk = bf16_chunk,
+    .finish = bf16_finish,
+    .first = &attn__cpu_isa_stream_decode_bf16,
+    .wide_rows = ATTN_CPU_WIDE_ROWS,
 };
 
 /* ---- AMX-BF16 variant ------------------------------------------------------------- */

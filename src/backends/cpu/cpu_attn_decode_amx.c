@@ -207,14 +207,6 @@ SD_AMX_KERNELS(SD_DEFINE)
 static sd_kernel *const sd_amx[SD_T_KINDS][ATTN_CPU_SD_ROWS] = {SD_AMX_KERNELS(SD_ENTRY)};
 #undef SD_ENTRY
 
-/* dim of staged position s of an fp8 V row (64 dims per [w0 | w1], w0 lane
- * L holding dims 16L..16L+7 and w1 lane L dims 16L+8..16L+15) */
-static inline int sd_staged_dim(int s)
-{
-    int r = s & 63, half = r / 32, L = (r & 31) / 8;
-    return (s & ~63) + 16 * L + 8 * half + (r & 7);
-}
-
 /* the row mode a job takes on the tile path, or -1 for the FMA path. fp8
  * needs the byte tables but, unlike the FMA path (R <= 4, register
  * pressure), takes any R: the widening happens once per row. */

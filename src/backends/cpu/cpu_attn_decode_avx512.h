@@ -13,10 +13,9 @@
  * docs/perf/kernel-notes.md.
  *
  * Two ways to do the math:
- * - fp32 FMA (avx512, avx512-bf16, and jobs the tile path does not take):
- *   each row widened to fp32 in registers and used for every query row at
- *   once (VDPBF16PS retires at a quarter of the FMA rate on these cores;
- *   products of bf16/fp8 inputs are exact in fp32);
+ * - fp32 FMA (avx512, and the jobs the tile and dot-product paths do not
+ *   take): each row widened to fp32 in registers and used for every query
+ *   row at once (products of bf16/fp8 inputs are exact in fp32);
  *     QK: per key, R dot products -> [row][key] partials; 16 keys reduced
  *         at once by a transpose-add tree;
  *     PV: the O rows of a group of dims stay in registers over the 16 keys.
@@ -28,6 +27,9 @@
  *   goes into the query scale and the probabilities.
  * - tile products (amx-bf16, bf16 queries, Dv <= 128): cpu_attn_decode_amx.c;
  *   faster than FMA there, more so on fp8.
+ * - VDPBF16PS dot products (avx512-bf16, bf16 queries, heads a multiple of
+ *   64): cpu_attn_decode_dp_avx512bf16.c; on Zen 4 a VDPBF16PS issues at the
+ *   FMA's rate with twice its multiply-adds (docs/perf/issue29.md).
  * Softmax is online in both; the anchor moves only when a score passes it
  * by more than SD_TAU, so O is rarely rescaled (probabilities stay below
  * e^SD_TAU), and the row sums stay vectors until the job ends.
@@ -118,9 +120,10 @@ enum {
                   * vector v, lane 4L + i <- dim 16L + 4v + i */
 };
 
-/* how the math runs: fp32 FMA with O rows in j->o, or tile products (QK and
- * PV) with O in tiles 0..3 */
-enum { SD_FMA = 0, SD_TILES = 1 };
+/* how the math runs: fp32 FMA with O rows in j->o, tile products (QK and
+ * PV) with O in tiles 0..3, or VDPBF16PS dot products with O rows in j->o
+ * (cpu_attn_decode_dp_avx512bf16.c) */
+enum { SD_FMA = 0, SD_TILES = 1, SD_DOTS = 2 };
 
 /* position of dim d of a D-dim row laid out for mode (SD_PAIR rows end in
  * a native 16-dim tail when D is an odd multiple of 16) */
@@ -132,6 +135,16 @@ static inline int sd_pos(int mode, int d, int D)
         return (d & ~63) + 16 * v + 4 * L + i;
     }
     return d;
+}
+
+/* dim of staged position s of an fp8 row widened through the byte tables
+ * with byte unpacks (64 dims per [w0 | w1], w0 lane L holding dims
+ * 16L..16L+7 and w1 lane L dims 16L+8..16L+15): the tile and dot-product
+ * paths */
+static inline int sd_staged_dim(int s)
+{
+    int r = s & 63, half = r / 32, L = (r & 31) / 8;
+    return (s & ~63) + 16 * L + 8 * half + (r & 7);
 }
 
 static inline float sd_vscale(const attn__cpu_job *j, int mode)

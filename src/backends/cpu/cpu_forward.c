@@ -158,6 +158,65 @@ static int64_t forward_macs(const attn__cpu_fwd_ctx *c, const attn__cpu_md *md)
     return keys * c->H * (c->D + c->Dv);
 }
 
+/* Calls without builder metadata (the Python API; attn_backend_forward
+ * without a build) run the builder's plan all the same, so a small decode
+ * batch is split along the keys over the threads and its KV heads
+ * interleaved, as with metadata. The builder state is the calling
+ * thread's, made on its first such call of a layer shape (and when a batch
+ * outgrows it) and reused after: no allocation per call. NULL (the
+ * per-request plan) for direct K/V, or when no plan can be made. */
+static const attn__cpu_md *own_plan(const attn_forward_args *a)
+{
+    const attn_common_metadata *cm = a->common;
+    attn__cpu_scratch *sc = attn__cpu_scratch_get();
+    if (a->k || !sc) return NULL;
+    attn__cpu_plan *pl = &sc->plan;
+    const attn_layer_params *l = a->layer;
+    attn_layer_params key; /* what the builder's plan depends on (zeroed: compared whole) */
+    memset(&key, 0, sizeof key);
+    key.num_heads = l->num_heads;
+    key.num_kv_heads = l->num_kv_heads;
+    key.head_size = l->head_size;
+    key.head_size_v = l->head_size_v;
+    key.sliding_window = l->sliding_window;
+    key.attn_type = l->attn_type;
+    key.dtype = l->dtype;
+    key.kv_cache_dtype = l->kv_cache_dtype;
+    int bs = a->kv->block_size;
+    bool same = pl->state && !memcmp(&pl->key, &key, sizeof key) && pl->block_size == bs;
+    if (!same || cm->num_reqs > pl->max_reqs || cm->num_actual_tokens > pl->max_tokens) {
+        int reqs = cm->num_reqs, tokens = cm->num_actual_tokens;
+        if (same) { /* grow: at least twice the old maxima */
+            reqs = reqs > 2 * pl->max_reqs ? reqs : 2 * pl->max_reqs;
+            tokens = tokens > 2 * pl->max_tokens ? tokens : 2 * pl->max_tokens;
+        }
+        if (pl->state) attn__builder_cpu.destroy(pl->state);
+        pl->state = NULL;
+        attn_builder_init bi = {.desc = &attn__desc_cpu_attn,
+                                .layer = a->layer,
+                                .block_size = bs,
+                                .num_blocks = a->kv->num_blocks,
+                                .max_num_reqs = reqs > 0 ? reqs : 1,
+                                .max_num_tokens = tokens > 0 ? tokens : 1,
+                                .max_blocks_per_req = cm->block_table_stride};
+        if (attn__builder_cpu.create(&bi, &pl->state) != ATTN_OK) {
+            attn_clear_error();
+            pl->state = NULL;
+            return NULL;
+        }
+        memcpy(&pl->key, &key, sizeof key);
+        pl->block_size = bs;
+        pl->max_reqs = bi.max_num_reqs;
+        pl->max_tokens = bi.max_num_tokens;
+    }
+    const void *md = NULL;
+    if (attn__builder_cpu.build(pl->state, 0, cm, false, &md) != ATTN_OK) {
+        attn_clear_error();
+        return NULL;
+    }
+    return md;
+}
+
 static void run_phase(attn__cpu_fwd_ctx *c, attn__pool *pool, int64_t n, attn__pool_fn fn)
 {
     if (n <= 0) return;
@@ -196,6 +255,7 @@ attn_status attn__cpu_attn_forward_isa(const attn__cpu_isa *isa, const attn_forw
     if (!isa) isa = attn__cpu_attn_active();
     /* direct K/V: lengths come from the call, not the build */
     if (a->k) md = NULL;
+    if (!md) md = own_plan(a);
     attn__cpu_fwd_ctx c = {
         .a = a,
         .isa = isa,
@@ -215,7 +275,10 @@ attn_status attn__cpu_attn_forward_isa(const attn__cpu_isa *isa, const attn_forw
     c.q_esz = attn_elem_size(c.q_elem);
     c.kv_esz = a->k ? c.q_esz : attn_elem_size(a->kv->elem);
     c.prec = c.q_elem == ATTN_ELEM_BF16 ? ATTN_CPU_PREC_BF16 : ATTN_CPU_PREC_SPLIT;
-    c.avx2_store = attn_cpu_has(ATTN_CPU_AVX2);
+    c.store_isa = attn_cpu_has(ATTN_CPU_AVX512F) && attn_cpu_has(ATTN_CPU_AVX512BW) &&
+                          attn_cpu_has(ATTN_CPU_AVX512VL)
+                      ? 2
+                      : attn_cpu_has(ATTN_CPU_AVX2);
     atomic_init(&c.oom, 0);
     attn__pool *pool = attn__pool_global();
     int64_t per = (int64_t)c.KVH * c.HG;

@@ -17,6 +17,15 @@ typedef struct {
     _Alignas(64) unsigned char vs[ATTN_CPU_DEC_HEADS][ATTN_CPU_SD_SCRATCH];
 } attn__cpu_dec_scratch;
 
+/* The builder state a thread's calls without builder metadata plan with
+ * (cpu_forward.c): made for the layer and block size of key and the batch
+ * maxima, kept while later calls fit it. */
+typedef struct {
+    void *state; /* attn__builder_cpu's, or NULL */
+    attn_layer_params key;
+    int block_size, max_reqs, max_tokens;
+} attn__cpu_plan;
+
 /* row arrays sized for the widest job (ATTN_CPU_WIDE_ROWS) */
 typedef struct {
     const void *qrows[ATTN_CPU_WIDE_ROWS];
@@ -28,6 +37,7 @@ typedef struct {
     _Alignas(64) unsigned char qbuf[ATTN_CPU_WIDE_QBUF];
     _Alignas(64) unsigned char vs[ATTN_CPU_VSCRATCH];
     attn__cpu_dec_scratch dh;
+    attn__cpu_plan plan;
 } attn__cpu_scratch;
 
 /* This thread's scratch, allocated once per thread (pthread key), never per
@@ -48,8 +58,8 @@ typedef struct {
     int window;
     float scale;
     attn__cpu_prec prec;
-    bool serial;     /* too little work to wake the pool for: the caller runs it all */
-    bool avx2_store; /* finished bf16 rows stored 8 wide (attn_cpu_has(AVX2)) */
+    bool serial;   /* too little work to wake the pool for: the caller runs it all */
+    int store_isa; /* finished bf16 rows stored 16 wide (2: AVX-512), 8 wide (1: AVX2) or by 1 */
     atomic_int oom;
 } attn__cpu_fwd_ctx;
 

@@ -12,6 +12,8 @@ static bool g_scratch_key_ok;
 
 static void scratch_free(void *p)
 {
+    attn__cpu_scratch *s = p;
+    if (s && s->plan.state) attn__builder_cpu.destroy(s->plan.state);
     free(p);
 }
 
@@ -28,6 +30,7 @@ attn__cpu_scratch *attn__cpu_scratch_get(void)
     if (!s) {
         s = aligned_alloc(64, (sizeof(attn__cpu_scratch) + 63) / 64 * 64);
         if (!s) return NULL;
+        s->plan.state = NULL;
         if (pthread_setspecific(g_scratch_key, s) != 0) {
             free(s);
             return NULL;

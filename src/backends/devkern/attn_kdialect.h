@@ -54,6 +54,8 @@ typedef long kd_i64;
 /* vload_half is core OpenCL: it reads a half through a pointer without
  * needing cl_khr_fp16. */
 #define kd_load_f16(p, i) vload_half((size_t)(i), (KD_GLOBAL const half *)(p))
+/* Unrolling is left to the OpenCL compiler (a pragma is not OpenCL C 1.2). */
+#define KD_UNROLL
 
 #elif defined(__CUDACC__) || defined(__HIPCC__)
 
@@ -96,6 +98,9 @@ typedef long long kd_i64;
 #define kd_tanhf(x) tanhf(x)
 #endif
 #define kd_load_f16(p, i) __half2float(__ushort_as_half(((const kd_u16 *)(p))[i]))
+/* Full unrolling of a loop over a private array keeps the array in
+ * registers (nvcc otherwise leaves the accumulators on the stack). */
+#define KD_UNROLL         _Pragma("unroll")
 
 #else
 #error "attn_kdialect.h: compile as OpenCL C, CUDA or HIP"
@@ -234,6 +239,39 @@ KD_FUNC void kd_copy(KD_GLOBAL kd_u8 *dst, kd_i64 di, KD_GLOBAL const kd_u8 *src
         ((KD_GLOBAL kd_u16 *)dst)[di] = ((KD_GLOBAL const kd_u16 *)src)[si];
     else
         dst[di] = src[si];
+}
+
+/* ---- online softmax, shared by the attention kernels ----------------------------- */
+
+/* a == b (both -inf included) -> 1, else exp(a - b). */
+KD_FUNC float kd_exp_diff(float a, float b)
+{
+    return a == b ? 1.0f : kd_expf(a - b);
+}
+
+/* Online-softmax step of one row over the scores of a tile: the new max,
+ * the factor the old state is rescaled by (row_a), and p = exp(s - max)
+ * in place of the scores (0 for masked keys). */
+KD_FUNC void kd_row_update(KD_LOCAL float *s, int nk, KD_LOCAL float *row_m, KD_LOCAL float *row_l,
+                           KD_LOCAL float *row_a, int r)
+{
+    float m_old = row_m[r], mx = m_old, a = 1.0f, sum = 0.0f;
+    for (int j = 0; j < nk; j++)
+        mx = kd_fmaxf(mx, s[j]);
+    if (mx > -KD_INF) {
+        a = kd_expf(m_old - mx); /* 0 while no key was seen (m_old = -inf) */
+        for (int j = 0; j < nk; j++) {
+            float p = s[j] > -KD_INF ? kd_expf(s[j] - mx) : 0.0f;
+            s[j] = p;
+            sum += p;
+        }
+    } else {
+        for (int j = 0; j < nk; j++)
+            s[j] = 0.0f;
+    }
+    row_l[r] = row_l[r] * a + sum;
+    row_m[r] = mx;
+    row_a[r] = a;
 }
 
 #endif

@@ -39,12 +39,6 @@ KD_FUNC void kd_load_tile(KD_LOCAL float *tile, KD_GLOBAL const kd_u8 *kv, int e
     }
 }
 
-/* a == b (both -inf included) -> 1, else exp(a - b). */
-KD_FUNC float kd_exp_diff(float a, float b)
-{
-    return a == b ? 1.0f : kd_expf(a - b);
-}
-
 /* A finished row: the sink joins the denominator, V's scale and the
  * normalisation apply, the output and (lane 0) the LSE are stored. A row
  * that saw no key and has no sink gets zeros and lse = -inf. */
@@ -54,42 +48,19 @@ KD_FUNC void kd_finish_row(float *acc, float m, float l, int lane, int Dv, float
 {
     if (has_sink) {
         float mn = kd_fmaxf(m, sink), a = kd_exp_diff(m, mn);
+        KD_UNROLL
         for (int c = 0; c < KD_ACC; c++)
             acc[c] *= a;
         l = l * a + kd_exp_diff(sink, mn);
         m = mn;
     }
     float inv = l > 0.0f ? vscale / l : 0.0f;
+    KD_UNROLL
     for (int c = 0; c < KD_ACC; c++) {
         int d = lane + c * KD_LANES;
         if (d < Dv) kd_store(out, out_elem, ob + d, acc[c] * inv);
     }
     if (want_lse && lane == 0) lse[li] = l > 0.0f ? m + kd_logf(l) : -KD_INF;
-}
-
-/* Online-softmax step of one row over the scores of a tile: the new max,
- * the factor the old state is rescaled by (row_a), and p = exp(s - max)
- * in place of the scores (0 for masked keys). */
-KD_FUNC void kd_row_update(KD_LOCAL float *s, int nk, KD_LOCAL float *row_m, KD_LOCAL float *row_l,
-                           KD_LOCAL float *row_a, int r)
-{
-    float m_old = row_m[r], mx = m_old, a = 1.0f, sum = 0.0f;
-    for (int j = 0; j < nk; j++)
-        mx = kd_fmaxf(mx, s[j]);
-    if (mx > -KD_INF) {
-        a = kd_expf(m_old - mx); /* 0 while no key was seen (m_old = -inf) */
-        for (int j = 0; j < nk; j++) {
-            float p = s[j] > -KD_INF ? kd_expf(s[j] - mx) : 0.0f;
-            s[j] = p;
-            sum += p;
-        }
-    } else {
-        for (int j = 0; j < nk; j++)
-            s[j] = 0.0f;
-    }
-    row_l[r] = row_l[r] * a + sum;
-    row_m[r] = mx;
-    row_a[r] = a;
 }
 
 KD_KERNEL KD_WG_SIZE(KD_WG) void attn_kd_paged_attention(
@@ -142,6 +113,7 @@ KD_KERNEL KD_WG_SIZE(KD_WG) void attn_kd_paged_attention(
     float kscale = hp[2 * H + h] * scale;
     float slope = (flags & KD_F_ALIBI) && r < nrows ? hp[H + head] : 0.0f;
     float acc[KD_ACC];
+    KD_UNROLL
     for (int c = 0; c < KD_ACC; c++)
         acc[c] = 0.0f;
     KD_LOCAL float *qrow = qs + r * D;
@@ -181,11 +153,13 @@ KD_KERNEL KD_WG_SIZE(KD_WG) void attn_kd_paged_attention(
         KD_BARRIER();
         if (r < nrows) {
             float a = row_a[r];
+            KD_UNROLL
             for (int c = 0; c < KD_ACC; c++)
                 acc[c] *= a;
             for (int j = 0; j < nk; j++) {
                 float p = srow[j];
                 KD_LOCAL const float *vrow = tile + j * Dv;
+                KD_UNROLL
                 for (int c = 0; c < KD_ACC; c++) {
                     int d = lane + c * KD_LANES;
                     if (d < Dv) acc[c] += p * vrow[d];
@@ -206,6 +180,7 @@ KD_KERNEL KD_WG_SIZE(KD_WG) void attn_kd_paged_attention(
     }
     KD_GLOBAL float *pp =
         part + ((((kd_i64)t * KVH + h) * nsplit + split) * KD_ROWS + r) * (kd_i64)(Dv + 2);
+    KD_UNROLL
     for (int c = 0; c < KD_ACC; c++) {
         int d = lane + c * KD_LANES;
         if (d < Dv) pp[d] = acc[c];
@@ -236,12 +211,14 @@ KD_KERNEL KD_WG_SIZE(KD_WG) void attn_kd_attention_merge(
     float m = -KD_INF, l = 0.0f, acc[KD_ACC];
     for (int s = 0; s < nsplit; s++)
         m = kd_fmaxf(m, p0[s * stride + Dv]);
+    KD_UNROLL
     for (int c = 0; c < KD_ACC; c++)
         acc[c] = 0.0f;
     for (int s = 0; s < nsplit; s++) {
         KD_GLOBAL const float *ps = p0 + s * stride;
         float w = ps[Dv] > -KD_INF ? kd_expf(ps[Dv] - m) : 0.0f;
         l += ps[Dv + 1] * w;
+        KD_UNROLL
         for (int c = 0; c < KD_ACC; c++) {
             int d = lane + c * KD_LANES;
             if (d < Dv) acc[c] += w * ps[d];

@@ -34,6 +34,25 @@
 /* Work-items that load one key row of a tile. */
 #define KD_TPK 32
 
+/* MLA decode (kd_mla.cl): KD_ROWS rows (token, head) per work-group; keys
+ * in tiles of KD_MLA_BN; the scores read q and the latent rows in chunks
+ * of KD_MLA_DC columns (any kv_lora_rank + rope); the latent output of a
+ * row is kv_lora_rank <= KD_MLA_MAX_R floats, KD_MLA_ACC per work-item.
+ * KD_MLA_KC floats of local memory hold a key chunk (KD_MLA_BN rows of
+ * KD_MLA_DC + 1: padded against bank conflicts) for the scores, then
+ * KD_MLA_KC / kv_lora_rank whole latent rows for P.V. Local memory: 25.1
+ * KiB. */
+#define KD_MLA_BN    64
+#define KD_MLA_DC    64
+#define KD_MLA_MAX_R 512
+#define KD_MLA_ACC   (KD_MLA_MAX_R / KD_LANES)
+#define KD_MLA_KC    (KD_MLA_BN * (KD_MLA_DC + 1))
+/* MLA prefill decompression (kd_mla.cl): a work-group makes KD_MLA_BN keys
+ * x KD_MLA_DC output columns of one head, over kv_lora_rank in steps of
+ * KD_MLA_TK; the decompressed keys and values land in blocks of
+ * KD_MLA_BN tokens. */
+#define KD_MLA_TK 16
+
 /* kd_paged_attention's flags argument. */
 #define KD_F_CAUSAL 1
 #define KD_F_SINKS  2

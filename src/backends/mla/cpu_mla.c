@@ -209,19 +209,6 @@ attn_status attn__mla_project(int T, int H, int Kin, int Nout, const void *in, s
     return st;
 }
 
-/* ---- self-test: the core's known-answer service (src/selftest) ------------------------ */
-
-/* The old hooks, for callers that run them directly. */
-static attn_status cpu_mla_self_test(char *detail, size_t size)
-{
-    return attn_backend_self_test(&attn__backend_cpu_mla, detail, size);
-}
-
-static attn_status cpu_mla_sparse_self_test(char *detail, size_t size)
-{
-    return attn_backend_self_test(&attn__backend_cpu_mla_sparse, detail, size);
-}
-
 /* ---- entry points and descriptors --------------------------------------------------- */
 
 static attn_status cpu_mla_mqa(void *impl, const attn_mla_args *a)
@@ -259,15 +246,13 @@ static const attn_kernel_ops cpu_mla_ops = {
     .struct_size = sizeof(attn_kernel_ops),
     .forward_mqa = cpu_mla_mqa,
     .forward_mha = cpu_mla_mha,
-    .self_test = cpu_mla_self_test,
     .variant = cpu_mla_variant,
-    .kind = ATTN_KERNEL_MLA,
+    .kind = ATTN_KERNEL_MLA, /* the core's known-answer tests (src/selftest), no own hook */
 };
 
 static const attn_kernel_ops cpu_mla_sparse_ops = {
     .struct_size = sizeof(attn_kernel_ops),
     .forward_mqa = cpu_mla_mqa_sparse,
-    .self_test = cpu_mla_sparse_self_test,
     .variant = cpu_mla_variant,
     .kind = ATTN_KERNEL_MLA_SPARSE,
 };

@@ -53,14 +53,6 @@ int attn_mla_view_latent_dim(const attn_kv_view *kv)
                                                      : kv->head_size;
 }
 
-float attn__mla_softmax_scale(const attn_layer_params *layer)
-{
-    if (layer->scale != 0.0f) return layer->scale;
-    int d = layer->qk_nope_head_dim > 0 ? layer->qk_nope_head_dim + layer->qk_rope_head_dim
-                                        : layer->head_size;
-    return d > 0 ? (float)(1.0 / sqrt((double)d)) : 1.0f;
-}
-
 /* ---- the latent cache write ---------------------------------------------------- */
 
 static attn_status attn__check_view(const char *who, const attn_kv_view *kv)

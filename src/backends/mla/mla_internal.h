@@ -11,6 +11,7 @@
 #ifndef ATTN_BACKENDS_MLA_INTERNAL_H
 #define ATTN_BACKENDS_MLA_INTERNAL_H
 
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -61,8 +62,15 @@ attn_status attn__mla_forward(const attn_backend *b, void *impl, const attn_mla_
                               void *scratch, size_t scratch_size);
 
 /* Softmax scale of an MLA layer: layer->scale, or 1/sqrt(qk_nope + rope)
- * when 0 (1/sqrt(head_size) when qk_nope is unknown). */
-float attn__mla_softmax_scale(const attn_layer_params *layer);
+ * when 0 (1/sqrt(head_size) when qk_nope is unknown). Inline: the CUDA
+ * module's MLA kernels state it from here too. */
+static inline float attn__mla_softmax_scale(const attn_layer_params *layer)
+{
+    if (layer->scale != 0.0f) return layer->scale;
+    int d = layer->qk_nope_head_dim > 0 ? layer->qk_nope_head_dim + layer->qk_rope_head_dim
+                                        : layer->head_size;
+    return d > 0 ? (float)(1.0 / sqrt((double)d)) : 1.0f;
+}
 
 /* Address of the latent row at sequence position pos of a request. */
 static inline const void *attn__mla_row(const attn_kv_view *kv, size_t esz, const int32_t *bt,

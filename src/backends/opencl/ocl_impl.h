@@ -6,7 +6,9 @@
 
 #include <pthread.h>
 
+#include "backends/devkern/kd_launch.h"
 #include "backends/devkern/kd_params.h"
+#include "backends/devkern/kd_plan.h"
 #include "backends/opencl/ocl_api.h"
 #include "backends/opencl/opencl.h"
 
@@ -39,15 +41,13 @@ attn_status attn__ocl_dev_context(attn__ocl_dev *d);
 attn_status attn__ocl_dev_program(attn__ocl_dev *d, const char *const *sources, int count,
                                   const char *options, attn__cl_program *out);
 
-/* The kernels of the dialect program (one set per instance: argument
- * setting is not thread-safe on a shared cl_kernel). */
-enum { ATTN__K_ATTN, ATTN__K_MERGE, ATTN__K_WRITE, ATTN__K_TO_F32, ATTN__K_COUNT };
-
 struct attn__ocl {
     const attn__cl_api *cl;
     attn__ocl_dev *dev;
     attn__cl_command_queue queue;
-    attn__cl_kernel k[ATTN__K_COUNT];
+    /* the dialect program's kernels, by attn__kd_kernel (one set per
+     * instance: argument setting is not thread-safe on a shared cl_kernel) */
+    attn__cl_kernel k[ATTN__KD_KERNEL_COUNT];
     /* scratch, grown on demand: split-KV partials, the write's slots and
      * inverse scales */
     attn__ocl_mem *part, *slots, *scales;
@@ -62,20 +62,12 @@ struct attn__ocl_mem {
 /* Buffer of at least `bytes` in *slot (reallocated when smaller). */
 attn_status attn__ocl_scratch(attn__ocl *o, attn__ocl_mem **slot, size_t bytes);
 
-/* Kernel arguments in order: each helper sets the next index. */
-typedef struct attn__ocl_args {
-    attn__ocl *o;
-    attn__cl_kernel k;
-    attn__cl_uint next;
-    attn__cl_int err;
-} attn__ocl_args;
+/* A plan's words into *meta (grown when too small; blocking copy). */
+attn_status attn__ocl_upload_words(attn__ocl *o, attn__ocl_mem **meta, const attn__kd_plan *p);
 
-void attn__ocl_arg_mem(attn__ocl_args *a, const attn__ocl_mem *m); /* NULL: a null buffer */
-void attn__ocl_arg_i32(attn__ocl_args *a, int32_t v);
-void attn__ocl_arg_i64(attn__ocl_args *a, int64_t v);
-void attn__ocl_arg_f32(attn__ocl_args *a, float v);
-/* Enqueues groups[0..2] work-groups of KD_WG work-items. */
-attn_status attn__ocl_launch(attn__ocl_args *a, const char *what, const size_t groups[3]);
+/* Enqueues one launch (kd_launch.h): its arguments in order (buffers are
+ * attn__ocl_mem *), its groups of KD_WG work-items. */
+attn_status attn__ocl_run(attn__ocl *o, const attn__kd_args *l);
 
 /* Largest element index + 1 a paged view addresses: its K rows of
  * head_size and, when dv > 0, its V rows of dv elements. False on overflow

@@ -22,9 +22,17 @@ _Static_assert(KD_ROWS *KD_LANES == KD_WG && KD_WG % KD_TPK == 0, "kd_params.h g
 #define ATTN__OCL_LOCAL_BYTES                                                                      \
     (sizeof(float) * (KD_ROWS * KD_MAX_HEAD + KD_TILE + KD_ROWS * KD_MAX_BN + 3 * KD_ROWS) +       \
      sizeof(int64_t) * KD_MAX_BN)
-
-static const char *const g_kernel_names[ATTN__K_COUNT] = {
-    "attn_kd_paged_attention", "attn_kd_attention_merge", "attn_kd_cache_write", "attn_kd_to_f32"};
+/* The MLA kernels' (kd_mla.cl) stay within it. */
+_Static_assert(sizeof(float) * (KD_ROWS * (KD_MLA_DC + 1) + KD_MLA_KC + KD_ROWS * (KD_MLA_BN + 1) +
+                                3 * KD_ROWS) +
+                       sizeof(int64_t) * KD_MLA_BN <=
+                   ATTN__OCL_LOCAL_BYTES,
+               "attn_kd_mla_decode's local memory");
+_Static_assert(sizeof(float) * (KD_MLA_BN * (KD_MLA_TK + 1) + KD_MLA_TK * (KD_MLA_DC + 1)) +
+                       sizeof(int64_t) * KD_MLA_BN <=
+                   ATTN__OCL_LOCAL_BYTES,
+               "attn_kd_mla_decompress's local memory");
+_Static_assert(KD_MLA_KC >= KD_MLA_MAX_R && KD_MLA_BN % KD_LANES == 0, "kd_params.h MLA geometry");
 
 /* OpenCL C version of "OpenCL C 1.2 ..." as major * 10 + minor (0: unknown). */
 static int c_version(const char *s)
@@ -67,10 +75,10 @@ static attn_status pick_device(const attn__ocl_options *opt, attn__ocl_dev **out
 
 static attn_status make_kernels(attn__ocl *o, attn__cl_program prog)
 {
-    for (int i = 0; i < ATTN__K_COUNT; i++) {
+    for (int i = 0; i < ATTN__KD_KERNEL_COUNT; i++) {
         attn__cl_int r = ATTN__CL_SUCCESS;
-        o->k[i] = o->cl->CreateKernel(prog, g_kernel_names[i], &r);
-        if (!o->k[i]) return attn__cl_fail(ATTN_IMPORT_ERROR, g_kernel_names[i], r);
+        o->k[i] = o->cl->CreateKernel(prog, attn__kd_kernel_names[i], &r);
+        if (!o->k[i]) return attn__cl_fail(ATTN_IMPORT_ERROR, attn__kd_kernel_names[i], r);
         size_t wg = 0;
         r = o->cl->GetKernelWorkGroupInfo(o->k[i], o->dev->id, ATTN__CL_KERNEL_WORK_GROUP_SIZE,
                                           sizeof wg, &wg, NULL);
@@ -78,7 +86,7 @@ static attn_status make_kernels(attn__ocl *o, attn__cl_program prog)
         if (wg < KD_WG)
             return attn__fail(ATTN_UNSUPPORTED,
                               "OpenCL device %.200s runs %s with work-groups of %zu, below %d",
-                              o->dev->name, g_kernel_names[i], wg, KD_WG);
+                              o->dev->name, attn__kd_kernel_names[i], wg, KD_WG);
     }
     return ATTN_OK;
 }
@@ -150,7 +158,7 @@ void attn__ocl_close(attn__ocl *o)
     attn__ocl_free(o->part);
     attn__ocl_free(o->slots);
     attn__ocl_free(o->scales);
-    for (int i = 0; i < ATTN__K_COUNT; i++)
+    for (int i = 0; i < ATTN__KD_KERNEL_COUNT; i++)
         if (o->k[i]) o->cl->ReleaseKernel(o->k[i]);
     if (o->queue) o->cl->ReleaseCommandQueue(o->queue);
     free(o);
@@ -281,46 +289,48 @@ attn_status attn__ocl_scratch(attn__ocl *o, attn__ocl_mem **slot, size_t bytes)
     return ATTN_OK;
 }
 
+attn_status attn__ocl_upload_words(attn__ocl *o, attn__ocl_mem **meta, const attn__kd_plan *p)
+{
+    if (p->nwords == 0) return ATTN_OK;
+    size_t bytes = sizeof(int32_t) * p->nwords;
+    if (!*meta || (*meta)->size < bytes) {
+        attn__ocl_free(*meta);
+        *meta = NULL;
+        attn_status st = attn__ocl_alloc(o, bytes + bytes / 2, meta);
+        if (st != ATTN_OK) return st;
+    }
+    return attn__ocl_copy_in(o, *meta, 0, p->words, bytes);
+}
+
 /* ---- launches ------------------------------------------------------------------ */
 
-static void set_arg(attn__ocl_args *a, size_t size, const void *value)
+attn_status attn__ocl_run(attn__ocl *o, const attn__kd_args *l)
 {
-    if (a->err != ATTN__CL_SUCCESS) return;
-    a->err = a->o->cl->SetKernelArg(a->k, a->next++, size, value);
-}
-
-void attn__ocl_arg_mem(attn__ocl_args *a, const attn__ocl_mem *m)
-{
-    attn__cl_mem v = m ? m->mem : NULL;
-    set_arg(a, sizeof v, &v);
-}
-
-void attn__ocl_arg_i32(attn__ocl_args *a, int32_t v)
-{
-    set_arg(a, sizeof v, &v);
-}
-
-void attn__ocl_arg_i64(attn__ocl_args *a, int64_t v)
-{
-    set_arg(a, sizeof v, &v);
-}
-
-void attn__ocl_arg_f32(attn__ocl_args *a, float v)
-{
-    set_arg(a, sizeof v, &v);
-}
-
-attn_status attn__ocl_launch(attn__ocl_args *a, const char *what, const size_t groups[3])
-{
-    if (a->err != ATTN__CL_SUCCESS) {
-        char buf[96];
-        snprintf(buf, sizeof buf, "clSetKernelArg %u of %s", (unsigned)(a->next - 1), what);
-        return attn__cl_fail(ATTN_INTERNAL, buf, a->err);
+    const char *what = attn__kd_kernel_names[l->kernel];
+    attn__cl_kernel k = o->k[l->kernel];
+    for (int i = 0; i < l->n; i++) {
+        const attn__kd_arg *x = &l->a[i];
+        attn__cl_mem m = NULL;
+        attn__cl_int r;
+        switch (x->kind) {
+        case ATTN__KD_ARG_MEM:
+            m = x->v.mem ? ((const attn__ocl_mem *)x->v.mem)->mem : NULL;
+            r = o->cl->SetKernelArg(k, (attn__cl_uint)i, sizeof m, &m);
+            break;
+        case ATTN__KD_ARG_I32: r = o->cl->SetKernelArg(k, (attn__cl_uint)i, 4, &x->v.i32); break;
+        case ATTN__KD_ARG_I64: r = o->cl->SetKernelArg(k, (attn__cl_uint)i, 8, &x->v.i64); break;
+        default: r = o->cl->SetKernelArg(k, (attn__cl_uint)i, 4, &x->v.f32); break;
+        }
+        if (r != ATTN__CL_SUCCESS) {
+            char buf[96];
+            snprintf(buf, sizeof buf, "clSetKernelArg %d of %s", i, what);
+            return attn__cl_fail(ATTN_INTERNAL, buf, r);
+        }
     }
-    size_t global[3] = {groups[0] * KD_WG, groups[1], groups[2]};
+    size_t global[3] = {l->groups[0] * KD_WG, l->groups[1], l->groups[2]};
     size_t local[3] = {KD_WG, 1, 1};
     attn__cl_int r =
-        a->o->cl->EnqueueNDRangeKernel(a->o->queue, a->k, 3, NULL, global, local, 0, NULL, NULL);
+        o->cl->EnqueueNDRangeKernel(o->queue, k, 3, NULL, global, local, 0, NULL, NULL);
     if (r == ATTN__CL_SUCCESS) return ATTN_OK;
     char buf[96];
     snprintf(buf, sizeof buf, "clEnqueueNDRangeKernel (%s)", what);
@@ -330,21 +340,5 @@ attn_status attn__ocl_launch(attn__ocl_args *a, const char *what, const size_t g
 
 bool attn__ocl_view_extent(const attn_kv_view *kv, int dv, int64_t *elems)
 {
-    if (kv->num_blocks < 1 || kv->block_size < 1 || kv->num_kv_heads < 1 || kv->head_size < 1 ||
-        dv < 0 || kv->k_offset < 0 || kv->v_offset < 0 || kv->stride_block < 0 ||
-        kv->stride_token < 0 || kv->stride_head < 0)
-        return false;
-    int64_t last = 0, end_k = 0, end_v = 0;
-    if (!attn__mul_i64(kv->num_blocks - 1, kv->stride_block, &last)) return false;
-    int64_t t = 0, h = 0;
-    if (!attn__mul_i64(kv->block_size - 1, kv->stride_token, &t) ||
-        !attn__mul_i64(kv->num_kv_heads - 1, kv->stride_head, &h) ||
-        !attn__add_i64(last, t, &last) || !attn__add_i64(last, h, &last))
-        return false;
-    if (!attn__add_i64(last, kv->k_offset, &end_k) || !attn__add_i64(end_k, kv->head_size, &end_k))
-        return false;
-    if (dv && (!attn__add_i64(last, kv->v_offset, &end_v) || !attn__add_i64(end_v, dv, &end_v)))
-        return false;
-    *elems = end_k > end_v ? end_k : end_v;
-    return true;
+    return attn__kd_view_extent(kv, dv, elems);
 }

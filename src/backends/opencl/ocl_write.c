@@ -91,26 +91,27 @@ typedef struct {
 static attn_status launch_write(attn__ocl *o, const attn_kv_view *kv, attn_elem src, int ntok,
                                 const write_part *p, bool raw)
 {
-    attn__ocl_args a = {.o = o, .k = o->k[ATTN__K_WRITE]};
-    attn__ocl_arg_mem(&a, p->src);
-    attn__ocl_arg_i64(&a, p->src_off);
-    attn__ocl_arg_i32(&a, (int32_t)src);
-    attn__ocl_arg_i64(&a, p->tok_stride);
-    attn__ocl_arg_mem(&a, (const attn__ocl_mem *)kv->data);
-    attn__ocl_arg_i32(&a, (int32_t)kv->elem);
-    attn__ocl_arg_i64(&a, p->dst_off);
-    attn__ocl_arg_i64(&a, kv->stride_block);
-    attn__ocl_arg_i64(&a, kv->stride_token);
-    attn__ocl_arg_i64(&a, p->s_head);
-    attn__ocl_arg_i32(&a, kv->block_size);
-    attn__ocl_arg_mem(&a, o->slots);
-    attn__ocl_arg_i32(&a, p->nheads);
-    attn__ocl_arg_i32(&a, p->dim);
-    attn__ocl_arg_mem(&a, o->scales);
-    attn__ocl_arg_i32(&a, p->inv_off);
-    attn__ocl_arg_i32(&a, raw);
-    size_t groups[3] = {(size_t)ntok * (size_t)p->nheads, 1, 1};
-    return attn__ocl_launch(&a, "attn_kd_cache_write", groups);
+    attn__kd_cache_write x = {.src = p->src,
+                              .slots = o->slots,
+                              .inv_scale = o->scales,
+                              .cache = kv->data,
+                              .src_off = p->src_off,
+                              .tok_stride = p->tok_stride,
+                              .dst_off = p->dst_off,
+                              .s_blk = kv->stride_block,
+                              .s_tok = kv->stride_token,
+                              .s_head = p->s_head,
+                              .src_elem = (int)src,
+                              .cache_elem = (int)kv->elem,
+                              .bs = kv->block_size,
+                              .ntok = ntok,
+                              .nheads = p->nheads,
+                              .dim = p->dim,
+                              .inv_off = p->inv_off,
+                              .raw_copy = raw};
+    attn__kd_args a;
+    attn__kd_args_cache_write(&a, &x);
+    return attn__ocl_run(o, &a);
 }
 
 /* Slots and inverse scales to the device (blocking copies: the in-order
@@ -292,14 +293,9 @@ attn_status attn__ocl_to_f32(attn__ocl *o, const attn__ocl_mem *src, int64_t off
     attn__ocl_mem *tmp = NULL;
     attn_status st = attn__ocl_alloc(o, n * sizeof(float), &tmp);
     if (st != ATTN_OK) return st;
-    attn__ocl_args a = {.o = o, .k = o->k[ATTN__K_TO_F32]};
-    attn__ocl_arg_mem(&a, src);
-    attn__ocl_arg_i64(&a, offset);
-    attn__ocl_arg_i32(&a, (int32_t)elem);
-    attn__ocl_arg_i64(&a, (int64_t)n);
-    attn__ocl_arg_mem(&a, tmp);
-    size_t groups[3] = {(n + KD_WG - 1) / KD_WG, 1, 1};
-    st = attn__ocl_launch(&a, "attn_kd_to_f32", groups);
+    attn__kd_args a;
+    attn__kd_args_to_f32(&a, src, offset, (int)elem, (int64_t)n, tmp);
+    st = attn__ocl_run(o, &a);
     if (st == ATTN_OK) st = attn__ocl_copy_out(o, dst, tmp, 0, n * sizeof(float));
     attn__ocl_free(tmp);
     return st;

@@ -156,4 +156,57 @@ typedef struct attn__ocl_fwd {
 /* Paged attention with REFERENCE's semantics; enqueued, not waited for. */
 attn_status attn__ocl_forward(attn__ocl_kernel *k, const attn__ocl_fwd *f);
 
+/* ---- MLA (kd_mla.cl: TRITON_MLA's kernels) ------------------------------------- */
+
+/* A layer's MLA state (contract v2: attn_kernel_ops.create of an MLA
+ * backend): heads, kv_lora_rank (<= KD_MLA_MAX_R), rope and the activation
+ * dtype; with qk_nope_head_dim and v_head_dim also forward_mha, whose
+ * decompressed keys (nope + rope) and values take the standard kernel's
+ * head sizes. */
+typedef struct attn__ocl_mla attn__ocl_mla;
+attn_status attn__ocl_mla_create(attn__ocl *o, const attn_layer_params *layer, attn__ocl_mla **out);
+void attn__ocl_mla_destroy(attn__ocl_mla *k);
+
+/* An MLA step (contract v2: the MLA builder's device metadata): the
+ * decodes' tiles and split-KV shares, the prefills' keys to decompress and
+ * their standard attention step, uploaded once for every layer. Requests
+ * [0, num_decodes) are forward_mqa's, the rest forward_mha's (decodes
+ * first, as the MLA builders order them); num_decodes -1: both entry points
+ * serve every request (a call without MLA metadata). */
+typedef struct attn__ocl_mla_step attn__ocl_mla_step;
+attn_status attn__ocl_mla_step_create(attn__ocl *o, const attn_layer_params *layer,
+                                      attn__ocl_mla_step **out);
+void attn__ocl_mla_step_destroy(attn__ocl_mla_step *s);
+attn_status attn__ocl_mla_step_build(attn__ocl_mla_step *s, const attn_common_metadata *cm,
+                                     int num_decodes, int num_blocks, const attn__ocl_plan *plan);
+/* Split-KV shares of the decodes in the last build (1 = none). */
+int attn__ocl_mla_step_splits(const attn__ocl_mla_step *s);
+
+/* One MLA call (contract v2: attn_mla_args with device handles). Tensors
+ * are indexed by the token's place in the batch; each entry point writes
+ * only its requests' rows. */
+typedef struct attn__ocl_mla_fwd {
+    const attn_layer_params *layer;     /* scale counts per call */
+    const attn_common_metadata *common; /* what the step was built from */
+    const attn__ocl_mla_step *step;
+    const attn_kv_view *kv; /* the latent cache: data an attn__ocl_mem *; k_scale for fp8 */
+    /* forward_mqa: q [tokens][heads][kv_lora_rank + rope] (absorbed), out
+     * [tokens][heads][kv_lora_rank]; forward_mha: q [tokens][heads][nope +
+     * rope], out [tokens][heads][v_head_dim] */
+    const attn__ocl_mem *q;
+    int64_t q_offset;
+    attn__ocl_mem *out;
+    int64_t out_offset;
+    attn__ocl_mem *lse; /* optional: float [tokens][heads], natural log */
+    int64_t lse_offset;
+    /* forward_mha: [heads][nope][kv_lora_rank] and [heads][kv_lora_rank][v_head_dim] */
+    const attn__ocl_mem *w_uk, *w_uv;
+} attn__ocl_mla_fwd;
+
+/* Decode over the latent cache; enqueued, not waited for. */
+attn_status attn__ocl_mla_mqa(attn__ocl_mla *k, const attn__ocl_mla_fwd *f);
+/* Prefill: the latent rows decompressed through W_UK / W_UV, then causal
+ * attention by attn_kd_paged_attention; enqueued, not waited for. */
+attn_status attn__ocl_mla_mha(attn__ocl_mla *k, const attn__ocl_mla_fwd *f);
+
 #endif

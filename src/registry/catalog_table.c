@@ -1,15 +1,20 @@
 /* The catalog table: every registry name in declaration order with its
- * default locator and built-in object (see catalog.h). On a real machine a
- * GPU backend's code lives in a module that this build does not ship, so
+ * default locator and built-in object (catalog_table.h). On a real machine
+ * a GPU backend's code lives in a module that this build does not ship, so
  * resolving it fails like a Python import does; on a simulated machine the
  * registry resolves the built-in descriptor instead, gated by the machine's
- * installed components. */
+ * installed components. The kernels' objects are named here, in the
+ * registry, which sits above them (cmake/layers.cmake). */
 #include <stdio.h>
 #include <string.h>
 
-#include "backends/catalog/builders_weak.h"
 #include "backends/catalog/catalog.h"
+#include "backends/cpu/cpu_attn.h"
+#include "backends/mla/mla_internal.h"
+#include "backends/reference/ref_mla.h"
+#include "backends/reference/reference.h"
 #include "platform/platform_impl.h"
+#include "registry/catalog_table.h"
 
 static const attn_backend *attn__builtin_cpu_attn(void)
 {
