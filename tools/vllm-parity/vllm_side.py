@@ -310,6 +310,21 @@ def _dtype(name):
     return {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}[name]
 
 
+def _explicit_reasons(platform, cls, cap, sel_cfg):
+    """An explicit request's reasons as the platform computes them: ROCm
+    adds its turboquant/ultraquant run rule (the KV-cache layout shared with
+    the packed backend) to the backend's own, in the same call."""
+    if platform.device_name == "rocm":
+        from vllm.config import get_current_vllm_config_or_none
+        from vllm.platforms import rocm
+
+        run = get_current_vllm_config_or_none()
+        return rocm._get_invalid_reasons(cls, cap, sel_cfg,
+                                         is_turboquant_run=rocm._uses_turboquant(run),
+                                         is_ultraquant_run=rocm._uses_ultraquant(run))
+    return cls.validate_configuration(device_capability=cap, **sel_cfg._asdict())
+
+
 def _candidates(platform, cap, sel_cfg, num_heads, backend):
     """Per-candidate reasons, the way the platform itself computes them."""
     fam = platform.device_name
@@ -327,9 +342,10 @@ def _candidates(platform, cap, sel_cfg, num_heads, backend):
             return [{"name": backend.name,
                      "reasons": ["ImportError" if bare else "%s: %s" % (type(e).__name__, e)]}]
         try:
-            reasons = cls.validate_configuration(device_capability=cap, **sel_cfg._asdict())
+            reasons = _explicit_reasons(platform, cls, cap, sel_cfg)
         except (ImportError, OSError) as e:
-            reasons = ["%s: %s" % (type(e).__name__, e)]
+            bare = fam == "rocm" and isinstance(e, ImportError)
+            reasons = ["ImportError" if bare else "%s: %s" % (type(e).__name__, e)]
         except Exception as e:  # noqa: BLE001 - recorded, not hidden
             reasons = ["%s: %s" % (type(e).__name__, e)]
         out.append({"name": backend.name, "reasons": reasons})
@@ -437,11 +453,15 @@ def _answer(platform, case):
             ans["selected"] = _name_of(path)
     except Exception as e:  # noqa: BLE001 - every exception is an answer
         ans["error"] = {"kind": _kind(e), "type": type(e).__name__, "message": str(e)}
-    # A request that gave way to the automatic choice (ROCm's turboquant
-    # layers): the candidates are the ones that automatic choice weighed.
+    # A request that gave way to the automatic choice (ROCm's turboquant and
+    # ultraquant runs): the candidates are the ones that automatic choice
+    # weighed. It may pick the name that was refused (the automatic walk of
+    # an ultraquant run has no layout rule).
+    refused = any(r["reasons"] for r in ans.get("candidates") or [])
     fell_back = backend is not None and (
         ans.get("error", {}).get("kind") == "no-valid"
-        or ans.get("selected") not in (None, backend.name))
+        or ans.get("selected") not in (None, backend.name)
+        or (refused and "error" not in ans))
     if fell_back and hasattr(platform, "get_valid_backends") and "candidates" in ans:
         try:
             ans["candidates"] = _candidates(platform, cap, sel_cfg, num_heads, None)
