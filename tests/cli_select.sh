@@ -73,6 +73,24 @@ assert c["run_kv_cache_dtype"] == "fp8", c' "$tmp/run.json" || fail "run default
 grep -q "run_kv_cache_dtype" "$tmp/out" && fail "--explain names a run dtype equal to the layer's"
 "$ATTN" select --machine h100 --run-kv-cache-dtype fp8 --explain >"$tmp/out" || fail "run fp8"
 grep -q "run_kv_cache_dtype=fp8" "$tmp/out" || fail "--explain: run dtype: $(cat "$tmp/out")"
+# A model whose skipped layers keep the model's dtype: their group selects
+# with kv "auto", every group with the run's; part of a group is refused.
+"$ATTN" select --model gpt-oss-20b --machine h100 --kv-cache-dtype fp8 --json \
+    --kv-cache-dtype-skip-layers sliding_window >"$tmp/skip.json" || fail "skip layers"
+python3 - "$tmp/skip.json" <<'PY' || fail "skip layers --json: $(cat "$tmp/skip.json")"
+import json, sys
+g = {x["kind"]: x["selection"]["config"] for x in json.load(open(sys.argv[1]))["groups"]}
+assert g["sliding_window"]["kv_cache_dtype"] == "auto", g
+assert g["full_attention"]["kv_cache_dtype"] == "fp8", g
+assert {c["run_kv_cache_dtype"] for c in g.values()} == {"fp8"}, g
+PY
+"$ATTN" select --model gpt-oss-20b --machine h100 --kv-cache-dtype fp8 \
+    --kv-cache-dtype-skip-layers 3 >"$tmp/out" 2>&1
+[ $? = 3 ] || fail "skip list naming part of a group not 3"
+grep -qF "names layer 3 but not layer 1 of the same layer group 1" "$tmp/out" ||
+    fail "skip list message: $(cat "$tmp/out")"
+"$ATTN" select --machine h100 --kv-cache-dtype-skip-layers 3 >/dev/null 2>&1
+[ $? = 2 ] || fail "--kv-cache-dtype-skip-layers without --model not 2"
 # No CacheDType: CacheConfig's validation text, before an unknown name.
 "$ATTN" select --machine h100 --backend FOO --run-kv-cache-dtype FP8 >/dev/null 2>"$tmp/err"
 [ $? = 2 ] || fail "bad run kv dtype not 2"

@@ -86,11 +86,12 @@ attn_status attn_engine_select_group(const attn_platform *p, const attn_model *m
     if (!spec)
         return attn__fail(ATTN_OUT_OF_RANGE, "model %s has no layer group %d", attn_model_name(m),
                           model_group);
+    attn_selector_config *c = &out->config;
+    attn_model_selector_config(m, spec, l->kv_cache_dtype, l->block_size, c);
     bool skip = false;
     attn_status st = attn__kv_skip_group(m, model_group, l->kv_cache_dtype_skip_layers, &skip);
-    if (st != ATTN_OK) return st;
-    attn_selector_config *c = &out->config;
-    attn_model_selector_config(m, spec, skip ? ATTN_KV_AUTO : l->kv_cache_dtype, l->block_size, c);
+    if (st != ATTN_OK) return st; /* the config stays the group's, without a selection */
+    if (skip) c->kv_cache_dtype = ATTN_KV_AUTO;
     /* the selection's cache key and ROCm's packed-run rules read the run's */
     c->run_kv_cache_dtype = l->kv_cache_dtype;
     if (l->dtype) c->dtype = *l->dtype;

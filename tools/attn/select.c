@@ -40,6 +40,10 @@ static void attn__select_usage(FILE *f)
                "                         encoder_only_attention, cross_attention); wins\n"
                "                         over --backend for that kind; repeatable\n"
                "  --model NAME|FILE      select for every layer group of a model\n"
+               "  --kv-cache-dtype-skip-layers LIST\n"
+               "                         with --model: layers (indices, sliding_window)\n"
+               "                         that keep the model's dtype; the others take\n"
+               "                         --kv-cache-dtype, the run's for every group\n"
                "layer configuration:\n");
     for (int i = 0; i < attn_selector_config_num_fields(); i++) {
         const attn_config_field *fd = attn_selector_config_field(i);
@@ -107,6 +111,7 @@ typedef struct attn__select_opts {
     attn_selector_config cfg;
     bool explain, json;
     attn__kv_errors kv_error;
+    const char *kv_skip; /* --kv-cache-dtype-skip-layers (with --model) */
 } attn__select_opts;
 
 static int attn__select_parse(int argc, char **argv, attn__select_opts *o)
@@ -158,6 +163,8 @@ static int attn__select_parse(int argc, char **argv, attn__select_opts *o)
             }
         } else if (attn_cli_opt(argc, argv, &i, "--model", &v, &bad)) {
             o->model = v;
+        } else if (attn_cli_opt(argc, argv, &i, "--kv-cache-dtype-skip-layers", &v, &bad)) {
+            o->kv_skip = v; /* the model command reads it */
         } else {
             return attn_cli_usage_error(cmd, "unknown option '%s'", argv[i]);
         }
@@ -230,6 +237,8 @@ int attn_cmd_select(int argc, char **argv)
         return attn__select_early_error(&o, "invalid-config", ATTN_INVALID_ARGUMENT, kv_error,
                                         ATTN_EXIT_USAGE);
     }
+    if (o.kv_skip && !o.model)
+        return attn_cli_usage_error("select", "--kv-cache-dtype-skip-layers needs --model");
     if (o.model) {
         if (!attn_cli_select_model) {
             fprintf(stderr, "attn select: --model is not built into this binary\n");
