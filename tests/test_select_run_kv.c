@@ -214,8 +214,24 @@ static void test_struct_size(void)
     attn_platform_free(p);
 }
 
+/* The layout facts the rule compares, by vLLM's names. */
+static void test_layout_facts(void)
+{
+    CHECK_STR(attn_kv_cache_layout_name(ATTN_KVL_LBNHC), "LBNHC");
+    CHECK_STR(attn_kv_cache_layout_name(ATTN_KVL_BHLNC), "BHLNC");
+    CHECK(attn_kv_cache_layout_name(ATTN_KVL_COUNT) == NULL);
+    const attn_backend *tq = attn_backend_catalog_builtin("TURBOQUANT");
+    const attn_backend *rocm = attn_backend_catalog_builtin("ROCM_ATTN");
+    CHECK(tq && tq->desc && rocm && rocm->desc);
+    if (tq && tq->desc) CHECK(tq->desc->kv_cache_layouts == ATTN_KVL_BIT(ATTN_KVL_LBNHC));
+    if (rocm && rocm->desc)
+        CHECK(rocm->desc->kv_cache_layouts ==
+              (ATTN_KVL_BIT(ATTN_KVL_LBHNC) | ATTN_KVL_BIT(ATTN_KVL_LHBNC)));
+}
+
 int main(void)
 {
+    test_layout_facts();
     test_default_is_the_layers();
     test_rocm_turboquant_run();
     test_rocm_ultraquant_run();

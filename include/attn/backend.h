@@ -60,6 +60,8 @@ typedef enum attn_kv_cache_layout {
     ATTN_KVL_COUNT
 } attn_kv_cache_layout;
 #define ATTN_KVL_BIT(l) (1u << (l))
+/* "LBHNC", ... (vLLM's member names); NULL outside the enum. */
+ATTN_API const char *attn_kv_cache_layout_name(attn_kv_cache_layout l);
 
 /* Head sizes: membership when n_sizes > 0; otherwise min/max/multiple_of
  * (0 = unbounded). All zero = any head size. */

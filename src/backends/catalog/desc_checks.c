@@ -137,6 +137,13 @@ uint32_t attn__desc_kv_layouts(const attn_backend_desc *d, const attn_check_ctx 
     return m & all;
 }
 
+const char *attn_kv_cache_layout_name(attn_kv_cache_layout l)
+{
+    static const char *const names[ATTN_KVL_COUNT] = {"LBHNC", "LBNHC", "LHBNC",
+                                                      "BLHNC", "BLNHC", "BHLNC"};
+    return (unsigned)l < ATTN_KVL_COUNT ? names[l] : NULL;
+}
+
 bool attn__kv_layouts_meet(uint32_t a, uint32_t b)
 {
     return !a || !b || (a & b) != 0;
