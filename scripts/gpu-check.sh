@@ -5,7 +5,12 @@
 #   2. runs the CUDA tests: the module and its driver (test_cuda_module*),
 #      the OPENCL_ATTN conformance matrix against REFERENCE and the MLA matrix
 #      against REFERENCE_MLA on the GPU, each failing on its planted
-#      off-by-one (test_cuda_conformance, test_cuda_mla_conformance);
+#      off-by-one (test_cuda_conformance, test_cuda_mla_conformance); the
+#      backends FLASH_ATTN, TRITON_ATTN and TRITON_MLA through the registry,
+#      their device and the checked kernel handle against REFERENCE /
+#      REFERENCE_MLA (test_cuda_backend*, test_cuda_backend_conformance;
+#      cli_cuda); MLA's device projections against the host's
+#      (test_cuda_mla_project);
 #   3. runs bench_cuda: decode bandwidth as a fraction of the measured copy
 #      bandwidth (target 0.80), prefill as a fraction of the bf16 tensor-core
 #      peak (target 0.40), MLA decode bandwidth; the figures also go to
@@ -43,9 +48,10 @@ step() { # name, command...
 }
 step configure cmake -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=Release -DATTN_CUDA_ARCHS=native
 step build cmake --build "$build" -j"$jobs" --target attn_cuda attn_cuda_slack test_cuda_module \
-    test_cuda_conformance test_cuda_mla_conformance bench_cuda
+    test_cuda_conformance test_cuda_mla_conformance test_cuda_mla_project test_cuda_backend \
+    test_cuda_backend_conformance attn_cli bench_cuda
 [ "$fails" -eq 0 ] || exit 1
-step tests bash -c "cd '$build' && ctest -R '^test_cuda' --output-on-failure --no-tests=error"
+step tests bash -c "cd '$build' && ctest -R '^test_cuda|^cli_cuda' --output-on-failure --no-tests=error"
 step bench bash -c "'$build/bin/bench_cuda' && '$build/bin/bench_cuda' --json > '$build/gpu-check.json'"
 [ -s "$build/gpu-check.json" ] && echo "figures: $build/gpu-check.json" && cat "$build/gpu-check.json"
 [ "$fails" -eq 0 ] || { echo "gpu-check: $fails step(s) failed"; exit 1; }

@@ -47,6 +47,7 @@
 #define attn__ocl_mla_fwd          attn__cuda_mla_fwd
 #define attn__ocl_mla_mqa          attn__cuda_mla_mqa
 #define attn__ocl_mla_mha          attn__cuda_mla_mha
+#define attn__ocl_mla_project      attn__cuda_mla_project
 /* failure details of the device calls are the module's */
 #define attn_last_error attn__cuda_last_error
 

@@ -231,6 +231,17 @@ typedef struct attn_kernel_ops {
      * device against REFERENCE / REFERENCE_MLA, so the backend writes no
      * harness; it then wins over the self_test hook. */
     attn_kernel_kind kind;
+    /* (optional, appended: an MLA kernel on a device) MLA's projections
+     * around forward_mqa on the kernel's device for num_tokens tokens: absorb
+     * (in = q [T][H][N + P] through w = W_UK into out = [T][H][R + P], the
+     * rope part copied) or up-project (in = the latent output [T][H][R]
+     * through w = W_UV into out = [T][H][V]); in, w and out are memory of
+     * the device, offsets in elements. With it attn_kernel_mla_forward runs
+     * on a device whose memory is not host-visible (its scratch is then
+     * memory of that device); enqueued like the entry points. */
+    attn_status (*mla_project)(void *impl, const attn_layer_params *layer, int num_tokens,
+                               bool absorb, const void *in, int64_t in_offset, const void *w,
+                               void *out, int64_t out_offset);
 } attn_kernel_ops;
 
 /* The core's self-test service: the known-answer test of b's kernel kind
@@ -359,6 +370,29 @@ struct attn_builder_ops {
 };
 
 /* ---- the object a locator resolves to ---------------------------------- */
+
+/* ---- backend modules ---------------------------------------------------------
+ * A module (the file of a "file.so:symbol" locator) may export
+ *   ATTN_EXPORT attn_status attn_module_init(const attn_module_host *host);
+ * The loader calls it after dlopen and before it reads any backend object
+ * of the module (again for each symbol resolved: it must be idempotent).
+ * A module whose backends serve catalog names does not restate their
+ * facts: init points its objects' desc at the host's catalog descriptors
+ * (host->catalog_builtin(name)->desc). A failing init is the module's
+ * import failure (ATTN_IMPORT_ERROR, the text it gave host->fail). Its
+ * exported objects may be read before init (abi_version, struct_size,
+ * kernel, device: attn_backend_has_kernel), so "backed by code" is known
+ * without running any of its code. */
+typedef struct attn_module_host {
+    uint32_t abi_version; /* ATTN_BACKEND_ABI_VERSION */
+    uint32_t struct_size; /* sizeof(attn_module_host) of libattn */
+    /* attn_backend_catalog_builtin: the catalog's object (its desc) */
+    const attn_backend *(*catalog_builtin)(const char *name);
+    /* Sets the calling thread's attn_last_error() to msg and returns s; valid
+     * for the life of the process (a module's ops report failures with it). */
+    attn_status (*fail)(attn_status s, const char *msg);
+} attn_module_host;
+typedef attn_status (*attn_module_init_fn)(const attn_module_host *host);
 
 struct attn_backend {
     uint32_t abi_version; /* ATTN_BACKEND_ABI_VERSION */

@@ -87,11 +87,12 @@ ATTN_API attn_status attn_kernel_forward_mha(attn_kernel *k, const attn_mla_args
 /* One MLA layer over a whole mixed batch, as an engine runs it (attn/mla.h
  * "one layer, whole batch"): decodes absorbed through W_UK, forward_mqa,
  * up-projected through W_UV; prefills by forward_mha; a sparse backend runs
- * every token through forward_mqa. The projections are host code: on a
- * device whose memory is not host-visible this is ATTN_UNSUPPORTED (call
- * forward_mqa / forward_mha with the device's own projections instead).
- * scratch: host memory of at least attn_kernel_mla_scratch_size bytes,
- * 64-byte aligned. */
+ * every token through forward_mqa. The projections are host code, or the
+ * kernel's own mla_project op (attn/backend.h) on its device: on a device
+ * whose memory is not host-visible and a kernel without it this is
+ * ATTN_UNSUPPORTED (call forward_mqa / forward_mha instead). scratch: at
+ * least attn_kernel_mla_scratch_size bytes, host memory 64-byte aligned, or
+ * memory of the kernel's device when the kernel projects there. */
 ATTN_API size_t attn_kernel_mla_scratch_size(const attn_kernel *k, int max_tokens);
 ATTN_API attn_status attn_kernel_mla_forward(attn_kernel *k, const attn_mla_args *a, void *scratch,
                                              size_t scratch_size);

@@ -56,6 +56,13 @@ ATTN_API attn_status attn_registry_get_locator(const char *name, const char **lo
 ATTN_API attn_status attn_backend_resolve(const attn_platform *p, const char *name,
                                           const attn_backend **out);
 
+/* Whether name's code (its override object, or the module its locator
+ * names) carries kernel ops, known by reading the module's exported object
+ * without running any of it: no module init, no driver, no device. False
+ * with ATTN_OK for a module or symbol that is not there (see
+ * attn_backend_resolve for why). */
+ATTN_API attn_status attn_backend_has_kernel(const char *name, bool *out);
+
 /* Generic validation: every failed check of reference §3, in order. Writes
  * up to max reasons into reasons[] (each into its own buffer of reason_size
  * bytes) and returns the number of reasons (0 = valid). */

@@ -5,8 +5,11 @@
  * is a data symbol (an attn_backend) in a shared object, opened with
  * dlopen(RTLD_NOW | RTLD_LOCAL) so every dependency resolves at open time
  * and nothing leaks into the global namespace. A relative file name is
- * looked up in the folders of ATTN_PLUGIN_PATH first, then by the dynamic
- * loader's own search. The object's abi_version is read from the file
+ * looked up in the folders of ATTN_PLUGIN_PATH first, then in libattn's own
+ * folder (the modules it installs beside itself, libattn_cuda.so), then by
+ * the dynamic loader's own search. A module exporting attn_module_init
+ * (attn/backend.h) gets the host table before any object of it is read;
+ * its failure is the module's import failure. The object's abi_version is read from the file
  * before dlopen (a module of another backend ABI never runs); after dlopen
  * its ABI header (abi_version, struct_size, then the descriptor's, kernel
  * ops' and device ops' headers) is checked before anything else in it is
@@ -161,6 +164,47 @@ static bool attn__find_in_plugin_path(const char *file, char *out, size_t size)
     return false;
 }
 
+/* The folder of the image libattn is linked into (libattn.so, or the
+ * program that links libattn.a), holding file: written into out. */
+static bool attn__find_beside_libattn(const char *file, char *out, size_t size)
+{
+    static const char here = 0;
+    Dl_info info;
+    if (!dladdr(&here, &info) || !info.dli_fname) return false;
+    const char *slash = strrchr(info.dli_fname, '/');
+    if (!slash) return false;
+    int w = snprintf(out, size, "%.*s/%s", (int)(slash - info.dli_fname), info.dli_fname, file);
+    return w > 0 && (size_t)w < size && access(out, F_OK) == 0;
+}
+
+static attn_status attn__module_fail(attn_status s, const char *msg)
+{
+    return attn__fail(s, "%s", msg ? msg : attn_strerror(s));
+}
+
+static const attn_module_host attn__module_host = {
+    .abi_version = ATTN_BACKEND_ABI_VERSION,
+    .struct_size = sizeof(attn_module_host),
+    .catalog_builtin = attn_backend_catalog_builtin,
+    .fail = attn__module_fail,
+};
+
+/* The module's attn_module_init, when it has one; its text is the import
+ * failure's (a module names itself in it). */
+static attn_status attn__module_init(void *h)
+{
+    void *sym = dlsym(h, "attn_module_init");
+    if (!sym) return ATTN_OK;
+    attn_module_init_fn init;
+    memcpy(&init, &sym, sizeof init); /* POSIX: object -> function pointer */
+    attn_clear_error();
+    attn_status st = init(&attn__module_host);
+    if (st == ATTN_OK) return ATTN_OK;
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", attn_last_error()[0] ? attn_last_error() : attn_strerror(st));
+    return attn__fail(ATTN_IMPORT_ERROR, "%s", msg);
+}
+
 /* The object's abi_version read from the file before dlopen: a module
  * built for another backend ABI is refused with none of its code run (ELF
  * constructors included). When the file cannot be read this way (not a
@@ -206,6 +250,8 @@ static attn_status attn__dl_load(const char *file, const char *symbol, const att
                               err);
         return attn__fail(ATTN_IMPORT_ERROR, "cannot load %s (%s)", file, err);
     }
+    attn_status ist = attn__module_init(h);
+    if (ist != ATTN_OK) return ist; /* stays open: init may have run */
     dlerror();
     void *sym = dlsym(h, symbol);
     if (!sym) {
@@ -253,7 +299,8 @@ attn_status attn__loader_resolve(const char *locator, const attn_backend **out)
     snprintf(file, sizeof file, "%.*s", (int)(colon - locator), locator);
     const char *symbol = colon + 1;
     const char *use = file;
-    if (!strchr(file, '/') && attn__find_in_plugin_path(file, resolved, sizeof resolved))
+    if (!strchr(file, '/') && (attn__find_in_plugin_path(file, resolved, sizeof resolved) ||
+                               attn__find_beside_libattn(file, resolved, sizeof resolved)))
         use = resolved;
     snprintf(key, sizeof key, "%s\n%s", use, symbol);
 
@@ -278,4 +325,36 @@ attn_status attn__loader_resolve(const char *locator, const attn_backend **out)
     if (st != ATTN_OK) return attn__fail(st, "%s", err);
     *out = b;
     return ATTN_OK;
+}
+
+bool attn__loader_has_kernel(const char *locator)
+{
+    if (!strncmp(locator, "builtin:", 8)) {
+        const attn_backend *b = attn__catalog_builtin(locator + 8, NULL);
+        return b && b->kernel;
+    }
+    if (attn__locator_check(locator) != ATTN_OK) return false;
+    const char *colon = strrchr(locator, ':');
+    char file[1024], resolved[1200];
+    snprintf(file, sizeof file, "%.*s", (int)(colon - locator), locator);
+    const char *use = file;
+    if (!strchr(file, '/') && (attn__find_in_plugin_path(file, resolved, sizeof resolved) ||
+                               attn__find_beside_libattn(file, resolved, sizeof resolved)))
+        use = resolved;
+    if (access(use, R_OK) == 0) {
+        uint32_t abi = 0;
+        char why[256];
+        if (attn__elf_read_u32(use, colon + 1, &abi, why, sizeof why) &&
+            abi != ATTN_BACKEND_ABI_VERSION)
+            return false; /* another ABI: none of it may run */
+    }
+    /* dlopen runs no module code beyond ELF constructors (which the module
+     * rules forbid); attn_module_init is not called. Never closed, as a
+     * resolved module. */
+    void *h = dlopen(use, RTLD_NOW | RTLD_LOCAL);
+    if (!h) return false;
+    const attn_backend *b = dlsym(h, colon + 1);
+    return b && b->abi_version == ATTN_BACKEND_ABI_VERSION &&
+           attn__struct_size_ok(b->struct_size, ATTN__V2_BACKEND, sizeof(attn_backend)) &&
+           b->kernel != NULL;
 }

@@ -420,6 +420,23 @@ attn_status attn_backend_resolve(const attn_platform *p, const char *name, const
     return ATTN_OK;
 }
 
+attn_status attn_backend_has_kernel(const char *name, bool *out)
+{
+    ATTN__CHECK_NULL(name);
+    ATTN__CHECK_NULL(out);
+    *out = false;
+    attn__reg_view v;
+    attn_status st = attn__reg_view_of(name, &v);
+    if (st != ATTN_OK) return st;
+    if (v.override_object)
+        *out = v.override_object->kernel != NULL;
+    else if (v.override_locator)
+        *out = attn__loader_has_kernel(v.override_locator);
+    else if (v.cat && v.cat->default_locator)
+        *out = attn__loader_has_kernel(v.cat->default_locator);
+    return ATTN_OK;
+}
+
 /* ---- snapshots for the plugin loader's rollback -------------------------- */
 
 typedef struct attn__saved {

@@ -58,6 +58,10 @@ void attn__rules_truncate(int n);
  * Results are cached per resolved file and symbol for the process. */
 attn_status attn__loader_resolve(const char *locator, const attn_backend **out);
 
+/* Whether the object a locator names has kernel ops, read without running
+ * the module (no attn_module_init): false when it cannot be read. */
+bool attn__loader_has_kernel(const char *locator);
+
 /* Checks the ABI header of an object before anything else in it is used.
  * where names it in the message. ATTN_ABI_MISMATCH on failure. */
 attn_status attn__backend_check_abi(const attn_backend *b, const char *where);

@@ -432,7 +432,7 @@ attn_status attn_kernel_mla_forward(attn_kernel *k, const attn_mla_args *a, void
         return attn__fail(ATTN_WRONG_ENTRY_POINT,
                           "%s is not an MLA backend: call forward, not attn_kernel_mla_forward",
                           attn__kname(k->b));
-    if (!k->host_visible)
+    if (!k->host_visible && !k->ops.mla_project)
         return attn__fail(ATTN_UNSUPPORTED,
                           "%s: the MLA projections around forward_mqa are host code and device "
                           "%s's memory is not host-visible: call forward_mqa / forward_mha with "
@@ -441,6 +441,10 @@ attn_status attn_kernel_mla_forward(attn_kernel *k, const attn_mla_args *a, void
     attn_mla_args c;
     attn_status st = attn__mla_call_check(k, a, false, &c);
     if (st != ATTN_OK) return st;
+    /* on the device the projections' scratch is the device's memory */
+    if (!k->host_visible && scratch_size > 0 &&
+        (st = attn__tensor(k, scratch, 0, 1, (int64_t)scratch_size, 1, "scratch")) != ATTN_OK)
+        return st;
     /* the batch runs through this handle's state, on the resolved object */
     attn_backend self = *k->b;
     self.kernel = &k->ops;

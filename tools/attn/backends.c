@@ -37,6 +37,10 @@ typedef struct attn__bk_row {
     const char *notes; /* the catalog's, or NULL */
     bool overridden;
     const char *owner;
+    /* backed by code: the resolved object has kernels, or the module its
+     * locator names exports an object with kernels (read without a driver:
+     * a simulated machine resolves the catalog's descriptor instead) */
+    bool kernel;
 } attn__bk_row;
 
 static void attn__bk_row_fill(const attn_platform *p, const char *name, attn__bk_row *r)
@@ -57,6 +61,9 @@ static void attn__bk_row_fill(const attn_platform *p, const char *name, attn__bk
         const attn_backend *b = attn_backend_catalog_builtin(name);
         r->desc = b ? b->desc : NULL;
     }
+    bool code = false;
+    r->kernel = (r->backend && r->backend->kernel) ||
+                (attn_backend_has_kernel(name, &code) == ATTN_OK && code);
     r->overridden = attn_registry_is_overridden(name);
     r->owner = attn_plugins_owner(name);
 }
@@ -165,7 +172,7 @@ static int attn__bk_json(const attn_platform *p)
         } else
             attn__jw_str(&w, r.resolve_error);
         attn__jw_key(&w, "kernel");
-        attn__jw_bool(&w, r.backend && r.backend->kernel);
+        attn__jw_bool(&w, r.kernel);
         attn__jw_key(&w, "notes");
         attn__jw_str(&w, r.notes);
         attn__jw_key(&w, "capabilities");
@@ -205,8 +212,7 @@ static int attn__bk_text_out(const attn_platform *p)
             printf("  [plugin %s]", r.owner);
         else if (r.overridden)
             printf("  [overridden]");
-        if (r.resolve_status == ATTN_OK && r.backend && !r.backend->kernel)
-            printf("  (descriptor only)");
+        if (r.resolve_status == ATTN_OK && !r.kernel) printf("  (descriptor only)");
         printf("\n");
         if (r.resolve_status == ATTN_IMPORT_ERROR)
             printf("    why: ImportError: %s\n", r.resolve_error);

@@ -71,7 +71,9 @@ static int usage(FILE *f)
             "                   of memory); smaller pools make KV cache-resident\n"
             "  --hot            reuse the same KV blocks every call (cache-resident:\n"
             "                   shows the compute limit; not the default)\n"
-            "A progress line goes to stderr. The default run takes well under a minute.\n",
+            "A progress line goes to stderr. The default run takes well under a minute.\n"
+            "Exit 77: the backend's code is libattn's but cannot load here (FLASH_ATTN\n"
+            "without a CUDA driver).\n",
             BENCH_HEADS, BENCH_KV_HEADS, BENCH_HEAD, variants, ATTN_CPU_PROBE_LLC_TIMES);
     return f == stdout ? ATTN_EXIT_OK : ATTN_EXIT_USAGE;
 }
@@ -226,7 +228,16 @@ static int resolve_backends(const args_t *a, backend_t *bes, int nbe)
     }
     for (int i = 0; i < nbe; i++) {
         /* the library's text only when the resolve itself failed (else it is stale) */
-        bool resolved = attn_backend_resolve(plat, bes[i].name, &bes[i].b) == ATTN_OK;
+        attn_status st = attn_backend_resolve(plat, bes[i].name, &bes[i].b);
+        bool resolved = st == ATTN_OK, code = false;
+        if (st == ATTN_IMPORT_ERROR && attn_backend_has_kernel(bes[i].name, &code) == ATTN_OK &&
+            code) {
+            /* libattn has its code (libattn_cuda.so) but no driver here */
+            fprintf(stderr, "attn bench: backend %s: skipped, its code cannot load here: %s\n",
+                    bes[i].name, attn_last_error());
+            attn_platform_free(plat);
+            return ATTN_EXIT_SKIP;
+        }
         if (!resolved || !bes[i].b || !bes[i].b->kernel || bes[i].b->desc->is_mla) {
             fprintf(stderr, "attn bench: backend %s cannot run here: %s\n", bes[i].name,
                     resolved ? "no standard forward kernel" : attn_last_error());

@@ -1,7 +1,8 @@
 /* Shared pieces of the `attn` CLI. Each subcommand lives in its own file and
  * defines `int attn_cmd_<name>(int argc, char **argv)` (argv[0] is the
  * subcommand name). Exit codes: 0 success, 2 usage error, 3 selection or
- * startup failure, 1 anything else. */
+ * startup failure, 77 nothing to run it on here (attn bench of a device
+ * backend without its driver or device), 1 anything else. */
 #ifndef ATTN_TOOLS_CLI_H
 #define ATTN_TOOLS_CLI_H
 
@@ -12,6 +13,7 @@
 #define ATTN_EXIT_ERROR  1
 #define ATTN_EXIT_USAGE  2
 #define ATTN_EXIT_FAILED 3
+#define ATTN_EXIT_SKIP   77
 
 int attn_cmd_platforms(int argc, char **argv);
 int attn_cmd_backends(int argc, char **argv);

@@ -41,6 +41,9 @@ struct attn__cuda_mem {
     attn__cuda_dev *dev;
     attn__cu_ptr ptr;
     size_t size;
+    /* a step buffer's words as last uploaded (attn__cuda_upload_words) */
+    int32_t *shadow;
+    size_t shadow_n;
 };
 
 /* Makes the instance's context current on this thread for one call. */
@@ -49,7 +52,8 @@ void attn__cuda_leave(void);
 
 /* Buffer of at least bytes in *slot (reallocated when smaller). */
 attn_status attn__cuda_scratch(attn__cuda *c, attn__cuda_mem **slot, size_t bytes);
-/* A plan's words into *meta (grown when too small). */
+/* A plan's words into *meta (grown when too small); no copy when *meta
+ * holds them already (the layers of a step plan the same words). */
 attn_status attn__cuda_upload_words(attn__cuda *c, attn__cuda_mem **meta, const attn__kd_plan *p);
 /* m's range [off, off + elems) of esz-byte elements lies in it and on c's
  * device. */

@@ -280,6 +280,7 @@ void attn__cuda_free(attn__cuda_mem *m)
         cu->MemFree(m->ptr);
         attn__cuda_leave();
     }
+    free(m->shadow);
     free(m);
 }
 
@@ -379,9 +380,23 @@ attn_status attn__cuda_scratch(attn__cuda *c, attn__cuda_mem **slot, size_t byte
 attn_status attn__cuda_upload_words(attn__cuda *c, attn__cuda_mem **meta, const attn__kd_plan *p)
 {
     if (p->nwords == 0) return ATTN_OK;
-    attn_status st = attn__cuda_scratch(c, meta, sizeof(int32_t) * p->nwords);
+    size_t bytes = sizeof(int32_t) * p->nwords;
+    attn__cuda_mem *m = *meta;
+    if (m && m->shadow && m->shadow_n == p->nwords && !memcmp(m->shadow, p->words, bytes))
+        return ATTN_OK;
+    attn_status st = attn__cuda_scratch(c, meta, bytes);
     if (st != ATTN_OK) return st;
-    return attn__cuda_copy_in(c, *meta, 0, p->words, sizeof(int32_t) * p->nwords);
+    m = *meta;
+    m->shadow_n = 0;
+    st = attn__cuda_copy_in(c, m, 0, p->words, bytes);
+    if (st != ATTN_OK) return st;
+    int32_t *sh = realloc(m->shadow, bytes); /* without it, the next call uploads again */
+    if (sh) {
+        memcpy(sh, p->words, bytes);
+        m->shadow = sh;
+        m->shadow_n = p->nwords;
+    }
+    return ATTN_OK;
 }
 
 attn_status attn__cuda_check_mem(const attn__cuda *c, const attn__cuda_mem *m, int64_t off,

@@ -184,5 +184,10 @@ typedef struct attn__cuda_mla_fwd {
 
 ATTN__CUDA_API attn_status attn__cuda_mla_mqa(attn__cuda_mla *k, const attn__cuda_mla_fwd *f);
 ATTN__CUDA_API attn_status attn__cuda_mla_mha(attn__cuda_mla *k, const attn__cuda_mla_fwd *f);
+/* As attn__ocl_mla_project: absorb or up-project T tokens on the stream. */
+ATTN__CUDA_API attn_status attn__cuda_mla_project(attn__cuda *c, const attn_layer_params *layer,
+                                                  int T, bool absorb, const attn__cuda_mem *in,
+                                                  int64_t in_offset, const attn__cuda_mem *w,
+                                                  attn__cuda_mem *out, int64_t out_offset);
 
 #endif

@@ -4,8 +4,9 @@
 #include "backends/devkern/kd_params.h"
 
 const char *const attn__kd_kernel_names[ATTN__KD_KERNEL_COUNT] = {
-    "attn_kd_paged_attention", "attn_kd_attention_merge", "attn_kd_cache_write",   "attn_kd_to_f32",
-    "attn_kd_mla_decode",      "attn_kd_mla_merge",       "attn_kd_mla_decompress"};
+    "attn_kd_paged_attention", "attn_kd_attention_merge", "attn_kd_cache_write",
+    "attn_kd_to_f32",          "attn_kd_mla_decode",      "attn_kd_mla_merge",
+    "attn_kd_mla_decompress",  "attn_kd_mla_project"};
 
 static void begin(attn__kd_args *l, attn__kd_kernel k, size_t g0, size_t g1, size_t g2)
 {
@@ -221,4 +222,24 @@ void attn__kd_args_mla_decompress(attn__kd_args *l, const attn__kd_mla_decompres
     i64(l, x->d_blk);
     i64(l, x->d_tok);
     i64(l, x->d_head);
+}
+
+void attn__kd_args_mla_project(attn__kd_args *l, const attn__kd_mla_project *x)
+{
+    begin(l, ATTN__KD_MLA_PROJECT, (size_t)(x->nout + KD_WG - 1) / KD_WG,
+          (size_t)(x->T + KD_PJ_T - 1) / KD_PJ_T, (size_t)x->H);
+    mem(l, x->in);
+    i64(l, x->in_off);
+    i64(l, x->in_tok);
+    i64(l, x->in_head);
+    mem(l, x->w);
+    mem(l, x->out);
+    i64(l, x->out_off);
+    i64(l, x->out_tok);
+    i64(l, x->out_head);
+    i32(l, x->T);
+    i32(l, x->kin);
+    i32(l, x->nout);
+    i32(l, x->ncopy);
+    i32(l, x->elem);
 }

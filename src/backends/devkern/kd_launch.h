@@ -22,6 +22,7 @@ typedef enum attn__kd_kernel {
     ATTN__KD_MLA_DECODE,     /* attn_kd_mla_decode */
     ATTN__KD_MLA_MERGE,      /* attn_kd_mla_merge */
     ATTN__KD_MLA_DECOMPRESS, /* attn_kd_mla_decompress */
+    ATTN__KD_MLA_PROJECT,    /* attn_kd_mla_project */
     ATTN__KD_KERNEL_COUNT
 } attn__kd_kernel;
 
@@ -111,5 +112,17 @@ typedef struct attn__kd_mla_decompress {
 } attn__kd_mla_decompress;
 
 void attn__kd_args_mla_decompress(attn__kd_args *l, const attn__kd_mla_decompress *x);
+
+/* MLA projection (kd_proj.cl): out[t][h][:nout] = in[t][h][:kin] . w[h],
+ * then in[t][h][kin:kin + ncopy] copied to out[t][h][nout:]. Offsets and
+ * strides in elements of elem (in, w and out alike). */
+typedef struct attn__kd_mla_project {
+    const void *in, *w;
+    void *out;
+    int64_t in_off, in_tok, in_head, out_off, out_tok, out_head;
+    int T, H, kin, nout, ncopy, elem;
+} attn__kd_mla_project;
+
+void attn__kd_args_mla_project(attn__kd_args *l, const attn__kd_mla_project *x);
 
 #endif

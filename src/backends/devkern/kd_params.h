@@ -53,6 +53,11 @@
  * KD_MLA_BN tokens. */
 #define KD_MLA_TK 16
 
+/* MLA projections (kd_proj.cl): tokens per work-group, inner-dimension
+ * chunk staged in local memory */
+#define KD_PJ_T 16
+#define KD_PJ_K 64
+
 /* kd_paged_attention's flags argument. */
 #define KD_F_CAUSAL 1
 #define KD_F_SINKS  2

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backends/devkern/kd_launch.h"
 #include "backends/devkern/kd_params.h"
 #include "backends/devkern/kd_plan.h"
 #include "util/numeric.h"
@@ -307,4 +308,42 @@ bool attn__kd_view_extent(const attn_kv_view *kv, int dv, int64_t *elems)
         return false;
     *elems = end_k > end_v ? end_k : end_v;
     return true;
+}
+
+attn_status attn__kd_mla_project_plan(const attn_layer_params *l, int T, bool absorb,
+                                      attn__kd_mla_project *x, int64_t *in_elems, int64_t *w_elems,
+                                      int64_t *out_elems, char *why, size_t why_size)
+{
+    int H = l->num_heads, R = l->kv_lora_rank, P = l->qk_rope_head_dim;
+    int N = l->qk_nope_head_dim, V = l->v_head_dim;
+    int kin = absorb ? N : R, nout = absorb ? R : V;
+    if (T < 0 || H < 1 || R < 1 || P < 0 || kin < 1 || nout < 1 ||
+        (l->dtype != ATTN_DTYPE_FP32 && l->dtype != ATTN_DTYPE_FP16 && l->dtype != ATTN_DTYPE_BF16))
+        return fail(why, why_size, ATTN_INVALID_ARGUMENT,
+                    "MLA %s: %d tokens, %d heads, kv_lora_rank %d, rope %d, %s %d, dtype %d",
+                    absorb ? "absorb" : "up-projection", T, H, R, P,
+                    absorb ? "qk_nope_head_dim" : "v_head_dim", absorb ? N : V, (int)l->dtype);
+    /* the grid: token tiles and heads within every target's limits */
+    if (H > 65535 || (T + KD_PJ_T - 1) / KD_PJ_T > 65535)
+        return fail(why, why_size, ATTN_UNSUPPORTED,
+                    "MLA %s: %d tokens x %d heads exceed the launch grid (at most %d tokens, "
+                    "65535 heads)",
+                    absorb ? "absorb" : "up-projection", T, H, 65535 * KD_PJ_T);
+    int copy = absorb ? P : 0, in_w = kin + copy, out_w = nout + copy;
+    *x = (attn__kd_mla_project){.in_tok = (int64_t)H * in_w,
+                                .in_head = in_w,
+                                .out_tok = (int64_t)H * out_w,
+                                .out_head = out_w,
+                                .T = T,
+                                .H = H,
+                                .kin = kin,
+                                .nout = nout,
+                                .ncopy = copy,
+                                .elem = l->dtype == ATTN_DTYPE_FP32   ? KD_ELEM_F32
+                                        : l->dtype == ATTN_DTYPE_FP16 ? KD_ELEM_F16
+                                                                      : KD_ELEM_BF16};
+    *in_elems = (int64_t)T * H * in_w;
+    *w_elems = (int64_t)H * kin * nout;
+    *out_elems = (int64_t)T * H * out_w;
+    return ATTN_OK;
 }

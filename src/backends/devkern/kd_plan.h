@@ -76,6 +76,17 @@ attn_status attn__kd_mha_meta_build(attn__kd_mha_meta *m, const attn_common_meta
                                     int end, char *why, size_t why_size);
 void attn__kd_mha_meta_free(attn__kd_mha_meta *m);
 
+/* MLA's projections around forward_mqa for T tokens of layer l (absorb:
+ * q [T][H][N + P] -> q_absorbed [T][H][R + P] through W_UK [H][N][R];
+ * else the latent output [T][H][R] -> out [T][H][V] through W_UV
+ * [H][R][V]): the geometry of attn_kd_mla_project into x (buffers and
+ * offsets left to the caller) and the elements each buffer must hold past
+ * its offset. ATTN_INVALID_ARGUMENT / ATTN_UNSUPPORTED with why. */
+typedef struct attn__kd_mla_project attn__kd_mla_project;
+attn_status attn__kd_mla_project_plan(const attn_layer_params *l, int T, bool absorb,
+                                      attn__kd_mla_project *x, int64_t *in_elems, int64_t *w_elems,
+                                      int64_t *out_elems, char *why, size_t why_size);
+
 /* Largest element index + 1 a paged view addresses: its K rows of
  * head_size and, when dv > 0, its V rows of dv elements. False on overflow
  * or a malformed view. */

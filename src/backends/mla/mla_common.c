@@ -258,27 +258,40 @@ attn_status attn__mla_forward(const attn_backend *b, void *impl, const attn_mla_
     else if (cq.md)
         ndt = cq.md->num_decode_tokens;
     if (ndt > 0) {
+        /* a device kernel's own projections: the scratch is its device's
+         * memory, addressed by element offsets */
+        bool dev = ATTN__HAS_SLOT(b->kernel, mla_project);
         size_t need = attn_mla_forward_scratch_size(a->layer, ndt);
         if (!scratch || scratch_size < need)
             return attn__fail(ATTN_INVALID_ARGUMENT,
                               "attn_kernel_mla_forward: scratch of %zu bytes is too small for %d "
                               "decode tokens (%zu needed)",
                               scratch_size, ndt, need);
-        if (((uintptr_t)scratch & 63u) != 0)
+        if (!dev && ((uintptr_t)scratch & 63u) != 0)
             return attn__fail(ATTN_INVALID_ARGUMENT,
                               "attn_kernel_mla_forward: scratch must be 64-byte aligned");
         size_t e = attn_elem_size(cq.q_elem);
         size_t rows = (size_t)ndt * (size_t)cq.H;
-        char *q_abs = scratch;
-        char *o_lat = (char *)scratch + attn__align64(rows * (size_t)cq.D * e);
-        st = attn_mla_absorb_q(a->layer, ndt, a->q, a->w_uk, q_abs);
-        if (st != ATTN_OK) return st;
+        size_t o_at = attn__align64(rows * (size_t)cq.D * e);
         attn_mla_args d = *a;
-        d.q = q_abs;
-        d.out = o_lat;
+        if (dev) {
+            st = b->kernel->mla_project(impl, a->layer, ndt, true, a->q, a->q_offset, a->w_uk,
+                                        scratch, 0);
+            d.q = scratch;
+            d.q_offset = 0;
+            d.out = scratch;
+            d.out_offset = (int64_t)(o_at / e);
+        } else {
+            st = attn_mla_absorb_q(a->layer, ndt, a->q, a->w_uk, scratch);
+            d.q = scratch;
+            d.out = (char *)scratch + o_at;
+        }
+        if (st != ATTN_OK) return st;
         st = b->kernel->forward_mqa(impl, &d);
         if (st != ATTN_OK) return st;
-        st = attn_mla_up_project(a->layer, ndt, o_lat, a->w_uv, a->out);
+        st = dev ? b->kernel->mla_project(impl, a->layer, ndt, false, scratch, d.out_offset,
+                                          a->w_uv, a->out, a->out_offset)
+                 : attn_mla_up_project(a->layer, ndt, d.out, a->w_uv, a->out);
         if (st != ATTN_OK) return st;
     }
     if (!sparse && ch.req_end > ch.req_begin) return b->kernel->forward_mha(impl, a);

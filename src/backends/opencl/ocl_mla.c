@@ -407,3 +407,32 @@ attn_status attn__ocl_mla_mha(attn__ocl_mla *k, const attn__ocl_mla_fwd *f)
                        .lse_offset = f->lse_offset + rows0};
     return attn__ocl_forward(k->mha, &g);
 }
+
+attn_status attn__ocl_mla_project(attn__ocl *o, const attn_layer_params *layer, int T, bool absorb,
+                                  const attn__ocl_mem *in, int64_t in_offset,
+                                  const attn__ocl_mem *w, attn__ocl_mem *out, int64_t out_offset)
+{
+    if (!o || !layer || !in || !w || !out)
+        return attn__fail(ATTN_NULL_ARGUMENT, "OpenCL MLA projection: a NULL argument");
+    attn__kd_mla_project x;
+    int64_t ni = 0, nw = 0, no = 0;
+    char why[256];
+    attn_status st =
+        attn__kd_mla_project_plan(layer, T, absorb, &x, &ni, &nw, &no, why, sizeof why);
+    if (st != ATTN_OK) return attn__fail(st, "OpenCL %s", why);
+    size_t esz = attn__kd_elem_size(x.elem);
+    st = check_mem(o, in, in_offset, ni, esz, absorb ? "q" : "the latent output");
+    if (st == ATTN_OK) st = check_mem(o, w, 0, nw, esz, absorb ? "w_uk" : "w_uv");
+    if (st == ATTN_OK) st = check_mem(o, out, out_offset, no, esz, absorb ? "q_absorbed" : "out");
+    if (st == ATTN_OK && in == out && in_offset < out_offset + no && out_offset < in_offset + ni)
+        st = attn__fail(ATTN_INVALID_ARGUMENT, "OpenCL MLA projection: input and output overlap");
+    if (st != ATTN_OK || T == 0) return st;
+    x.in = in;
+    x.w = w;
+    x.out = out;
+    x.in_off = in_offset;
+    x.out_off = out_offset;
+    attn__kd_args a;
+    attn__kd_args_mla_project(&a, &x);
+    return attn__ocl_run(o, &a);
+}

@@ -209,4 +209,14 @@ attn_status attn__ocl_mla_mqa(attn__ocl_mla *k, const attn__ocl_mla_fwd *f);
  * attention by attn_kd_paged_attention; enqueued, not waited for. */
 attn_status attn__ocl_mla_mha(attn__ocl_mla *k, const attn__ocl_mla_fwd *f);
 
+/* The projections around forward_mqa for T tokens (the first T rows of
+ * in from in_offset): absorb (q [T][H][N + P] through w = W_UK into
+ * q_absorbed [T][H][R + P], the rope part copied) or up-projection (the
+ * latent output [T][H][R] through w = W_UV into out [T][H][V]); offsets
+ * in elements of the layer's dtype; in and out must not overlap.
+ * Enqueued, not waited for (attn_kd_mla_project). */
+attn_status attn__ocl_mla_project(attn__ocl *o, const attn_layer_params *layer, int T, bool absorb,
+                                  const attn__ocl_mem *in, int64_t in_offset,
+                                  const attn__ocl_mem *w, attn__ocl_mem *out, int64_t out_offset);
+
 #endif
