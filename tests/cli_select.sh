@@ -44,6 +44,63 @@ configuration. Reason: [ModuleNotFoundError: No module named 'flashinfer']" \
 grep -qF "Invalid kv_cache_dtype: fp9. Valid values are: ('auto', 'float16'" "$tmp/err" ||
     fail "kv dtype message: $(cat "$tmp/err")"
 "$ATTN" select --help >/dev/null || fail "--help failed"
+"$ATTN" select --help | grep -q -- "--run-kv-cache-dtype S" || fail "--help: --run-kv-cache-dtype"
+
+# The run's KV dtype (issue 27 item 6): the native-dtype layer of a
+# turboquant run on MI300X with AITER shares TURBOQUANT's layout; an
+# explicit request refused for that alone gives way, with vLLM's note.
+expect_out ROCM_ATTN 0 "$ATTN" select --machine rocm:gfx942 --installed aiter
+expect_out TRITON_ATTN 0 "$ATTN" select --machine rocm:gfx942 --installed aiter \
+    --run-kv-cache-dtype turboquant_4bit_nc
+"$ATTN" select --machine rocm:gfx942 --installed aiter --backend ROCM_ATTN --json \
+    --run-kv-cache-dtype turboquant_4bit_nc >"$tmp/run.json" || fail "turboquant run --json"
+python3 - "$tmp/run.json" <<'PY' || fail "turboquant run --json: $(cat "$tmp/run.json")"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["selected"] == "TRITON_ATTN", d
+assert d["config"]["run_kv_cache_dtype"] == "turboquant_4bit_nc", d["config"]
+assert d["config"]["kv_cache_dtype"] == "auto", d["config"]
+assert d["notes"] == ["Selected backend ROCM_ATTN is incompatible with this layer "
+                      "(AttentionType.DECODER) of the turboquant run; using the auto-selected "
+                      "per-layer backend. Reason: ['no KV cache layout in common with "
+                      "TURBOQUANT']"], d["notes"]
+PY
+# Not given: the layer's own, recorded as such.
+"$ATTN" select --machine h100 --kv-cache-dtype fp8 --json >"$tmp/run.json" || fail "run default"
+python3 -c 'import json,sys; c = json.load(open(sys.argv[1]))["config"]
+assert c["run_kv_cache_dtype"] == "fp8", c' "$tmp/run.json" || fail "run default: $(cat "$tmp/run.json")"
+"$ATTN" select --machine h100 --run-kv-cache-dtype auto --explain >"$tmp/out" || fail "run --explain"
+grep -q "run_kv_cache_dtype" "$tmp/out" && fail "--explain names a run dtype equal to the layer's"
+"$ATTN" select --machine h100 --run-kv-cache-dtype fp8 --explain >"$tmp/out" || fail "run fp8"
+grep -q "run_kv_cache_dtype=fp8" "$tmp/out" || fail "--explain: run dtype: $(cat "$tmp/out")"
+# A model whose skipped layers keep the model's dtype: their group selects
+# with kv "auto", every group with the run's; part of a group is refused.
+"$ATTN" select --model gpt-oss-20b --machine h100 --kv-cache-dtype fp8 --json \
+    --kv-cache-dtype-skip-layers sliding_window >"$tmp/skip.json" || fail "skip layers"
+python3 - "$tmp/skip.json" <<'PY' || fail "skip layers --json: $(cat "$tmp/skip.json")"
+import json, sys
+g = {x["kind"]: x["selection"]["config"] for x in json.load(open(sys.argv[1]))["groups"]}
+assert g["sliding_window"]["kv_cache_dtype"] == "auto", g
+assert g["full_attention"]["kv_cache_dtype"] == "fp8", g
+assert {c["run_kv_cache_dtype"] for c in g.values()} == {"fp8"}, g
+PY
+"$ATTN" select --model gpt-oss-20b --machine h100 --kv-cache-dtype fp8 \
+    --kv-cache-dtype-skip-layers 3 >"$tmp/out" 2>&1
+[ $? = 3 ] || fail "skip list naming part of a group not 3"
+grep -qF "names layer 3 but not layer 1 of the same layer group 1" "$tmp/out" ||
+    fail "skip list message: $(cat "$tmp/out")"
+"$ATTN" select --machine h100 --kv-cache-dtype-skip-layers 3 >/dev/null 2>&1
+[ $? = 2 ] || fail "--kv-cache-dtype-skip-layers without --model not 2"
+# No CacheDType: CacheConfig's validation text, before an unknown name.
+"$ATTN" select --machine h100 --backend FOO --run-kv-cache-dtype FP8 >/dev/null 2>"$tmp/err"
+[ $? = 2 ] || fail "bad run kv dtype not 2"
+grep -qF "Input should be 'auto', 'float16', 'bfloat16', 'fp8', " "$tmp/err" ||
+    fail "run kv dtype message: $(cat "$tmp/err")"
+"$ATTN" select --machine h100 --run-kv-cache-dtype fp9 --json >"$tmp/kv.json" 2>/dev/null
+[ $? = 2 ] || fail "bad run kv dtype --json not 2"
+python3 -c 'import json,sys; e = json.load(open(sys.argv[1]))["error"]
+assert e["kind"] == "invalid-config" and e["message"].endswith("'"'nvfp4' or 'nvfp4_4over6'"'"), e' \
+    "$tmp/kv.json" || fail "bad run kv dtype --json: $(cat "$tmp/kv.json")"
 "$ATTN" select --machine h100 --backend FOO >/dev/null 2>"$tmp/err"
 [ $? = 3 ] || fail "unknown backend not 3"
 grep -qF "Unknown attention backend: 'FOO'. Valid options are: FLASH_ATTN, FLASH_ATTN_DIFFKV," \

@@ -1,11 +1,10 @@
 /* Runs vLLM 0.32.0's own answers (tests/data/vllm-0.32.0-cases.json, made by
  * tools/vllm-parity/parity.py with vLLM itself) through the public API: open
  * the case's simulated machine, install its components, apply its settings,
- * select without the cache, and check the backend, or the error kind and
- * vLLM's exact message. The cases where libattn is known to differ are
- * listed with their cause in tests/data/vllm-0.32.0-known-diffs.txt; a
- * listed case that now agrees fails too, so the list only shrinks. Reads
- * nothing outside the repository. */
+ * select without the cache (the run's KV dtype included), and check the
+ * backend, or the error kind and vLLM's exact message. The cases where libattn is known to differ
+ * are listed with their cause in tests/data/vllm-0.32.0-known-diffs.txt; a listed case that now
+ * agrees fails too, so the list only shrinks. Reads nothing outside the repository. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -100,6 +99,20 @@ static const char *run_case(const attn__json *c, char *why, size_t size)
     const attn__json *kv = attn__json_get(cj, "kv_cache_dtype");
     const attn__json *ex = attn__json_get(c, "expect");
     const char *req = str_or(attn__json_get(c, "backend"), NULL);
+    /* The run's cache dtype goes through vLLM's CacheConfig first: a string
+     * that is no CacheDType is its validation error. */
+    const char *run = str_or(attn__json_get(cj, "run_kv_cache_dtype"), NULL);
+    if (run && attn_selector_config_set(&cfg, "run_kv_cache_dtype", run) != ATTN_OK) {
+        const char *want = str_or(attn__json_get(ex, "message"), "");
+        const char *err = str_or(attn__json_get(ex, "error"), "");
+        attn_platform_free(p);
+        if (strcmp(err, "invalid-config") || strcmp(attn_last_error(), want)) {
+            snprintf(why, size, "run_kv_cache_dtype refused (%s), vLLM: %s %s", attn_last_error(),
+                     err, want);
+            return why;
+        }
+        return NULL;
+    }
     /* vLLM reads the requested name before it asserts the cache dtype. */
     bool unknown_name = req && strcasecmp(req, "auto") && !attn_registry_contains(req);
     if (kv && attn__json_type_of(kv) == ATTN_JSON_STRING) {

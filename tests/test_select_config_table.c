@@ -1,14 +1,15 @@
 /* The selector-config field table (attn/config.h, src/util/config_fields.h)
  * is the one list of fields: walking it proves every field takes part in
- * equality, the hash, vLLM's repr (all but num_heads, which vLLM passes
- * beside the config), the selection JSON, the selection cache key,
- * attn_selector_config_set and `attn select`'s options; and that the table
- * covers the whole struct. */
+ * equality, the hash, vLLM's repr (all but num_heads and run_kv_cache_dtype,
+ * which vLLM passes beside the config), the selection JSON, the selection
+ * cache key, attn_selector_config_set and `attn select`'s options; and that
+ * the table covers the whole struct after its struct_size. */
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "attn/abi.h"
 #include "test.h"
 #include "util/config_fields.h"
 #include "util/json.h"
@@ -23,6 +24,7 @@ static const char *other_value(const attn_config_field *f)
     case ATTN_FIELD_DTYPE: return "fp32";
     case ATTN_FIELD_KV_DTYPE: return "fp8";
     case ATTN_FIELD_ATTN_TYPE: return "encoder";
+    case ATTN_FIELD_RUN_KV_DTYPE: return "fp8";
     }
     return NULL;
 }
@@ -78,10 +80,13 @@ static void test_each_field(void)
     attn_platform *p = NULL;
     CHECK_OK(attn_platform_open("h100", &p));
     int n = attn_selector_config_num_fields();
-    CHECK(n == attn__config_num_rows && n == 19);
+    CHECK(n == attn__config_num_rows && n == 20);
     attn_selector_config base;
     attn_selector_config_init(&base);
     base.head_size = 128;
+    /* Stated, so that a selection (which records an unset run dtype as the
+     * layer's) differs from base in kv_cache_dtype alone. */
+    base.run_kv_cache_dtype = ATTN_KV_AUTO;
     attn__json *jbase = config_json(&base);
     CHECK(jbase && attn__json_len(jbase) == (size_t)n);
     char rbase[1024];
@@ -104,7 +109,8 @@ static void test_each_field(void)
         bool in_repr = attn__config_rows[i].repr_pos >= 0;
         CHECK_MSG((strstr(rbase, key[0]) || strstr(rbase, key[1])) == in_repr, "%s: in repr",
                   f->name);
-        CHECK(in_repr == (strcmp(f->name, "num_heads") != 0));
+        CHECK(in_repr ==
+              (strcmp(f->name, "num_heads") != 0 && strcmp(f->name, "run_kv_cache_dtype") != 0));
         CHECK_MSG((strcmp(rbase, ralt) != 0) == in_repr, "%s: repr", f->name);
         attn__json *jalt = config_json(&alt);
         if (jbase && jalt) check_only_key_differs(jbase, jalt, f->name);
@@ -123,8 +129,9 @@ static void test_each_field(void)
     attn_platform_free(p);
 }
 
-/* Every byte of the struct belongs to a row except alignment padding: a
- * field missing from the table would leave a gap of its size. */
+/* Every byte of the struct after struct_size belongs to a row except
+ * alignment padding: a field missing from the table would leave a gap of
+ * its size. */
 static int cmp_off(const void *a, const void *b)
 {
     size_t x = (*(const attn_config_field *const *)a)->offset;
@@ -139,7 +146,7 @@ static void test_covers_struct(void)
     for (int i = 0; i < n && i < 64; i++)
         rows[i] = attn_selector_config_field(i);
     qsort(rows, (size_t)n, sizeof rows[0], cmp_off);
-    size_t end = 0;
+    size_t end = ATTN_STRUCT_END(attn_selector_config, struct_size);
     for (int i = 0; i < n; i++) {
         size_t size = rows[i]->type == ATTN_FIELD_BOOL ? sizeof(bool) : sizeof(int);
         CHECK_MSG(rows[i]->offset >= end, "%s overlaps", rows[i]->name);
@@ -191,7 +198,9 @@ static void test_cli(void)
         return;
     }
     char cmd[1024];
-    snprintf(cmd, sizeof cmd, "ATTN_LOG=error ATTN_SELFTEST=0 '%s' select --machine h100 --json",
+    snprintf(cmd, sizeof cmd,
+             "ATTN_LOG=error ATTN_SELFTEST=0 '%s' select --machine h100 --json "
+             "--run-kv-cache-dtype auto",
              bin);
     for (int i = -1; i < attn_selector_config_num_fields(); i++) {
         const attn_config_field *f = i < 0 ? NULL : attn_selector_config_field(i);

@@ -1,6 +1,7 @@
 /* The struct_size rule, the same for every versioned struct (attn_backend,
  * attn_backend_desc, attn_kernel_ops, attn_builder_ops in backend.h;
- * attn_comm_ops, attn_dcp_init, attn_engine_config, attn_plugin_api).
+ * attn_comm_ops, attn_dcp_init, attn_engine_config, attn_plugin_api,
+ * attn_selector_config).
  *
  * The side that fills a struct sets struct_size = sizeof at its build time.
  * Fields are only ever appended. libattn accepts any struct_size from the
@@ -18,7 +19,9 @@
  * fields, see attn/mla.h), with the magic, to recognise its own objects.
  * Appended so far: attn_backend_desc from supports_sliding_window on (the
  * facts the selector once kept by name; their older-struct defaults are
- * stated in attn/backend.h), attn_kernel_ops.kind. */
+ * stated in attn/backend.h; kv_cache_layouts reads as any), attn_kernel_ops.kind.
+ * attn_selector_config (attn/config.h) follows the rule since ABI 2: its
+ * first release is the struct with run_kv_cache_dtype. */
 #ifndef ATTN_ABI_H
 #define ATTN_ABI_H
 

@@ -46,6 +46,23 @@ typedef enum attn_fa_import {
     ATTN_FA_IMPORT_ALWAYS = 2
 } attn_fa_import;
 
+/* vLLM 0.32.0's KVCacheLayout, in its order: the memory order of a KV-cache
+ * group's logical axes [layers L, blocks B, heads H, tokens N, content C]
+ * (libattn's engine lays caches out by attn_kv_layout and the stride
+ * order; this names what vLLM's kernels consume). */
+typedef enum attn_kv_cache_layout {
+    ATTN_KVL_LBHNC = 0,
+    ATTN_KVL_LBNHC,
+    ATTN_KVL_LHBNC,
+    ATTN_KVL_BLHNC,
+    ATTN_KVL_BLNHC,
+    ATTN_KVL_BHLNC,
+    ATTN_KVL_COUNT
+} attn_kv_cache_layout;
+#define ATTN_KVL_BIT(l) (1u << (l))
+/* "LBHNC", ... (vLLM's member names); NULL outside the enum. */
+ATTN_API const char *attn_kv_cache_layout_name(attn_kv_cache_layout l);
+
 /* Head sizes: membership when n_sizes > 0; otherwise min/max/multiple_of
  * (0 = unbounded). All zero = any head size. */
 typedef struct attn_head_rule {
@@ -145,6 +162,15 @@ struct attn_backend_desc {
     bool (*supports_query_lens_mismatch_fn)(const attn_check_ctx *c);
     bool (*supports_pcp_fn)(const attn_check_ctx *c);
     bool (*supports_dcp_fn)(const attn_check_ctx *c);
+    /* The KV-cache layouts its kernels consume (vLLM's
+     * supported_kv_cache_layouts, as a set): ATTN_KVL_BIT mask, 0 = any
+     * (vLLM's None). One layout serves a whole worker, so in a
+     * turboquant/ultraquant run ROCm refuses a backend that shares none
+     * with TURBOQUANT / ULTRAQUANT (the layers kept at the native dtype run
+     * beside them). The hook, when set, answers for the machine and config
+     * (FlashInfer's TRT-LLM kernels on 10.x) and may only narrow the field. */
+    uint32_t kv_cache_layouts;
+    uint32_t (*kv_cache_layouts_fn)(const attn_check_ctx *c);
 };
 
 /* ---- kernels -------------------------------------------------------------- */

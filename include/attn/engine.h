@@ -143,6 +143,13 @@ typedef struct attn_engine_config {
      * (io.outputs sees the merged output; io.kv holds only this rank's share). */
     attn_comm *dcp_comm;
     int dcp_interleave; /* cp_kv_cache_interleave_size; 0 = 1 */
+    /* vLLM's --kv-cache-dtype-skip-layers: layer indices and "sliding_window"
+     * (every sliding-window layer), comma-separated; those layers keep the
+     * model's dtype ("auto") while kv_cache_dtype stays the run's, which
+     * every group's selection reads (run_kv_cache_dtype). libattn keeps one
+     * KV dtype per group of equal layers: a list that covers some layers of
+     * a group and not others is ATTN_UNSUPPORTED, naming them. NULL = none. */
+    const char *kv_cache_dtype_skip_layers;
 } attn_engine_config;
 
 /* Defaults above; model must still be set. */
@@ -250,6 +257,9 @@ typedef struct attn_group_launch {
     const attn_dtype *dtype; /* the serving dtype chosen at launch (vLLM's --dtype), or NULL */
     bool non_causal;
     bool batch_invariant; /* the selector also ORs in the machine's batch_invariant setting */
+    /* As attn_engine_config.kv_cache_dtype_skip_layers: the group's layers
+     * keep "auto", kv_cache_dtype stays the run's. NULL = none. */
+    const char *kv_cache_dtype_skip_layers;
 } attn_group_launch;
 
 typedef struct attn_group_choice {
@@ -259,9 +269,11 @@ typedef struct attn_group_choice {
 } attn_group_choice;
 
 /* The engine's startup step for one model group — its selector config
- * from the model and the launch, what was requested for its kind, and the
- * selection — for tools that show it without starting an engine. Returns
- * attn_select's status; *out is filled either way. */
+ * from the model and the launch (the layers' KV dtype, and the run's as
+ * run_kv_cache_dtype), what was requested for its kind, and the selection —
+ * for tools that show it without starting an engine. Returns attn_select's
+ * status (ATTN_INVALID_ARGUMENT / ATTN_UNSUPPORTED for a skip list it cannot
+ * apply, with no selection); *out is filled either way. */
 ATTN_API attn_status attn_engine_select_group(const attn_platform *p, const attn_model *m,
                                               int model_group, const attn_group_launch *launch,
                                               attn_group_choice *out);

@@ -95,7 +95,8 @@ ATTN_API attn_status attn_platform_set_setting(attn_platform *p, const char *key
 
 /* The platform's ordered candidate list for a configuration (names, lowest
  * index = highest priority). Returns the count; writes at most max names
- * (names NULL or max <= 0: writes nothing, still returns the count). */
+ * (names NULL or max <= 0: writes nothing, still returns the count; 0 for a
+ * config whose struct_size is refused, attn/config.h). */
 ATTN_API int attn_platform_priorities(const attn_platform *p, const attn_selector_config *cfg,
                                       const char **names, int max);
 

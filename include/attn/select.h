@@ -82,6 +82,7 @@ typedef enum attn_kv_kind {
     ATTN_KIND_CROSS,
     ATTN_KIND_COUNT
 } attn_kv_kind;
+/* ATTN_KIND_FULL for NULL or a config whose struct_size is refused. */
 ATTN_API attn_kv_kind attn_kv_kind_of(const attn_selector_config *cfg);
 ATTN_API const char *attn_kv_kind_name(attn_kv_kind k);
 ATTN_API attn_status attn_kv_kind_parse(const char *s, attn_kv_kind *out);

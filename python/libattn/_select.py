@@ -186,6 +186,7 @@ def select(
     use_adaptive_verification: bool = False,
     use_dcp: bool = False,
     use_rswa: bool = False,
+    run_kv_cache_dtype: str | None = None,
     installed: Iterable[str] | str | None = None,
     settings: Mapping[str, bool] | Sequence[str] | None = None,
     raise_on_error: bool = True,
@@ -212,6 +213,10 @@ def select(
         use_non_causal, use_batch_invariant, num_heads, use_kv_connector,
         use_pcp, use_adaptive_verification, use_dcp, use_rswa: the remaining
             fields of vLLM 0.32.0's AttentionSelectorConfig.
+        run_kv_cache_dtype: the run's cache dtype (vLLM's
+            ``--kv-cache-dtype``, its ``_run_kv_cache_dtype``) when this layer
+            keeps another (``kv_cache_dtype_skip_layers``, a turboquant run's
+            boundary layers); None = the layer's ``kv_cache_dtype``.
         installed: the machine's optional components ("fa2", "fa3",
             "flashinfer", "flashmla", "aiter", ...), replacing its defaults.
         settings: machine switches, e.g. ``{"rocm_use_aiter": True}``.
@@ -247,6 +252,7 @@ def select(
         "use_adaptive_verification": use_adaptive_verification,
         "use_dcp": use_dcp,
         "use_rswa": use_rswa,
+        "run_kv_cache_dtype": run_kv_cache_dtype,
     }
     return select_config(
         cfg, machine=machine, backend=backend, installed=installed, settings=settings,

@@ -252,7 +252,8 @@ static int set_field(attn_selector_config *cfg, const attn_config_field *f, PyOb
         }
         snprintf(num, sizeof num, "%ld", n);
         text = num;
-    } else if (!(f->type == ATTN_FIELD_KV_DTYPE && v == Py_None)) {
+    } else if (!((f->type == ATTN_FIELD_KV_DTYPE || f->type == ATTN_FIELD_RUN_KV_DTYPE) &&
+                 v == Py_None)) {
         if (opt_str(v, f->name, &text) < 0) return -1;
         if (!text) {
             PyErr_Format(PyExc_TypeError, "%s must be a str", f->name);
@@ -304,6 +305,12 @@ static PyObject *config_dict(const attn_selector_config *c)
             break;
         case ATTN_FIELD_KV_DTYPE:
             v = PyUnicode_FromString(attn_kv_dtype_name(*(const attn_kv_dtype *)base));
+            break;
+        case ATTN_FIELD_RUN_KV_DTYPE: /* unset (the layer's) is None, as the keyword takes it */
+            if (*(const attn_kv_dtype *)base == ATTN_KV_NONE)
+                v = Py_NewRef(Py_None);
+            else
+                v = PyUnicode_FromString(attn_kv_dtype_name(*(const attn_kv_dtype *)base));
             break;
         case ATTN_FIELD_ATTN_TYPE:
             v = PyUnicode_FromString(attn_attn_type_name(*(const attn_attn_type *)base));

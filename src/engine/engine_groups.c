@@ -4,6 +4,7 @@
  * records its exact failure message in the engine (attn__engine_fail). */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "attn/engine.h"
@@ -14,6 +15,65 @@
 #include "util/error.h"
 
 #define ATTN__CPU_KV_SPACE ((uint64_t)4 << 30) /* CPU KV budget before the fraction */
+
+/* Whether vLLM's kv_cache_dtype_skip_layers keeps model group mg's layers
+ * at the model's dtype: "sliding_window" names every sliding-window layer,
+ * a number one layer. The list must treat the group's layers alike. */
+static attn_status attn__kv_skip_group(const attn_model *m, int mg, const char *list, bool *skip)
+{
+    *skip = false;
+    if (!list || !*list) return ATTN_OK;
+    const attn_layer_spec *spec = attn_model_group_spec(m, mg);
+    const int *layers = NULL;
+    int n = attn_model_group_layers(m, mg, &layers), listed = 0, first_out = -1, first_in = -1;
+    bool window = false;
+    bool *named = calloc((size_t)(attn_model_num_layers(m) + 1), sizeof *named);
+    if (!named) return attn__fail(ATTN_OUT_OF_MEMORY, "kv_cache_dtype_skip_layers: out of memory");
+    for (const char *t = list; *t;) {
+        size_t len = strcspn(t, ",");
+        char tok[32];
+        attn_status st = ATTN_OK;
+        if (len == 0 || len >= sizeof tok) {
+            st = attn__fail(ATTN_INVALID_ARGUMENT,
+                            "kv_cache_dtype_skip_layers: empty or overlong entry in '%s'", list);
+        } else {
+            memcpy(tok, t, len);
+            tok[len] = '\0';
+            char *end = NULL;
+            long idx = strtol(tok, &end, 10);
+            if (!strcmp(tok, "sliding_window"))
+                window = true;
+            else if (end != tok && !*end && idx >= 0 && idx < attn_model_num_layers(m))
+                named[idx] = true;
+            else
+                st = attn__fail(ATTN_INVALID_ARGUMENT,
+                                "kv_cache_dtype_skip_layers: '%s' is neither sliding_window nor a "
+                                "layer index of %s (0 to %d)",
+                                tok, attn_model_name(m), attn_model_num_layers(m) - 1);
+        }
+        if (st != ATTN_OK) {
+            free(named);
+            return st;
+        }
+        t += len;
+        if (*t == ',') t++;
+    }
+    for (int i = 0; i < n; i++) {
+        bool in = named[layers[i]] || (window && spec->sliding_window > 0);
+        listed += in;
+        if (in && first_in < 0) first_in = layers[i];
+        if (!in && first_out < 0) first_out = layers[i];
+    }
+    free(named);
+    if (listed > 0 && listed < n)
+        return attn__fail(ATTN_UNSUPPORTED,
+                          "kv_cache_dtype_skip_layers names layer %d but not layer %d of the same "
+                          "layer group %d of %s: libattn keeps one KV dtype per group of equal "
+                          "layers",
+                          first_in, first_out, mg, attn_model_name(m));
+    *skip = listed == n && n > 0;
+    return ATTN_OK;
+}
 
 attn_status attn_engine_select_group(const attn_platform *p, const attn_model *m, int model_group,
                                      const attn_group_launch *l, attn_group_choice *out)
@@ -28,6 +88,12 @@ attn_status attn_engine_select_group(const attn_platform *p, const attn_model *m
                           model_group);
     attn_selector_config *c = &out->config;
     attn_model_selector_config(m, spec, l->kv_cache_dtype, l->block_size, c);
+    bool skip = false;
+    attn_status st = attn__kv_skip_group(m, model_group, l->kv_cache_dtype_skip_layers, &skip);
+    if (st != ATTN_OK) return st; /* the config stays the group's, without a selection */
+    if (skip) c->kv_cache_dtype = ATTN_KV_AUTO;
+    /* the selection's cache key and ROCm's packed-run rules read the run's */
+    c->run_kv_cache_dtype = l->kv_cache_dtype;
     if (l->dtype) c->dtype = *l->dtype;
     c->use_non_causal = c->use_non_causal || l->non_causal;
     c->use_batch_invariant = c->use_batch_invariant || l->batch_invariant;
@@ -47,7 +113,8 @@ attn_status attn__engine_select_all(attn_engine *e)
     attn_group_launch l = {.backend = e->cfg.backend,
                            .per_kind = e->cfg.per_kind,
                            .kv_cache_dtype = e->cfg.kv_cache_dtype,
-                           .block_size = e->cfg.block_size};
+                           .block_size = e->cfg.block_size,
+                           .kv_cache_dtype_skip_layers = e->cfg.kv_cache_dtype_skip_layers};
     for (int mg = 0; mg < e->num_model_groups; mg++) {
         attn_group_choice ch;
         attn_status st = attn_engine_select_group(e->platform, m, mg, &l, &ch);
@@ -79,7 +146,8 @@ static attn_status attn__group_init(attn_engine *e, attn__eng_group *gr, int mg,
     memcpy(gr->layers, layers, sizeof(int) * (size_t)n);
     gr->spec = *attn_model_group_spec(e->model, mg);
     gr->selcfg = e->selcfgs[mg];
-    attn_model_layer_params(e->model, &gr->spec, e->cfg.kv_cache_dtype, &gr->params);
+    /* the group's own KV dtype: the run's, or "auto" for skipped layers */
+    attn_model_layer_params(e->model, &gr->spec, gr->selcfg.kv_cache_dtype, &gr->params);
     gr->kind = attn_kv_kind_of(&gr->selcfg);
     gr->sel = e->selections[mg];
     gr->requested = e->requested[mg][0] ? e->requested[mg] : NULL;
@@ -185,7 +253,7 @@ static attn_status attn__layout(attn_engine *e, attn__eng_group *g, int num_bloc
     attn_kv_layout l = attn_kv_layout_resolve(d, e->platform, e->cfg.kv_layout);
     attn_status st = attn_kv_layout_compute(
         d, l, num_blocks, e->block_size, attn__engine_kv_heads(g), g->spec.head_size,
-        g->spec.head_size_v, e->cfg.kv_cache_dtype, attn_model_dtype(e->model), &g->layout);
+        g->spec.head_size_v, g->selcfg.kv_cache_dtype, attn_model_dtype(e->model), &g->layout);
     if (st != ATTN_OK)
         return attn__engine_fail(e, st, "KV cache layout of %s for KV group %d: %s", d->name,
                                  (int)(g - e->groups), attn_last_error());

@@ -170,7 +170,7 @@ attn_status attn__engine_setup_kernels(attn_engine *e, attn__eng_group *g)
     if (!g->layout.writable) {
         snprintf(g->kernel_note, sizeof g->kernel_note,
                  "the %s cache format cannot be written here",
-                 attn_kv_dtype_name(e->cfg.kv_cache_dtype));
+                 attn_kv_dtype_name(g->selcfg.kv_cache_dtype));
         return ATTN_OK;
     }
     if (g->spec.use_sparse) {

@@ -5,6 +5,7 @@
 #include <strings.h>
 
 #include "select/selection.h"
+#include "util/config_fields.h"
 #include "util/error.h"
 #include "util/strbuf.h"
 
@@ -121,9 +122,10 @@ static const char *const attn__kind_names[ATTN_KIND_COUNT] = {
     "sliding_window_mla", "encoder_only_attention", "cross_attention",
 };
 
-attn_kv_kind attn_kv_kind_of(const attn_selector_config *cfg)
+attn_kv_kind attn_kv_kind_of(const attn_selector_config *in)
 {
-    if (!cfg) return ATTN_KIND_FULL;
+    attn_selector_config full, *cfg = &full;
+    if (attn__config_read(in, &full) != ATTN_OK) return ATTN_KIND_FULL;
     if (cfg->attn_type == ATTN_TYPE_ENCODER_ONLY) return ATTN_KIND_ENCODER_ONLY;
     if (cfg->attn_type == ATTN_TYPE_ENCODER_DECODER) return ATTN_KIND_CROSS;
     if (cfg->use_mla) return cfg->has_sliding_window ? ATTN_KIND_SLIDING_WINDOW_MLA : ATTN_KIND_MLA;

@@ -11,6 +11,7 @@
 
 #include "registry/registry_impl.h"
 #include "select/selection.h"
+#include "util/config_fields.h"
 #include "util/error.h"
 #include "util/strbuf.h"
 
@@ -50,14 +51,14 @@ static inline uint64_t attn__mix(uint64_t h, uint64_t v)
     return h * 0xff51afd7ed558ccdull;
 }
 
-/* The config part is the public hash; attn__key_equal settles collisions
- * with attn_selector_config_equal. */
+/* The config part is the field table's hash; attn__key_equal settles
+ * collisions with its equality (keys hold whole current structs). */
 static uint64_t attn__key_hash(const attn__cache_key *k)
 {
     uint64_t h = attn__mix(k->platform_id, (uint64_t)(uintptr_t)k->platform);
     h = attn__mix(h, ((uint64_t)k->installed << 32) | k->settings);
     h = attn__mix(h, k->reg_gen);
-    h = attn__mix(h, attn_selector_config_hash(&k->cfg));
+    h = attn__mix(h, attn__config_hash_full(&k->cfg));
     for (const char *r = k->requested; r && *r; r++)
         h = (h ^ (unsigned char)*r) * 0x100000001b3ull;
     return h ^ (h >> 29);
@@ -70,7 +71,7 @@ static bool attn__key_equal(const attn__cache_key *a, const attn__cache_key *b)
         return false;
     if ((a->requested == NULL) != (b->requested == NULL)) return false;
     if (a->requested && strcmp(a->requested, b->requested) != 0) return false;
-    return attn_selector_config_equal(&a->cfg, &b->cfg);
+    return attn__config_equal_full(&a->cfg, &b->cfg);
 }
 
 static attn__cache_entry *attn__cache_find(attn__cache_table *t, const attn__cache_key *k)
@@ -122,9 +123,9 @@ static bool attn__cache_insert_locked(attn__cache_entry *e)
     return true;
 }
 
-static bool attn__cache_key_make(const attn_platform *p, const char *requested,
-                                 const attn_selector_config *cfg, attn__cache_key *k, char *buf,
-                                 size_t size)
+static attn_status attn__cache_key_make(const attn_platform *p, const char *requested,
+                                        const attn_selector_config *cfg, attn__cache_key *k,
+                                        char *buf, size_t size)
 {
     k->platform = p;
     k->platform_id = p->id;
@@ -137,15 +138,18 @@ static bool attn__cache_key_make(const attn_platform *p, const char *requested,
     if (requested && strcasecmp(requested, "auto") != 0) {
         size_t i = 0;
         for (; requested[i]; i++) {
-            if (i + 1 >= size) return false;
+            if (i + 1 >= size)
+                return attn__fail(ATTN_INVALID_ARGUMENT, "backend name too long (%zu characters)",
+                                  strlen(requested));
             buf[i] = (char)toupper((unsigned char)requested[i]);
         }
         buf[i] = '\0';
         k->requested = buf;
     }
-    attn__effective_config(p, cfg, &k->cfg);
+    attn_status st = attn__effective_config(p, cfg, &k->cfg);
+    if (st != ATTN_OK) return st;
     k->hash = attn__key_hash(k);
-    return true;
+    return ATTN_OK;
 }
 
 attn_status attn_select(const attn_platform *p, const char *requested,
@@ -158,9 +162,8 @@ attn_status attn_select(const attn_platform *p, const char *requested,
     attn__ensure_plugins();
     attn__cache_key key;
     char reqbuf[256];
-    if (!attn__cache_key_make(p, requested, cfg, &key, reqbuf, sizeof reqbuf))
-        return attn__fail(ATTN_INVALID_ARGUMENT, "backend name too long (%zu characters)",
-                          strlen(requested));
+    attn_status kst = attn__cache_key_make(p, requested, cfg, &key, reqbuf, sizeof reqbuf);
+    if (kst != ATTN_OK) return kst;
     attn__cache_entry *e =
         attn__cache_find(atomic_load_explicit(&attn__cache, memory_order_acquire), &key);
     if (e) {

@@ -70,6 +70,24 @@ static bool attn__sel_needs_fa(const attn_selection *s, const attn_backend_desc 
     return !(p->installed & fa);
 }
 
+/* One KV-cache layout serves the whole worker: a backend the layers at the
+ * native dtype would run must read a layout the packed backend reads too.
+ * The peer's own module failing to load is the candidate's ImportError, as
+ * vLLM asks the peer's class inside the same try. */
+static void attn__sel_layout_check(attn_selection *s, attn__candidate *c, const attn_check_ctx *ctx)
+{
+    const attn_backend *peer = NULL;
+    if (attn_backend_resolve(s->platform, s->layout_peer, &peer) != ATTN_OK || !peer->desc) {
+        c->reasons[c->num_reasons++] = "ImportError";
+        return;
+    }
+    uint32_t mine = attn__desc_kv_layouts(c->backend->desc, ctx);
+    uint32_t theirs = attn__desc_kv_layouts(peer->desc, ctx);
+    if (!attn__kv_layouts_meet(mine, theirs))
+        c->reasons[c->num_reasons++] =
+            attn__sel_printf(s, "no KV cache layout in common with %s", s->layout_peer);
+}
+
 attn_status attn__sel_consider_ex(attn_selection *s, const char *name, int priority, bool validate,
                                   int *index)
 {
@@ -126,6 +144,7 @@ attn_status attn__sel_consider_ex(attn_selection *s, const char *name, int prior
         attn_check_ctx ctx;
         attn__check_ctx_init(&ctx, s->platform, &s->cfg);
         attn__validate(b->desc, &ctx, attn__cand_reason, &sink);
+        if (c->num_reasons == 0 && s->layout_peer) attn__sel_layout_check(s, c, &ctx);
     }
     if (c->num_reasons == 0 && attn__selftest_present(b)) {
         if (attn__selftest_disabled()) {

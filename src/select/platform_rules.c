@@ -6,6 +6,7 @@
  * fails with vLLM's "Invalid attention backend for <device>". */
 #include "attn/registry.h"
 #include "select/selection.h"
+#include "util/config_fields.h"
 
 const attn__platform_ops *attn__platform_ops_for(attn_platform_kind kind)
 {
@@ -23,7 +24,8 @@ int attn_platform_priorities(const attn_platform *p, const attn_selector_config 
                              const char **names, int max)
 {
     const attn__platform_ops *ops = p ? attn__platform_ops_for(p->kind) : NULL;
-    if (!cfg || !ops || !ops->priorities) return 0;
+    attn_selector_config full; /* the caller's struct read whole (attn/abi.h) */
+    if (!ops || !ops->priorities || attn__config_read(cfg, &full) != ATTN_OK) return 0;
     if (!names || max < 0) max = 0; /* count only */
-    return ops->priorities(p, cfg, names, max);
+    return ops->priorities(p, &full, names, max);
 }

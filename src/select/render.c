@@ -113,6 +113,9 @@ attn_status attn_selection_explain(const attn_selection *s, char **out)
     attn_selector_config_repr(&s->cfg, repr, sizeof repr);
     attn__sb_printf(&sb, "config:    %s", repr);
     if (s->cfg.num_heads > 0) attn__sb_printf(&sb, " num_heads=%d", s->cfg.num_heads);
+    if (s->cfg.run_kv_cache_dtype != s->cfg.kv_cache_dtype)
+        attn__sb_printf(&sb, " run_kv_cache_dtype=%s",
+                        attn_kv_dtype_name(s->cfg.run_kv_cache_dtype));
     attn__sb_printf(&sb, "\nrequested: %s\n\n", s->requested ? s->requested : "auto");
     if (s->num_candidates > 0) {
         attn__sb_printf(&sb, "    %-4s  %-24s %-3s %s\n", "prio", "backend", "ok", "reasons");

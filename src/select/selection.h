@@ -58,6 +58,10 @@ struct attn_selection {
     int num_notes;
     const char *notes[ATTN__SEL_MAX_MESSAGES];
     bool oom; /* an allocation failed while building: reported as ATTN_OUT_OF_MEMORY */
+    /* Set by a platform's rules: a candidate that passes validation must
+     * share a KV-cache layout with this backend (ROCm's turboquant and
+     * ultraquant runs); NULL = no such rule. */
+    const char *layout_peer;
 };
 
 /* ---- building a selection (selector.c) ------------------------------------ */
@@ -120,9 +124,11 @@ attn_status attn__sel_fail_sb(attn_selection *s, attn_select_error kind, attn_st
 void attn__put_reasons_dict(attn__sb *sb, const attn_selection *s);
 /* Plugins are loaded before the first selection. */
 void attn__ensure_plugins(void);
-/* The config a selection records: batch invariance OR-ed from the machine. */
-void attn__effective_config(const attn_platform *p, const attn_selector_config *in,
-                            attn_selector_config *out);
+/* The config a selection records: the caller's struct read (attn/abi.h),
+ * batch invariance OR-ed from the machine, the run's KV dtype resolved.
+ * ATTN_ABI_MISMATCH / ATTN_NULL_ARGUMENT for a config it cannot read. */
+attn_status attn__effective_config(const attn_platform *p, const attn_selector_config *in,
+                                   attn_selector_config *out);
 /* ATTN_OK, or the selection's status with its message as the last error. */
 attn_status attn__sel_status(const attn_selection *s);
 /* Logs a new cache entry (log.c). */

@@ -9,7 +9,8 @@
  * <family> with <config>. Reasons: {...}." Every candidate keeps its
  * priority and reasons even when selection succeeds. The config's
  * use_batch_invariant is OR-ed with the machine's batch_invariant setting
- * before anything is validated; the selection records that effective config.
+ * and an unset run_kv_cache_dtype becomes the layer's kv_cache_dtype before
+ * anything is validated; the selection records that effective config.
  *
  * Plugins are loaded before the first selection. Results of attn_select
  * are cached per (platform object and its installed/settings state,
@@ -31,6 +32,7 @@
 #include "attn/plugin.h"
 #include "registry/registry_impl.h"
 #include "select/selection.h"
+#include "util/config_fields.h"
 #include "util/error.h"
 #include "util/strbuf.h"
 
@@ -63,6 +65,11 @@ static attn_status attn__sel_check_config(attn_selection *s)
         attn__sb_putc(&sb, ')');
         return attn__sel_fail_sb(s, ATTN_SELECT_INVALID_CONFIG, ATTN_INVALID_ARGUMENT, &sb);
     }
+    if (c->run_kv_cache_dtype != ATTN_KV_NONE &&
+        ((int)c->run_kv_cache_dtype < 0 || c->run_kv_cache_dtype >= ATTN_KV_COUNT))
+        return attn__sel_fail(s, ATTN_SELECT_INVALID_CONFIG, ATTN_INVALID_ARGUMENT,
+                              "invalid run_kv_cache_dtype %d (a CacheDType or ATTN_KV_NONE)",
+                              (int)c->run_kv_cache_dtype);
     if ((unsigned)c->attn_type >= ATTN_TYPE_COUNT)
         return attn__sel_fail(s, ATTN_SELECT_INVALID_CONFIG, ATTN_INVALID_ARGUMENT,
                               "invalid attn_type %d", (int)c->attn_type);
@@ -84,11 +91,16 @@ void attn__ensure_plugins(void)
     atomic_store_explicit(&done, true, memory_order_release);
 }
 
-void attn__effective_config(const attn_platform *p, const attn_selector_config *in,
-                            attn_selector_config *out)
+attn_status attn__effective_config(const attn_platform *p, const attn_selector_config *in,
+                                   attn_selector_config *out)
 {
-    *out = *in;
+    attn_status st = attn__config_read(in, out);
+    if (st != ATTN_OK) return st;
     if (p->settings[ATTN_SETTING_BATCH_INVARIANT]) out->use_batch_invariant = true;
+    /* Not given: the run's dtype is the layer's (no skipped layer), so
+     * both spellings are one cache key and one recorded config. */
+    if (out->run_kv_cache_dtype == ATTN_KV_NONE) out->run_kv_cache_dtype = out->kv_cache_dtype;
+    return ATTN_OK;
 }
 
 static void attn__sel_run(attn_selection *s, const char *requested)
@@ -149,7 +161,8 @@ attn_status attn_select_uncached(const attn_platform *p, const char *requested,
     ATTN__CHECK_NULL(out);
     attn__ensure_plugins();
     attn_selector_config eff;
-    attn__effective_config(p, cfg, &eff);
+    attn_status st = attn__effective_config(p, cfg, &eff);
+    if (st != ATTN_OK) return st;
     attn_selection *s = attn__sel_new(p, &eff);
     if (!s) return attn__fail(ATTN_OUT_OF_MEMORY, "out of memory while selecting a backend");
     attn__sel_run(s, requested);

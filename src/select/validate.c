@@ -23,6 +23,7 @@
 #include "select/selection.h"
 #include "select/validate.h"
 #include "util/abi.h"
+#include "util/config_fields.h"
 #include "util/error.h"
 
 void attn__check_ctx_init(attn_check_ctx *c, const attn_platform *p,
@@ -266,7 +267,7 @@ attn_fact attn_backend_check_on(const attn_backend_desc *d, const attn_platform 
     attn_selector_config cfg;
     attn__check_config(r, &cfg);
     attn_selector_config eff = cfg;
-    if (p) attn__effective_config(p, &cfg, &eff);
+    if (p) (void)attn__effective_config(p, &cfg, &eff); /* cfg is libattn's own */
     attn_check_ctx c;
     attn__check_ctx_init(&c, p, &eff);
     char buf[ATTN_REASON_MAX];
@@ -308,8 +309,11 @@ int attn_backend_validate(const attn_backend_desc *d, const attn_platform *p,
         return -1;
     }
     if (attn__desc_check(d) != ATTN_OK) return -1;
+    attn_selector_config full;
+    if (attn__config_read(cfg, &full) != ATTN_OK) return -1;
+    if (full.run_kv_cache_dtype == ATTN_KV_NONE) full.run_kv_cache_dtype = full.kv_cache_dtype;
     attn_check_ctx c;
-    attn__check_ctx_init(&c, p, cfg);
+    attn__check_ctx_init(&c, p, &full);
     attn__reason_sink sink = {reasons, max < 0 ? 0 : max, 0};
     return attn__validate(d, &c, attn__reason_to_array, &sink);
 }

@@ -12,6 +12,7 @@
 #include "attn/abi.h"
 #include "attn/backend.h"
 #include "attn/comm.h"
+#include "attn/config.h"
 #include "attn/dcp.h"
 #include "attn/engine.h"
 #include "attn/registry.h"
@@ -28,6 +29,8 @@
 #define ATTN__V1_DCP_INIT      ATTN_STRUCT_END(attn_dcp_init, num_threads)
 #define ATTN__V1_ENGINE_CONFIG ATTN_STRUCT_END(attn_engine_config, dcp_interleave)
 #define ATTN__V1_PLATFORM_RULE ATTN_STRUCT_END(attn_platform_rule, mla)
+/* attn_selector_config got struct_size with ABI 2 (issue 27 item 6). */
+#define ATTN__V1_SELECTOR_CONFIG ATTN_STRUCT_END(attn_selector_config, run_kv_cache_dtype)
 
 /* size is one this libattn accepts for a struct first released at v1 bytes
  * and now current bytes long. */

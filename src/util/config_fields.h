@@ -7,7 +7,8 @@
  *   json_pos  place in the selection JSON's "config" object
  *   cli_*     `attn select`'s option, its value placeholder (NULL = a bool flag)
  *             and the accepted range of an integer
- * Rows are in the struct's order, which is also the hash's order. */
+ * Rows are in the struct's order, which is also the hash's order; struct_size
+ * is no row (attn/abi.h). */
 #ifndef ATTN_UTIL_CONFIG_FIELDS_H
 #define ATTN_UTIL_CONFIG_FIELDS_H
 
@@ -44,7 +45,9 @@
     X(use_adaptive_verification, BOOL, 0, 14, 15, "--adaptive-verification", NULL, 0, 0,          \
       "launch: speculative decoding with adaptive verification")                                  \
     X(use_dcp, BOOL, 0, 16, 16, "--dcp", NULL, 0, 0, "launch: decode context parallel size > 1")  \
-    X(use_rswa, BOOL, 0, 17, 17, "--rswa", NULL, 0, 0, "launch: the model has an R-SWA window")
+    X(use_rswa, BOOL, 0, 17, 17, "--rswa", NULL, 0, 0, "launch: the model has an R-SWA window")  \
+    X(run_kv_cache_dtype, RUN_KV_DTYPE, ATTN_KV_NONE, -1, 19, "--run-kv-cache-dtype", "S", 0, 0,   \
+      "launch: the run's KV-cache dtype (default: the layer's)")
 /* clang-format on */
 
 typedef struct attn__config_row {
@@ -57,6 +60,20 @@ typedef struct attn__config_row {
 extern const attn__config_row attn__config_rows[];
 extern const int attn__config_num_rows;
 
+/* in as a whole current struct: a copy whose fields past an older caller's
+ * struct_size hold their defaults. ATTN_NULL_ARGUMENT / ATTN_ABI_MISMATCH
+ * (the sizes named) leave out initialised. */
+attn_status attn__config_read(const attn_selector_config *in, attn_selector_config *out);
+/* The run's KV dtype in effect for a whole current struct (the layer's when
+ * unset); attn_selector_config_run_kv with the struct_size check. */
+static inline attn_kv_dtype attn__config_run_kv(const attn_selector_config *c)
+{
+    return c->run_kv_cache_dtype != ATTN_KV_NONE ? c->run_kv_cache_dtype : c->kv_cache_dtype;
+}
+/* Equality and hash of two whole current structs (the selection cache's
+ * keys, which libattn builds itself): the public ones without the copy. */
+bool attn__config_equal_full(const attn_selector_config *a, const attn_selector_config *b);
+uint64_t attn__config_hash_full(const attn_selector_config *c);
 /* The field's value (a bool as 0/1, an enum as its int value). */
 int64_t attn__config_get(const attn_selector_config *c, const attn_config_field *f);
 /* The "config" object of the selection JSON. */

@@ -76,6 +76,23 @@ def test_bad_arguments():
     assert ei.value.status == "NOT_FOUND" and "no-such-machine" in ei.value.message
 
 
+def test_run_kv_cache_dtype():
+    # A turboquant run's layer at the native dtype on MI300X with AITER: the
+    # backends that share no KV layout with TURBOQUANT are refused.
+    s = libattn.select(machine="mi300x", installed=["aiter"], kv_cache_dtype="auto",
+                       run_kv_cache_dtype="turboquant_4bit_nc")
+    assert s.backend == "TRITON_ATTN"
+    assert s.config["run_kv_cache_dtype"] == "turboquant_4bit_nc"
+    rocm = next(c for c in s.candidates if c.name == "ROCM_ATTN")
+    assert rocm.reasons == ["no KV cache layout in common with TURBOQUANT"]
+    # Not given: the layer's own, recorded as such.
+    s = libattn.select(machine="mi300x", installed=["aiter"])
+    assert s.backend == "ROCM_ATTN" and s.config["run_kv_cache_dtype"] == "auto"
+    with pytest.raises(ValueError, match="run_kv_cache_dtype: Input should be 'auto', 'float16'"):
+        libattn.select(run_kv_cache_dtype="fp9")
+    assert "run_kv_cache_dtype" in libattn._select.config_fields
+
+
 def test_platform_and_backends():
     p = libattn.platform("h100")
     assert isinstance(p, dict) and "h100" in json.dumps(p)
@@ -121,11 +138,16 @@ def test_case_file(name, case):
     except ValueError as e:
         # A kv string that is no CacheDType is refused with vLLM's text; when
         # vLLM refuses the requested name first, the name is what must fail.
+        # vLLM's CacheConfig refuses a bad run dtype before anything else.
         assert "kv_cache_dtype" in str(e)
-        if ex.get("error") == "invalid-config":
-            assert ex["message"] in str(e)
+        if ex.get("error") == "invalid-config" and ex["message"] in str(e):
             return
-        s = _run_case(dict(case, config=dict(case["config"], kv_cache_dtype="auto")))
+        s = None
+        try:
+            s = _run_case(dict(case, config=dict(case["config"], kv_cache_dtype="auto")))
+        except ValueError as e2:
+            assert ex.get("error") == "invalid-config" and ex["message"] in str(e2), str(e2)
+            return
     if ex.get("selected"):
         assert s.backend == ex["selected"], s.message
     if ex.get("error"):

@@ -90,6 +90,7 @@ static void attn__bk_caps_json(attn__jw *w, const attn_backend_desc *d, const at
     ATTN__BK_FIELD("compute_capability", attn__bk_cc);
     ATTN__BK_FIELD("attn_types", attn__bk_types);
     ATTN__BK_FIELD("needs", attn__bk_needs);
+    ATTN__BK_FIELD("kv_cache_layouts", attn__bk_kv_layouts);
 #undef ATTN__BK_FIELD
     attn__jw_key(w, "preferred_block_size");
     attn__jw_int(w, attn_backend_preferred_block_size(d, p, 16));

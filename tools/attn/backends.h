@@ -21,6 +21,9 @@ void attn__bk_types(attn__sb *sb, const attn_backend_desc *d);
 /* The installed components its code needs, and fa2/fa3 on CUDA when it
  * imports vllm.vllm_flash_attn. */
 void attn__bk_needs(attn__sb *sb, const attn_backend_desc *d);
+/* The KV-cache layouts its kernels read ("any" when none is stated), " *"
+ * when a hook narrows them per machine or config. */
+void attn__bk_kv_layouts(attn__sb *sb, const attn_backend_desc *d);
 /* f(d) as a new string (caller frees; "" when out of memory). */
 char *attn__bk_text(attn__bk_fmt f, const attn_backend_desc *d);
 /* A flag's static statement as text: "yes", "no", "yes *" (narrowed on

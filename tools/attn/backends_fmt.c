@@ -137,6 +137,22 @@ void attn__bk_needs(attn__sb *sb, const attn_backend_desc *d)
     if (first) attn__sb_puts(sb, "-");
 }
 
+void attn__bk_kv_layouts(attn__sb *sb, const attn_backend_desc *d)
+{
+    bool has = ATTN_STRUCT_HAS(attn_backend_desc, d, kv_cache_layouts_fn);
+    uint32_t m = has ? d->kv_cache_layouts : 0;
+    bool first = true;
+    for (int l = 0; l < ATTN_KVL_COUNT; l++) {
+        if ((m >> l) & 1u) {
+            attn__sb_printf(sb, "%s%s", first ? "" : ", ",
+                            attn_kv_cache_layout_name((attn_kv_cache_layout)l));
+            first = false;
+        }
+    }
+    if (first) attn__sb_puts(sb, "any");
+    if (has && d->kv_cache_layouts_fn) attn__sb_puts(sb, " *");
+}
+
 char *attn__bk_text(attn__bk_fmt f, const attn_backend_desc *d)
 {
     attn__sb sb;

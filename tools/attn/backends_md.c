@@ -72,8 +72,8 @@ static void attn__md_shapes(attn__sb *sb, bool mla)
 {
     attn__sb_puts(sb,
                   "| backend | platforms | dtypes | KV-cache dtypes | block sizes | head sizes | "
-                  "capability | types | CUDA graphs | LSE | layout | needs |\n"
-                  "|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+                  "capability | types | CUDA graphs | LSE | layout | KV-cache layouts | needs |\n"
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     for (int i = 0; i < attn_backend_catalog_count(); i++) {
         const attn_backend_desc *d = attn__md_desc(i);
         if (!d || d->is_mla != mla) continue;
@@ -88,6 +88,7 @@ static void attn__md_shapes(attn__sb *sb, bool mla)
         attn__md_cell(sb, attn_cg_support_name(d->cg_support));
         attn__md_cell(sb, d->can_return_lse_for_decode ? "yes" : "no");
         attn__md_cell(sb, d->required_layout ? attn_layout_name(d->required_layout) : "-");
+        attn__md_cellf(sb, attn__bk_kv_layouts, d);
         attn__md_cellf(sb, attn__bk_needs, d);
         attn__sb_putc(sb, '\n');
     }
@@ -195,7 +196,10 @@ int attn__bk_markdown(void)
                   "divisibility rules: any multiple of a listed kernel size is accepted.\n"
                   "Types: D decoder, E encoder, EO encoder-only, ED encoder-decoder (cross\n"
                   "attention). \"needs\" lists what the backend's code imports: without it\n"
-                  "the backend is an ImportError reason.\n\n"
+                  "the backend is an ImportError reason. \"KV-cache layouts\" are the memory\n"
+                  "orders of [layers, blocks, heads, tokens, content] its kernels read\n"
+                  "(vLLM's KVCacheLayout): one serves a whole worker, which ROCm's\n"
+                  "turboquant/ultraquant runs check.\n\n"
                   "## Validation checks\n\n");
     attn__md_checks(&sb);
     attn__sb_puts(&sb, "\n## Standard attention\n\n");

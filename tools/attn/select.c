@@ -3,8 +3,9 @@
  * Exit codes: 0 a backend was chosen, 3 the selection failed (the message
  * is vLLM's; also a named platform that is absent, with its reason), 2
  * usage error (bad option, unknown machine, invalid kv-cache dtype — the
- * last is vLLM's parse-time assertion text; with --json it is a JSON error
- * of kind invalid-config). Output: the chosen
+ * layer's is vLLM's parse-time assertion text, the run's its CacheConfig's
+ * validation text; with --json it is a JSON error of kind invalid-config).
+ * Output: the chosen
  * name (default), a readable table (--explain) or one JSON object (--json).
  * ATTN_BACKEND gives the default --backend. `--model NAME|config.json`
  * hands over to the model command's implementation when it is built in. */
@@ -39,6 +40,10 @@ static void attn__select_usage(FILE *f)
                "                         encoder_only_attention, cross_attention); wins\n"
                "                         over --backend for that kind; repeatable\n"
                "  --model NAME|FILE      select for every layer group of a model\n"
+               "  --kv-cache-dtype-skip-layers LIST\n"
+               "                         with --model: layers (indices, sliding_window)\n"
+               "                         that keep the model's dtype; the others take\n"
+               "                         --kv-cache-dtype, the run's for every group\n"
                "layer configuration:\n");
     for (int i = 0; i < attn_selector_config_num_fields(); i++) {
         const attn_config_field *fd = attn_selector_config_field(i);
@@ -56,12 +61,18 @@ static void attn__select_usage(FILE *f)
                "exit status: 0 chosen, 3 selection failed, 2 usage error\n");
 }
 
+/* An invalid KV-cache dtype, in vLLM's words, kept for the caller to report
+ * once it knows whether --json was asked for: the layer's is the selector's
+ * assertion, the run's is CacheConfig's validation error. */
+typedef struct attn__kv_errors {
+    char layer[1024];
+    char run[1024];
+} attn__kv_errors;
+
 /* argv[*i] as one of the config table's options: 0 when it is none of
- * them, -1 when it set its field (or *bad), else the exit code. An invalid
- * kv-cache dtype is vLLM's assertion, kept in kv_error for the caller to
- * report once it knows whether --json was asked for. */
+ * them, -1 when it set its field (or *bad), else the exit code. */
 static int attn__select_field(int argc, char **argv, int *i, attn_selector_config *cfg, bool *bad,
-                              char *kv_error, size_t kv_error_size)
+                              attn__kv_errors *kv)
 {
     const char *cmd = "select";
     for (int k = 0; k < attn_selector_config_num_fields(); k++) {
@@ -79,9 +90,11 @@ static int attn__select_field(int argc, char **argv, int *i, attn_selector_confi
         if (is_int && !attn_cli_int(cmd, f->cli_flag, v, f->cli_min, f->cli_max, &n))
             return ATTN_EXIT_USAGE;
         if (attn_selector_config_set(cfg, f->name, v) == ATTN_OK) return -1;
-        /* An invalid kv-cache dtype is reported in vLLM's own words. */
-        if (f->type == ATTN_FIELD_KV_DTYPE) {
-            if (!kv_error[0]) snprintf(kv_error, kv_error_size, "%s", attn_last_error());
+        char *keep = f->type == ATTN_FIELD_KV_DTYPE       ? kv->layer
+                     : f->type == ATTN_FIELD_RUN_KV_DTYPE ? kv->run
+                                                          : NULL;
+        if (keep) {
+            if (!keep[0]) snprintf(keep, sizeof kv->layer, "%s", attn_last_error());
             return -1;
         }
         return attn_cli_usage_error(cmd, "%s: %s", f->cli_flag, attn_last_error());
@@ -97,7 +110,8 @@ typedef struct attn__select_opts {
     const char *per_kind[ATTN_KIND_COUNT];
     attn_selector_config cfg;
     bool explain, json;
-    char kv_error[1024]; /* vLLM's "Invalid kv_cache_dtype: ..." when given one */
+    attn__kv_errors kv_error;
+    const char *kv_skip; /* --kv-cache-dtype-skip-layers (with --model) */
 } attn__select_opts;
 
 static int attn__select_parse(int argc, char **argv, attn__select_opts *o)
@@ -119,8 +133,7 @@ static int attn__select_parse(int argc, char **argv, attn__select_opts *o)
             o->explain = true;
         } else if (attn_cli_flag(argv, i, "--json")) {
             o->json = true;
-        } else if ((rc = attn__select_field(argc, argv, &i, &o->cfg, &bad, o->kv_error,
-                                            sizeof o->kv_error)) != 0) {
+        } else if ((rc = attn__select_field(argc, argv, &i, &o->cfg, &bad, &o->kv_error)) != 0) {
             if (rc > 0) return rc;
         } else if (attn_cli_opt(argc, argv, &i, "--machine", &v, &bad)) {
             o->machine = v;
@@ -150,6 +163,8 @@ static int attn__select_parse(int argc, char **argv, attn__select_opts *o)
             }
         } else if (attn_cli_opt(argc, argv, &i, "--model", &v, &bad)) {
             o->model = v;
+        } else if (attn_cli_opt(argc, argv, &i, "--kv-cache-dtype-skip-layers", &v, &bad)) {
+            o->kv_skip = v; /* the model command reads it */
         } else {
             return attn_cli_usage_error(cmd, "unknown option '%s'", argv[i]);
         }
@@ -209,15 +224,21 @@ int attn_cmd_select(int argc, char **argv)
     attn__select_opts o;
     int rc = attn__select_parse(argc, argv, &o);
     if (rc >= 0) return rc;
-    /* vLLM reads the requested name (AttentionConfig) before it asserts the
-     * cache dtype: an unknown name is reported first. */
+    /* vLLM builds the run's CacheConfig first, then reads the requested
+     * name (AttentionConfig), and asserts the layer's cache dtype last: an
+     * invalid run dtype, then an unknown name, is reported first. */
     const char *req = o.backend;
     bool unknown_name = req && strcasecmp(req, "auto") && !attn_registry_contains(req);
-    if (o.kv_error[0] && !unknown_name) {
-        if (!o.json) return attn_cli_usage_error("select", "%s", o.kv_error);
-        return attn__select_early_error(&o, "invalid-config", ATTN_INVALID_ARGUMENT, o.kv_error,
+    const char *kv_error = o.kv_error.run[0]                      ? o.kv_error.run
+                           : o.kv_error.layer[0] && !unknown_name ? o.kv_error.layer
+                                                                  : NULL;
+    if (kv_error) {
+        if (!o.json) return attn_cli_usage_error("select", "%s", kv_error);
+        return attn__select_early_error(&o, "invalid-config", ATTN_INVALID_ARGUMENT, kv_error,
                                         ATTN_EXIT_USAGE);
     }
+    if (o.kv_skip && !o.model)
+        return attn_cli_usage_error("select", "--kv-cache-dtype-skip-layers needs --model");
     if (o.model) {
         if (!attn_cli_select_model) {
             fprintf(stderr, "attn select: --model is not built into this binary\n");

@@ -33,6 +33,7 @@ typedef struct opts {
     const char *per_kind[ATTN_KIND_COUNT];
     long block_size;
     attn_kv_dtype kv;
+    const char *kv_skip; /* --kv-cache-dtype-skip-layers */
     bool has_dtype;
     attn_dtype dtype;
     bool non_causal, batch_invariant;
@@ -82,6 +83,8 @@ static int parse_opts(int argc, char **argv, opts *o)
         } else if (attn_cli_opt(argc, argv, &i, "--kv-cache-dtype", &v, &bad)) {
             if (v && attn_kv_dtype_parse(v, &o->kv) != ATTN_OK)
                 return fail_usage("--kv-cache-dtype: %s%s", attn_last_error(), "");
+        } else if (attn_cli_opt(argc, argv, &i, "--kv-cache-dtype-skip-layers", &v, &bad)) {
+            o->kv_skip = v;
         } else if (attn_cli_opt(argc, argv, &i, "--dtype", &v, &bad)) {
             if (v && attn_dtype_parse(v, &o->dtype) != ATTN_OK)
                 return fail_usage("--dtype: %s%s", attn_last_error(), "");
@@ -130,9 +133,12 @@ static bool select_group(const opts *o, const attn_platform *p, const attn_model
         .non_causal = o->non_causal,
         .batch_invariant =
             o->batch_invariant || attn_platform_setting(p, ATTN_SETTING_BATCH_INVARIANT),
+        .kv_cache_dtype_skip_layers = o->kv_skip,
     };
     attn_group_choice ch;
     attn_status st = attn_engine_select_group(p, m, g, &gl, &ch);
+    char why[512] = ""; /* a launch the engine cannot apply: no selection */
+    if (!ch.selection) snprintf(why, sizeof why, "%s", attn_last_error());
     const attn_selector_config cfg = ch.config;
     const char *req = ch.requested;
     const attn_selection *sel = ch.selection;
@@ -154,6 +160,7 @@ static bool select_group(const opts *o, const attn_platform *p, const attn_model
     else
         attn__jw_null(w);
     free(sj);
+    if (!sel) attn__put_str(w, "error", why);
     attn__jw_obj_end(w);
     if (o->json) return st == ATTN_OK;
     const char *chosen = sel ? attn_selection_backend(sel) : NULL;
@@ -168,8 +175,8 @@ static bool select_group(const opts *o, const attn_platform *p, const attn_model
     } else if (chosen) {
         printf("  -> %s  (%s)\n", chosen, attn_selection_locator(sel));
     } else {
-        printf("  error: %s\n", sel && attn_selection_message(sel) ? attn_selection_message(sel)
-                                                                   : attn_last_error());
+        printf("  error: %s\n",
+               sel && attn_selection_message(sel) ? attn_selection_message(sel) : why);
     }
     return st == ATTN_OK;
 }

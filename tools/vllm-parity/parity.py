@@ -2,26 +2,26 @@
 """libattn against vLLM itself: the same selection cases answered by vLLM
 0.32.0's own code (vllm_side.py, in a venv) and by `attn select --json`.
 
-  parity.py [--attn BIN] [--seed N] [--count N] [--venv DIR] [--write-cases FILE]
-            [--show N] [--platform cuda|rocm|xpu|cpu]
+  parity.py [--attn BIN] [--seed N] [--count N] [--venv DIR] [--answers FILE]
+            [--write-cases FILE] [--show N] [--platform cuda|rocm|xpu|cpu]
 
 Prints agreement at three levels per platform: same backend or same error
 kind; same per-candidate reason lists; byte-identical messages. vLLM's
 answers are cached per (vLLM version, seed, case) in the venv folder, so a
-rerun only re-runs attn. --write-cases writes vLLM's answers (facts only)
+rerun only re-runs attn. The cases come from cases.py. --write-cases writes vLLM's answers (facts only)
 as the case file that tests/test_select_cases.c checks in CI. A case vLLM
 gave no answer for is a failure of the tool: counted and listed, never
 dropped.
 """
 
 import argparse
-import hashlib
 import json
 import os
-import random
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
+
+from cases import make_cases  # beside this file (the script's own folder is on sys.path)
 
 VLLM_VERSION = "0.32.0"
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -39,228 +39,6 @@ def write_whole(path, text):
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
-
-
-# ---- the configurations ----------------------------------------------------
-
-CUDA_CCS = ["7.0", "7.5", "8.0", "8.9", "9.0", "10.0", "11.0", "12.0"]
-ROCM_GFX = ["gfx90a", "gfx942", "gfx950"]
-CUDA_COMPONENTS = ["fa2", "fa3", "fa4", "flashinfer", "flashinfer_cubin", "flashmla",
-                   "tokenspeed_mla"]
-CUDA_WHEEL = ["fa2", "fa3", "fa4", "flashinfer", "flashinfer_cubin", "flashmla"]
-HEADS = [32, 40, 64, 72, 80, 96, 112, 128, 160, 192, 256, 320, 512, 576]
-MLA_HEADS = [576, 512, 320, 128]
-KV = [None, "auto", "auto", "float16", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc",
-      "fp8_ds_mla", "turboquant_k8v4", "turboquant_4bit_nc", "int8_per_token_head",
-      "fp8_per_token_head", "nvfp4"]
-BLOCKS = [None, None, None, 1, 16, 32, 64, 128, 256, 48]
-ATTN_TYPES = ["decoder"] * 6 + ["encoder", "encoder_only", "encoder_decoder"]
-FLAGS = ["has_sink", "use_mm_prefix", "use_per_head_quant_scales", "has_sliding_window",
-         "use_non_causal", "use_batch_invariant", "use_kv_connector", "use_pcp",
-         "use_adaptive_verification", "use_dcp", "use_rswa"]
-
-CUDA_NAMES = ["FLASH_ATTN", "FLASHINFER", "TRITON_ATTN", "FLEX_ATTENTION", "TURBOQUANT",
-              "TRITON_FLASHINFER", "TRITON_FLASH_ATTN", "FLASH_ATTN_DIFFKV",
-              "FLASHINFER_MLA", "TOKENSPEED_MLA", "CUTLASS_MLA", "FLASH_ATTN_MLA", "FLASHMLA",
-              "TRITON_MLA", "FLASHINFER_MLA_SPARSE", "FLASHMLA_SPARSE",
-              "FLASHINFER_MLA_SPARSE_SM120", "FLASH_ATTN_MLA_SPARSE",
-              "FLASHINFER_MLA_SPARSE_SM90"]
-ROCM_NAMES = ["ROCM_ATTN", "ROCM_AITER_FA", "ROCM_AITER_UNIFIED_ATTN", "TRITON_ATTN",
-              "TURBOQUANT", "ROCM_AITER_MLA", "TRITON_MLA", "ROCM_AITER_TRITON_MLA",
-              "ROCM_AITER_MLA_SPARSE"]
-XPU_NAMES = ["FLASH_ATTN", "TRITON_ATTN", "TRITON_MLA", "FLASH_ATTN_MLA", "FLASHINFER"]
-CPU_NAMES = ["CPU_ATTN", "CPU_MLA", "FLASH_ATTN"]
-# vLLM 0.32.0's AttentionBackendEnum, every member in its order.
-VLLM_ENUM = """FLASH_ATTN FLASH_ATTN_DIFFKV TRITON_ATTN TRITON_ATTN_DIFFKV TRITON_FLASH_ATTN
-ROCM_ATTN ROCM_SEGMENTED_ATTN ROCM_AITER_MLA ROCM_AITER_TRITON_MLA ROCM_AITER_FA
-ROCM_AITER_MLA_SPARSE XPU_MLA_SPARSE TORCH_SDPA FLASHINFER TRITON_FLASHINFER FLASHINFER_MLA
-TOKENSPEED_MLA FLASHINFER_MLA_SPARSE FLASHINFER_MLA_SPARSE_SM120 FLASHINFER_MLA_SPARSE_SM90
-TRITON_MLA CUTLASS_MLA FLASHMLA FLASHMLA_SPARSE FLASHMLA_SPARSE_DSV4 FLASHINFER_MLA_SPARSE_DSV4
-ROCM_FLASHMLA_SPARSE_DSV4 FLASHMLA_SPARSE_DSV41 FLASHINFER_MLA_SPARSE_DSV41
-FLASHMLA_MEGA_ATTN_DSV41 B12X FLASH_ATTN_MLA FLASH_ATTN_MLA_SPARSE MINIMAX_M3_SPARSE CUTLASS_MSA
-TRITON_MSA NO_ATTENTION FLEX_ATTENTION HPC_ATTN ROCM_AITER_UNIFIED_ATTN CPU_ATTN CPU_MLA AMX_MLA
-TURBOQUANT ULTRAQUANT CUSTOM""".split()
-# Names that are no member: unknown, misspelled, or spelled as AttentionConfig
-# accepts them (any case; "auto").
-ODD_NAMES = ["FOO", "flash-attn", "FLASH_ATTN_V2", "auto", "Auto", "AUTO",
-             "flash_attn", "Triton_Attn", "cutlass_msa", "Triton_Msa"]
-# Strings that are no CacheDType: vLLM's assertion on every platform.
-BAD_KV = ["fp9", "FP8", "fp8e4m3", "int4", "turboquant"]
-
-
-# A few installed sets per family keep the number of simulated machines (one
-# vLLM process each) small; the configurations vary freely.
-CUDA_SETS = [CUDA_WHEEL, CUDA_WHEEL + ["tokenspeed_mla"], [], ["fa2", "fa3", "fa4"],
-             ["fa2", "flashinfer"], ["flashinfer", "flashinfer_cubin", "flashmla"]]
-ROCM_SETTINGS = [{}, {"rocm_use_aiter": True}]
-
-
-def _machine(rng, family):
-    if family == "cuda":
-        r = rng.random()
-        inst = CUDA_SETS[0] if r < 0.4 else rng.choice(CUDA_SETS[1:])
-        return {"family": "cuda", "cc": rng.choice(CUDA_CCS), "installed": list(inst)}
-    if family == "rocm":
-        return {"family": "rocm", "gfx": rng.choice(ROCM_GFX),
-                "installed": ["aiter"] if rng.random() < 0.6 else [],
-                "settings": dict(rng.choice(ROCM_SETTINGS))}
-    return {"family": family, "installed": []}
-
-
-def _config(rng, family):
-    mla = rng.random() < 0.3
-    c = {
-        "head_size": rng.choice(MLA_HEADS if mla and rng.random() < 0.8 else HEADS),
-        "dtype": rng.choice(["bf16", "bf16", "fp16", "fp32"]),
-        "kv_cache_dtype": rng.choice(KV),
-        "block_size": rng.choice(BLOCKS),
-        "use_mla": mla,
-        "use_sparse": mla and rng.random() < 0.3,
-        "attn_type": rng.choice(ATTN_TYPES),
-        "num_heads": rng.choice([None, None, 16, 128]) if mla else None,
-    }
-    for f in FLAGS:
-        c[f] = rng.random() < 0.07
-    if rng.random() < 0.01:
-        c["kv_cache_dtype"] = rng.choice(BAD_KV)
-    return c
-
-
-def _backend(rng, family, cfg):
-    r = rng.random()
-    if r < 0.5:
-        return None
-    if r < 0.62:  # any member of the enum, on any platform
-        return rng.choice(VLLM_ENUM)
-    if r < 0.65:
-        return rng.choice(ODD_NAMES)
-    names = {"cuda": CUDA_NAMES, "rocm": ROCM_NAMES, "xpu": XPU_NAMES, "cpu": CPU_NAMES}[family]
-    return rng.choice(names)
-
-
-def _hand_picked():
-    base = {"head_size": 128, "dtype": "bf16", "kv_cache_dtype": "auto", "block_size": None,
-            "use_mla": False, "use_sparse": False, "attn_type": "decoder", "num_heads": None}
-    for f in FLAGS:
-        base[f] = False
-    cases = []
-
-    def add(machine, backend=None, **kw):
-        c = dict(base)
-        c.update(kw)
-        cases.append({"machine": machine, "backend": backend, "config": c})
-
-    wheel = lambda cc: {"family": "cuda", "cc": cc, "installed": list(CUDA_WHEEL)}  # noqa: E731
-    add(wheel("9.0"))  # h100
-    add(wheel("8.0"))  # a100
-    add({"family": "rocm", "gfx": "gfx942", "installed": [], "settings": {}})  # mi300x
-    add({"family": "cuda", "cc": "9.0", "installed": ["fa2", "fa3", "fa4"]}, "FLASHINFER")
-    add({"family": "cuda", "cc": "10.0",
-         "installed": ["fa2", "fa3", "fa4", "flashinfer", "flashinfer_cubin"]}, head_size=512)
-    for cc in CUDA_CCS:
-        for hs in (64, 128, 256, 512, 576):
-            add(wheel(cc), head_size=hs)
-            add(wheel(cc), "FLASHINFER", head_size=hs)
-            add(wheel(cc), head_size=hs, use_mla=True, num_heads=128)
-            add(wheel(cc), head_size=hs, use_mla=True, use_sparse=True, num_heads=16)
-        add({"family": "cuda", "cc": cc, "installed": []})
-        add({"family": "cuda", "cc": cc, "installed": []}, "FLASH_ATTN")
-        add(wheel(cc), use_mm_prefix=True)
-        add(wheel(cc), has_sink=True)
-        add(wheel(cc), use_non_causal=True)
-        add(wheel(cc), has_sliding_window=True)
-        add(wheel(cc), kv_cache_dtype="fp8")
-        add(wheel(cc), use_dcp=True)
-        add(wheel(cc), use_pcp=True)
-    for gfx in ROCM_GFX:
-        for aiter in ([], ["aiter"]):
-            m = {"family": "rocm", "gfx": gfx, "installed": aiter, "settings": {}}
-            for hs in (64, 128, 256, 576):
-                add(m, head_size=hs)
-                add(m, head_size=hs, use_mla=True)
-            add(m, use_sparse=True, use_mla=True, head_size=576)
-            mon = dict(m, settings={"rocm_use_aiter": True})
-            add(mon)
-            add(mon, use_mla=True, head_size=576)
-    # vLLM 0.32.0's newer KV dtypes and the composites' head sizes.
-    for cc in ("9.0", "10.0", "12.0"):
-        for kv in ("nvfp4_ds_mla", "nvfp4_4over6", "int4_per_token_head", "nvfp4"):
-            add(wheel(cc), kv_cache_dtype=kv)
-            add(wheel(cc), "FLASHINFER", kv_cache_dtype=kv)
-            add(wheel(cc), "TRITON_ATTN", kv_cache_dtype=kv)
-        for hs in (512, 576):
-            add(wheel(cc), head_size=hs, use_mla=True, use_sparse=True, num_heads=16,
-                kv_cache_dtype="nvfp4_ds_mla")
-        for hs in (256, 512):
-            add(wheel(cc), head_size=hs, use_mm_prefix=True)
-            add(wheel(cc), "TRITON_FLASH_ATTN", head_size=hs, use_mm_prefix=True)
-            add(wheel(cc), "TRITON_FLASHINFER", head_size=hs, use_mm_prefix=True, block_size=64)
-    for gfx in ROCM_GFX:
-        m = {"family": "rocm", "gfx": gfx, "installed": ["aiter"], "settings": {}}
-        for kv in ("ultraquant_4bit", "int4_per_token_head", "turboquant_k8v4"):
-            add(m, kv_cache_dtype=kv)
-            add(m, "ROCM_ATTN", kv_cache_dtype=kv)
-        add(m, "ULTRAQUANT", kv_cache_dtype="ultraquant_4bit")
-        add(m, use_mla=True, head_size=576, use_non_causal=True)
-        add(m, use_mla=True, head_size=576, use_non_causal=True, dtype="fp16")
-    # Every enum member, unknown and aliased names, on every platform: a
-    # standard layer and a (sparse) MLA layer each.
-    plat = [wheel("9.0"), wheel("10.0"), wheel("12.0"), {"family": "cuda", "cc": "9.0",
-                                                         "installed": []},
-            {"family": "rocm", "gfx": "gfx942", "installed": ["aiter"], "settings": {}},
-            {"family": "rocm", "gfx": "gfx950", "installed": [], "settings": {}},
-            {"family": "xpu", "installed": []}, {"family": "cpu", "installed": []}]
-    for m in plat:
-        for name in VLLM_ENUM + ODD_NAMES:
-            add(m, name)
-            add(m, name, use_mla=True, head_size=576, block_size=64)
-            add(m, name, use_mla=True, use_sparse=True, head_size=512, block_size=256,
-                has_sink=True)
-        for kv in BAD_KV:
-            add(m, kv_cache_dtype=kv)
-            add(m, "FLASH_ATTN", kv_cache_dtype=kv)
-    for m in plat[:3]:
-        for bs in (16, 32, 64, 128):
-            add(m, "CPU_ATTN", block_size=bs)
-        add(m, "CPU_ATTN", has_sink=True)
-        add(m, "CPU_ATTN", use_per_head_quant_scales=True)
-        add(m, "NO_ATTENTION")
-    xpu = {"family": "xpu", "installed": []}
-    add(xpu, "FLASH_ATTN_MLA", use_mla=True, head_size=576, block_size=64)
-    add(xpu, "FLASH_ATTN_MLA", use_mla=True, head_size=512)
-    add(xpu, "FLASH_ATTN", use_batch_invariant=True)
-    add(xpu, "FLASH_ATTN", use_mm_prefix=True)
-    add(xpu, use_mm_prefix=True)
-    for fam in ("xpu", "cpu"):
-        m = {"family": fam, "installed": []}
-        add(m)
-        add(m, use_mla=True, head_size=576)
-        add(m, dtype="fp32")
-        add(m, "TRITON_ATTN")
-        add(m, "FLASH_ATTN")
-    return cases
-
-
-def make_cases(seed, count):
-    rng = random.Random(seed)
-    fams = ["cuda"] * 50 + ["rocm"] * 25 + ["xpu"] * 12 + ["cpu"] * 13
-    cases = []
-    for c in _hand_picked():
-        cases.append(c)
-    while len(cases) < count:
-        fam = rng.choice(fams)
-        m = _machine(rng, fam)
-        cfg = _config(rng, fam)
-        cases.append({"machine": m, "backend": _backend(rng, fam, cfg), "config": cfg})
-    for c in cases:
-        blob = json.dumps([c["machine"], c["backend"], c["config"]], sort_keys=True)
-        c["id"] = hashlib.sha1(blob.encode()).hexdigest()[:12]
-    seen, out = set(), []
-    for c in cases:
-        if c["id"] not in seen:
-            seen.add(c["id"])
-            out.append(c)
-    return out
 
 
 def machine_key(m):
@@ -295,8 +73,8 @@ def no_answer(v):
     return v is None or "harness_error" in v or v.get("error", {}).get("kind") == "other"
 
 
-def vllm_answers(py, venv, cases):
-    cache_path = os.path.join(venv, "answers-%s.json" % VLLM_VERSION)
+def vllm_answers(py, venv, cases, cache_path=None):
+    cache_path = cache_path or os.path.join(venv, "answers-%s.json" % VLLM_VERSION)
     cache = {}
     if os.path.exists(cache_path):
         with open(cache_path) as f:
@@ -352,6 +130,8 @@ def attn_args(attn, c):
         args += ["--block-size", str(cfg["block_size"])]
     if cfg.get("num_heads") is not None:
         args += ["--num-heads", str(cfg["num_heads"])]
+    if cfg.get("run_kv_cache_dtype") is not None:
+        args += ["--run-kv-cache-dtype", cfg["run_kv_cache_dtype"]]
     flags = {"use_mla": "--use-mla", "use_sparse": "--use-sparse", "has_sink": "--has-sink",
              "use_mm_prefix": "--use-mm-prefix",
              "use_per_head_quant_scales": "--per-head-quant-scales",
@@ -553,10 +333,13 @@ def write_known(path, cases, vans, lans):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--attn", default=os.path.join(ROOT, "build", "attn"))
-    ap.add_argument("--seed", type=int, default=27027)
-    ap.add_argument("--count", type=int, default=3200)
+    ap.add_argument("--seed", type=int, default=27006)
+    ap.add_argument("--count", type=int, default=6000)
     ap.add_argument("--venv", default=os.environ.get("PARITY_VENV",
                                                      os.path.join(HERE, ".venv")))
+    ap.add_argument("--answers", default=os.environ.get("PARITY_ANSWERS"),
+                    help="vLLM's cached answers (default: answers-<version>.json in the venv "
+                    "folder; another file keeps a shared venv read-only)")
     ap.add_argument("--write-cases", metavar="FILE")
     ap.add_argument("--show", type=int, default=20, help="diffs to print (default 20)")
     ap.add_argument("--platform", help="only show diffs of this family")
@@ -564,7 +347,7 @@ def main():
     a = ap.parse_args()
     cases = make_cases(a.seed, a.count)
     py = ensure_venv(a.venv)
-    vans = vllm_answers(py, a.venv, cases)
+    vans = vllm_answers(py, a.venv, cases, a.answers)
     with ThreadPoolExecutor(max_workers=2) as ex:
         lans = dict(zip([c["id"] for c in cases], ex.map(lambda c: attn_answer(a.attn, c),
                                                          cases)))

@@ -12,6 +12,10 @@ only torch and third-party libraries, never vllm, so no platform is bound
 before the child chooses one.
 
 What is simulated, and why it cannot bias a selection (see README.md):
+* the run's KV-cache dtype: each case's run_kv_cache_dtype is validated by
+  CacheConfig (the --kv-cache-dtype entry point) and set as the current
+  VllmConfig's cache_config.cache_dtype, which vLLM's get_attn_backend
+  passes as _run_kv_cache_dtype and its platform rules read.
 * the device: the platform class is vLLM's own (CudaPlatform, RocmPlatform,
   XPUPlatform, CpuPlatform) with get_device_capability answering the
   simulated capability (CUDA) or amdsmi answering the simulated gfx arch
@@ -306,6 +310,21 @@ def _dtype(name):
     return {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}[name]
 
 
+def _explicit_reasons(platform, cls, cap, sel_cfg):
+    """An explicit request's reasons as the platform computes them: ROCm
+    adds its turboquant/ultraquant run rule (the KV-cache layout shared with
+    the packed backend) to the backend's own, in the same call."""
+    if platform.device_name == "rocm":
+        from vllm.config import get_current_vllm_config_or_none
+        from vllm.platforms import rocm
+
+        run = get_current_vllm_config_or_none()
+        return rocm._get_invalid_reasons(cls, cap, sel_cfg,
+                                         is_turboquant_run=rocm._uses_turboquant(run),
+                                         is_ultraquant_run=rocm._uses_ultraquant(run))
+    return cls.validate_configuration(device_capability=cap, **sel_cfg._asdict())
+
+
 def _candidates(platform, cap, sel_cfg, num_heads, backend):
     """Per-candidate reasons, the way the platform itself computes them."""
     fam = platform.device_name
@@ -323,9 +342,10 @@ def _candidates(platform, cap, sel_cfg, num_heads, backend):
             return [{"name": backend.name,
                      "reasons": ["ImportError" if bare else "%s: %s" % (type(e).__name__, e)]}]
         try:
-            reasons = cls.validate_configuration(device_capability=cap, **sel_cfg._asdict())
+            reasons = _explicit_reasons(platform, cls, cap, sel_cfg)
         except (ImportError, OSError) as e:
-            reasons = ["%s: %s" % (type(e).__name__, e)]
+            bare = fam == "rocm" and isinstance(e, ImportError)
+            reasons = ["ImportError" if bare else "%s: %s" % (type(e).__name__, e)]
         except Exception as e:  # noqa: BLE001 - recorded, not hidden
             reasons = ["%s: %s" % (type(e).__name__, e)]
         out.append({"name": backend.name, "reasons": reasons})
@@ -358,6 +378,20 @@ def _answer(platform, case):
     c = case["config"]
     os.environ["VLLM_BATCH_INVARIANT"] = "1" if c.get("use_batch_invariant") else "0"
     ans = {}
+    # The run's cache dtype goes through CacheConfig, the entry point of
+    # --kv-cache-dtype (create_engine_config builds it before it reads the
+    # attention backend); get_attn_backend passes the current config's
+    # cache_dtype as _run_kv_cache_dtype and the platform rules read it there.
+    run = c.get("run_kv_cache_dtype", "auto")
+    from vllm.config import CacheConfig, get_current_vllm_config
+
+    try:
+        CacheConfig(cache_dtype=run)
+    except Exception as e:  # noqa: BLE001 - pydantic's ValidationError
+        return {"error": {"kind": "invalid-config", "type": type(e).__name__,
+                          "message": _validation_text(e)}}
+    get_current_vllm_config().cache_config.cache_dtype = run
+    ans["run_kv_cache_dtype"] = get_current_vllm_config().cache_config.cache_dtype
     backend = None
     if case.get("backend") is not None:
         # The entry point vLLM's model layers use: --attention-backend is an
@@ -419,11 +453,15 @@ def _answer(platform, case):
             ans["selected"] = _name_of(path)
     except Exception as e:  # noqa: BLE001 - every exception is an answer
         ans["error"] = {"kind": _kind(e), "type": type(e).__name__, "message": str(e)}
-    # A request that gave way to the automatic choice (ROCm's turboquant
-    # layers): the candidates are the ones that automatic choice weighed.
+    # A request that gave way to the automatic choice (ROCm's turboquant and
+    # ultraquant runs): the candidates are the ones that automatic choice
+    # weighed. It may pick the name that was refused (the automatic walk of
+    # an ultraquant run has no layout rule).
+    refused = any(r["reasons"] for r in ans.get("candidates") or [])
     fell_back = backend is not None and (
         ans.get("error", {}).get("kind") == "no-valid"
-        or ans.get("selected") not in (None, backend.name))
+        or ans.get("selected") not in (None, backend.name)
+        or (refused and "error" not in ans))
     if fell_back and hasattr(platform, "get_valid_backends") and "candidates" in ans:
         try:
             ans["candidates"] = _candidates(platform, cap, sel_cfg, num_heads, None)

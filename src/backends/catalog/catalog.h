@@ -51,6 +51,12 @@ typedef bool (*attn__flag_hook)(const attn_check_ctx *c);
 bool attn__desc_flag_static(const attn_backend_desc *d, attn__flag f);
 attn__flag_hook attn__desc_flag_hook(const attn_backend_desc *d, attn__flag f);
 bool attn__desc_flag_ok(const attn_backend_desc *d, const attn_check_ctx *c, attn__flag f);
+/* The KV-cache layouts d's kernels consume on c's machine (ATTN_KVL_BIT
+ * mask, 0 = any): the hook, else the field; any past an older descriptor's
+ * end. */
+uint32_t attn__desc_kv_layouts(const attn_backend_desc *d, const attn_check_ctx *c);
+/* Whether two layout sets (0 = any) have a layout in common. */
+bool attn__kv_layouts_meet(uint32_t a, uint32_t b);
 /* imports_vllm_flash_attn, read as none past an older descriptor's end. */
 attn_fa_import attn__desc_imports_fa(const attn_backend_desc *d);
 
@@ -64,11 +70,16 @@ bool attn__fa_version_supported(const attn_platform *p, int v);
 int attn__fa_version(const attn_platform *p, int head_size, int requested, bool batch_invariant);
 /* The full question vLLM 0.32.0's get_flash_attn_version answers (head_size
  * 0 = not given; block_size 0 = None); attn__fa_version asks it without
- * sinks, block size or the FA4 head-256 kernel. */
+ * sinks, block size or the FA4 head-256 kernel. run_kv_quantized: the run's
+ * cache dtype (cache_config.cache_dtype) is quantized, which the head-256
+ * kernel does not take. */
 typedef struct attn__fa_query {
     int head_size, requested, block_size;
-    bool batch_invariant, has_sinks, fa4_hd256;
+    bool batch_invariant, has_sinks, fa4_hd256, run_kv_quantized;
 } attn__fa_query;
+/* The query a selector-config check asks with the FA4 head-256 kernel
+ * (FLASH_ATTN's combination rule, TRITON_FLASH_ATTN's causal route). */
+attn__fa_query attn__fa_query_hd256(const attn_check_ctx *c);
 int attn__fa_version_for(const attn_platform *p, const attn__fa_query *q);
 /* Default resolution for a validation context (no head size, no request,
  * batch invariance from the config or the machine setting). */
@@ -81,6 +92,9 @@ bool attn__fa4_supported(const attn_platform *p);
 extern const attn_backend_desc attn__desc_flash_attn;
 extern const attn_backend_desc attn__desc_flashinfer;
 extern const attn_backend_desc attn__desc_triton_attn;
+/* FlashInfer's KV-cache layouts on c's machine (attn_backend_desc's
+ * kv_cache_layouts_fn; its composite asks it too). */
+uint32_t attn__fi_kv_layouts(const attn_check_ctx *c);
 /* The KV layout FlashInfer's kernels need on p (HND with TRT-LLM on 10.x). */
 attn_kv_layout attn__fi_layout(const attn_platform *p);
 

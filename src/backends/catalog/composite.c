@@ -83,12 +83,7 @@ static const char *composite_combination(const attn_backend_desc *causal, const 
 /* Its FLASH_ATTN half takes only a causal route through FA3 or FA4. */
 static const char *tfa_causal_route(const attn_check_ctx *c)
 {
-    const attn_selector_config *cfg = c->cfg;
-    attn__fa_query q = {.head_size = cfg->head_size,
-                        .block_size = cfg->block_size,
-                        .has_sinks = cfg->has_sink,
-                        .fa4_hd256 = true,
-                        .batch_invariant = attn__batch_invariant(c)};
+    attn__fa_query q = attn__fa_query_hd256(c);
     int v = attn__fa_version_for(c->platform, &q);
     return v == 3 || v == 4 ? NULL : "causal route requires FlashAttention v3 or v4";
 }
@@ -214,6 +209,8 @@ static const attn_backend_desc attn__desc_triton_flashinfer = {
     .kv_stride_order = attn__stride_order_flashinfer,
     .builder = &attn__builder_flashinfer,
     .required_layout_fn = attn__fi_layout,
+    /* the layouts both halves take: TRITON_ATTN takes any */
+    .kv_cache_layouts_fn = attn__fi_kv_layouts,
 };
 
 ATTN__BUILTIN(attn__builtin_triton_flash_attn, attn__desc_triton_flash_attn)

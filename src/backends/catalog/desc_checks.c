@@ -128,3 +128,23 @@ attn_fa_import attn__desc_imports_fa(const attn_backend_desc *d)
     return ATTN__DESC_HAS(d, imports_vllm_flash_attn) ? d->imports_vllm_flash_attn
                                                       : ATTN_FA_IMPORT_NONE;
 }
+
+uint32_t attn__desc_kv_layouts(const attn_backend_desc *d, const attn_check_ctx *c)
+{
+    if (!ATTN__DESC_HAS(d, kv_cache_layouts_fn)) return 0;
+    uint32_t all = ATTN_KVL_BIT(ATTN_KVL_COUNT) - 1u;
+    uint32_t m = d->kv_cache_layouts_fn ? d->kv_cache_layouts_fn(c) : d->kv_cache_layouts;
+    return m & all;
+}
+
+const char *attn_kv_cache_layout_name(attn_kv_cache_layout l)
+{
+    static const char *const names[ATTN_KVL_COUNT] = {"LBHNC", "LBNHC", "LHBNC",
+                                                      "BLHNC", "BLNHC", "BHLNC"};
+    return (unsigned)l < ATTN_KVL_COUNT ? names[l] : NULL;
+}
+
+bool attn__kv_layouts_meet(uint32_t a, uint32_t b)
+{
+    return !a || !b || (a & b) != 0;
+}

@@ -5,6 +5,7 @@
  * (no usable version: every version on cc 7.x, ROCm, CPU). */
 #include "backends/catalog/catalog.h"
 #include "platform/platform_impl.h"
+#include "util/config_fields.h"
 
 static bool attn__fa_has(const attn_platform *p, attn_component c)
 {
@@ -48,10 +49,11 @@ int attn__fa_version_for(const attn_platform *p, const attn__fa_query *q)
     /* FA4 has no batch-invariant mode. */
     if (q->batch_invariant && v == 4) v = 2;
     /* FA4's dedicated head-256 kernel on 10.x/11.x: only for callers that
-     * take it, without sinks, with blocks in whole 128-token pages. */
+     * take it, without sinks, in a run whose cache is not quantized, with
+     * blocks in whole 128-token pages. */
     if (v == 4 && hs == 256 && (major == 10 || major == 11)) {
         bool block_ok = q->block_size <= 0 || q->block_size % 128 == 0;
-        if (!q->fa4_hd256 || q->has_sinks || !block_ok) v = 2;
+        if (!q->fa4_hd256 || q->has_sinks || q->run_kv_quantized || !block_ok) v = 2;
     }
     /* FA4 on Blackwell: TMEM limits heads above 128 to the 256 kernel (192
      * needs a 128-wide V head, which a selection never states). */
@@ -64,6 +66,18 @@ int attn__fa_version(const attn_platform *p, int head_size, int requested, bool 
     attn__fa_query q = {
         .head_size = head_size, .requested = requested, .batch_invariant = batch_invariant};
     return attn__fa_version_for(p, &q);
+}
+
+attn__fa_query attn__fa_query_hd256(const attn_check_ctx *c)
+{
+    const attn_selector_config *cfg = c->cfg;
+    attn__fa_query q = {.head_size = cfg->head_size,
+                        .block_size = cfg->block_size,
+                        .batch_invariant = attn__batch_invariant(c),
+                        .has_sinks = cfg->has_sink,
+                        .fa4_hd256 = true,
+                        .run_kv_quantized = attn_kv_dtype_is_quantized(attn__config_run_kv(cfg))};
+    return q;
 }
 
 bool attn__batch_invariant(const attn_check_ctx *c)

@@ -31,6 +31,7 @@ static const attn_backend_desc attn__desc_hpc_attn = {
     .kv_cache_shape = attn__kv_shape_flash,
     .kv_stride_order = attn__stride_order_flash,
     .builder = &attn__builder_flash_attn,
+    .kv_cache_layouts = ATTN_KVL_BIT(ATTN_KVL_LBNHC),
 };
 
 /* Pages of exactly 64 or 128 tokens (not multiples). */
@@ -74,6 +75,7 @@ static const attn_backend_desc attn__desc_b12x = {
     .kv_cache_shape = attn__kv_shape_flash,
     .kv_stride_order = attn__stride_order_flash,
     .builder = &attn__builder_flash_attn,
+    .kv_cache_layouts = ATTN_KVL_BIT(ATTN_KVL_LBHNC) | ATTN_KVL_BIT(ATTN_KVL_BLHNC),
 };
 
 ATTN__BUILTIN(attn__builtin_hpc_attn, attn__desc_hpc_attn)

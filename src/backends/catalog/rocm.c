@@ -15,6 +15,9 @@
 #define TY(x)    ATTN_TYPE_BIT(ATTN_TYPE_##x)
 #define KV_PLAIN (KV(AUTO) | KV(FLOAT16) | KV(BFLOAT16))
 #define KV_ROCM  (KV_PLAIN | KV(FP8) | KV(FP8_E4M3) | KV(FP8_E5M2))
+#define KVL(x)   ATTN_KVL_BIT(ATTN_KVL_##x)
+/* K and V are views of the content axis; the layer axis stays outermost. */
+#define KVL_ROCM (KVL(LBHNC) | KVL(LHBNC))
 
 static const int attn__blocks_16[] = {16};
 static const int attn__blocks_1[] = {1};
@@ -39,7 +42,14 @@ static const attn_backend_desc attn__desc_rocm_attn = {
     .cg_support = ATTN_CG_ALWAYS,
     .kv_cache_shape = attn__kv_shape_split,
     .builder = &attn__builder_rocm,
+    .kv_cache_layouts = KVL_ROCM, /* the native HIP kernels: H outermost */
 };
+
+/* A KV connector (MoRI and the like) assumes contiguous blocks. */
+static uint32_t aiter_unified_layouts(const attn_check_ctx *c)
+{
+    return c->cfg && c->cfg->use_kv_connector ? KVL(LBHNC) : KVL_ROCM;
+}
 
 static const attn_backend_desc attn__desc_rocm_aiter_unified_attn = {
     .abi_version = ATTN_BACKEND_ABI_VERSION,
@@ -57,6 +67,8 @@ static const attn_backend_desc attn__desc_rocm_aiter_unified_attn = {
     .cg_support = ATTN_CG_ALWAYS,
     .kv_cache_shape = attn__kv_shape_split,
     .builder = &attn__builder_rocm,
+    .kv_cache_layouts = KVL_ROCM,
+    .kv_cache_layouts_fn = aiter_unified_layouts,
 };
 
 /* ROCM_SEGMENTED_ATTN: ROCM_ATTN's kernels for RDNA; none of the simulated
@@ -93,6 +105,7 @@ static const attn_backend_desc attn__desc_rocm_segmented_attn = {
     .supports_combination = segmented_combination,
     .kv_cache_shape = attn__kv_shape_split,
     .builder = &attn__builder_rocm,
+    .kv_cache_layouts = KVL_ROCM, /* ROCM_ATTN's */
 };
 
 /* MI300 class, whatever capability was parsed. */
@@ -120,6 +133,7 @@ static const attn_backend_desc attn__desc_rocm_aiter_fa = {
     .supports_compute_capability = on_mi3xx,
     .kv_cache_shape = attn__kv_shape_split,
     .builder = &attn__builder_rocm,
+    .kv_cache_layouts = KVL_ROCM,
 };
 
 /* AITER MLA's non-causal decode: aiter.mla.mla_decode_fwd(causal=) and the
@@ -186,6 +200,7 @@ static const attn_backend_desc attn__desc_rocm_aiter_mla_sparse = {
     .kv_cache_shape = attn__kv_shape_mla,
     .kv_stride_order = attn__stride_order_mla,
     .builder = &attn__builder_mla_sparse,
+    .kv_cache_layouts = KVL(LBNHC) | KVL(LBHNC) | KVL(BLHNC),
 };
 
 ATTN__BUILTIN(attn__builtin_rocm_attn, attn__desc_rocm_attn)

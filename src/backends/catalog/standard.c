@@ -14,6 +14,7 @@
 #define TY(x)     ATTN_TYPE_BIT(ATTN_TYPE_##x)
 #define ALL_TYPES (TY(DECODER) | TY(ENCODER) | TY(ENCODER_ONLY) | TY(ENCODER_DECODER))
 #define KV_PLAIN  (KV(AUTO) | KV(FLOAT16) | KV(BFLOAT16))
+#define KVL(x)    ATTN_KVL_BIT(ATTN_KVL_##x)
 
 static const int attn__blocks_16[] = {16};
 static const int attn__blocks_fi[] = {16, 32, 64};
@@ -92,11 +93,7 @@ static const char *fa_combination(const attn_check_ctx *c, char *buf, size_t siz
     if (cfg->use_mm_prefix && quant && c->has_cc && c->cc_major == 9 && c->cc_minor == 0)
         return "SM90 FP8 KV with mm_prefix requires Triton";
     if (attn__on_xpu(c)) return NULL;
-    attn__fa_query q = {.head_size = cfg->head_size,
-                        .block_size = cfg->block_size,
-                        .batch_invariant = attn__batch_invariant(c),
-                        .has_sinks = cfg->has_sink,
-                        .fa4_hd256 = true};
+    attn__fa_query q = attn__fa_query_hd256(c);
     int v = attn__fa_version_for(c->platform, &q);
     if (quant && (cfg->kv_cache_dtype == ATTN_KV_FP8_E5M2 || !fa_fp8_ok(c, v, cfg->head_size)))
         return "FP8 KV cache requires FA3 on SM90, FA4 with head_size=512 on SM90, or FA4 on "
@@ -201,6 +198,13 @@ static const char *fi_combination(const attn_check_ctx *c, char *buf, size_t siz
     return NULL;
 }
 
+/* The trtllm-gen kernels of 10.x read head-major block interiors; elsewhere
+ * any layout (vLLM's None). */
+uint32_t attn__fi_kv_layouts(const attn_check_ctx *c)
+{
+    return c->has_cc && c->cc_major == 10 ? KVL(LBHNC) | KVL(BLHNC) : 0;
+}
+
 /* The TRT-LLM decode kernels used on Blackwell read the cache as HND. */
 attn_kv_layout attn__fi_layout(const attn_platform *p)
 {
@@ -223,7 +227,8 @@ attn_kv_layout attn__fi_layout(const attn_platform *p)
     .supports_sink_fn = fi_sink, .kv_cache_shape = attn__kv_shape_flashinfer,                      \
     .kv_stride_order = attn__stride_order_flashinfer, .builder = &attn__builder_flashinfer,        \
     .required_layout_fn = attn__fi_layout, .supports_sliding_window = true,                        \
-    .supports_query_lens_mismatch_fn = fi_query_lens_mismatch
+    .supports_query_lens_mismatch_fn = fi_query_lens_mismatch,                                     \
+    .kv_cache_layouts_fn = attn__fi_kv_layouts
 
 const attn_backend_desc attn__desc_flashinfer = {
     ATTN__FLASHINFER_RULES,
@@ -301,6 +306,7 @@ static const attn_backend_desc attn__desc_flex_attention = {
     .cg_support = ATTN_CG_ALWAYS,
     .kv_cache_shape = attn__kv_shape_split,
     .builder = &attn__builder_flex,
+    .kv_cache_layouts = KVL(LBNHC), /* flattens (B, N) into one token axis */
 };
 
 /* ---- TURBOQUANT ---------------------------------------------------------- */
@@ -321,6 +327,7 @@ static const attn_backend_desc attn__desc_turboquant = {
     .imports_vllm_flash_attn = ATTN_FA_IMPORT_CUDA,
     .kv_cache_shape = attn__kv_shape_turboquant,
     .builder = &attn__builder_triton,
+    .kv_cache_layouts = KVL(LBNHC),
 };
 
 /* ULTRAQUANT (vLLM 0.32.0): TurboQuant's layout for the ultraquant_4bit KV
@@ -348,6 +355,7 @@ static const attn_backend_desc attn__desc_ultraquant = {
     .cg_support = ATTN_CG_UNIFORM_BATCH,
     .kv_cache_shape = attn__kv_shape_turboquant,
     .builder = &attn__builder_triton,
+    .kv_cache_layouts = KVL(LBNHC), /* TurboQuant's class */
 };
 
 /* ---- built-in objects (descriptor only: no kernel in this process) ------- */

@@ -71,6 +71,7 @@ const attn_backend_desc attn__desc_cpu_attn = {
     /* vLLM's module reaches vllm_flash_attn through its imports */
     .imports_vllm_flash_attn = ATTN_FA_IMPORT_CUDA,
     .required_layout = ATTN_LAYOUT_HND,
+    .kv_cache_layouts = ATTN_KVL_BIT(ATTN_KVL_LBHNC), /* vLLM's CPU_ATTN: head-major blocks */
     .kv_cache_shape = cpu_kv_shape,
     .kv_stride_order = NULL,
     .builder = &attn__builder_cpu,

@@ -307,6 +307,12 @@ static bool cpu_mla_pcp(const attn_check_ctx *c)
     return cpu_mla_on_vllm_platform(c);
 }
 
+/* vLLM's CPU_MLA impl has no DCP (AttentionImpl.supports_dcp stays False). */
+static bool cpu_mla_dcp(const attn_check_ctx *c)
+{
+    return !cpu_mla_on_vllm_platform(c);
+}
+
 static const attn_backend_desc cpu_mla_desc = {
     ATTN__CPU_MLA_DESC,
     .name = "CPU_MLA",
@@ -315,7 +321,8 @@ static const attn_backend_desc cpu_mla_desc = {
     .supports_head_size = cpu_mla_head,
     .supports_kv_cache_dtype = cpu_mla_kv,
     .supports_block_size = cpu_mla_block,
-    .supports_dcp = true, /* attn_dcp; the sparse top-k indices are global positions */
+    .supports_dcp = true, /* attn_dcp (sparse top-k indices are global); not on vLLM's platforms */
+    .supports_dcp_fn = cpu_mla_dcp,
     .builder = &attn__builder_mla_cpu,
 };
 
