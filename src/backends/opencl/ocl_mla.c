@@ -5,7 +5,8 @@
  * The step plans once for every layer of a batch: the decodes' rows in
  * tiles with split-KV shares (forward_mqa), the prefills' keys in blocks of
  * KD_MLA_BN to decompress, and the metadata of the standard attention over
- * the decompressed keys (a step of ocl_attn.c). Each call checks the MLA
+ * the decompressed keys (a step of ocl_attn.c); its logic and the launches
+ * are devkern/kd_step.c's, shared with the CUDA module. Each call checks the MLA
  * call as REFERENCE_MLA does (attn__mla_prepare), the step against the
  * call, and every buffer against the elements it will address, before
  * anything is enqueued. */
@@ -26,52 +27,16 @@ struct attn__ocl_mla {
 
 struct attn__ocl_mla_step {
     attn__ocl *o;
-    int H, R, P, N, V;
-    attn_dtype dtype;
-    attn__kd_plan plan; /* decodes' tiles, prefills' decompression */
-    attn__ocl_mem *meta;
-    int num_decodes; /* -1: both entry points serve every request */
-    attn__kd_mha_meta mha_meta;
+    attn__kd_mla kd;
     attn__ocl_step *mha_step; /* the standard step over the decompressed keys */
-    attn__ocl_mem *keys;      /* decompressed keys and values */
-    attn_kv_view keys_view;
-    bool built;
 };
 
-/* The standard attention layer of forward_mha: every head its own KV head
- * of nope + rope keys and v_head_dim values, causal, unscaled cache. */
-static attn_layer_params mha_layer(const attn_layer_params *l)
-{
-    return (attn_layer_params){.num_heads = l->num_heads,
-                               .num_kv_heads = l->num_heads,
-                               .head_size = l->qk_nope_head_dim + l->qk_rope_head_dim,
-                               .head_size_v = l->v_head_dim,
-                               .scale = attn__mla_softmax_scale(l),
-                               .attn_type = ATTN_TYPE_DECODER,
-                               .dtype = l->dtype,
-                               .kv_cache_dtype = ATTN_KV_AUTO};
-}
+#define WHO "OpenCL MLA"
 
-static bool has_mha(const attn_layer_params *l)
+static attn_status check_layer(attn__ocl *o, const attn_layer_params *l)
 {
-    return l->qk_nope_head_dim > 0 && l->v_head_dim > 0;
-}
-
-static attn_status check_layer(const attn_layer_params *l)
-{
-    if (l->num_heads < 1 || l->num_heads > ATTN_MAX_HEADS || l->kv_lora_rank < 1 ||
-        l->qk_rope_head_dim < 0 || l->qk_nope_head_dim < 0 || l->v_head_dim < 0 ||
-        (unsigned)l->dtype >= ATTN_DTYPE_COUNT)
-        return attn__fail(ATTN_INVALID_ARGUMENT,
-                          "OpenCL MLA: heads %d, kv_lora_rank %d, rope %d, nope %d, v %d, "
-                          "dtype %d",
-                          l->num_heads, l->kv_lora_rank, l->qk_rope_head_dim, l->qk_nope_head_dim,
-                          l->v_head_dim, (int)l->dtype);
-    if (l->kv_lora_rank > KD_MLA_MAX_R)
-        return attn__fail(ATTN_UNSUPPORTED,
-                          "OpenCL MLA: kv_lora_rank %d; the kernels take up to %d", l->kv_lora_rank,
-                          KD_MLA_MAX_R);
-    return ATTN_OK;
+    attn__kd_rt rt = attn__ocl_kd_rt(o, WHO);
+    return attn__kd_mla_check_layer(&rt, l, ATTN_MAX_HEADS);
 }
 
 attn_status attn__ocl_mla_create(attn__ocl *o, const attn_layer_params *layer, attn__ocl_mla **out)
@@ -80,7 +45,7 @@ attn_status attn__ocl_mla_create(attn__ocl *o, const attn_layer_params *layer, a
     ATTN__CHECK_NULL(layer);
     ATTN__CHECK_NULL(out);
     *out = NULL;
-    attn_status st = check_layer(layer);
+    attn_status st = check_layer(o, layer);
     if (st != ATTN_OK) return st;
     attn__ocl_mla *k = calloc(1, sizeof *k);
     if (!k) return attn__fail(ATTN_OUT_OF_MEMORY, "OpenCL MLA: out of memory");
@@ -91,8 +56,8 @@ attn_status attn__ocl_mla_create(attn__ocl *o, const attn_layer_params *layer, a
                          .N = layer->qk_nope_head_dim,
                          .V = layer->v_head_dim,
                          .dtype = layer->dtype};
-    if (has_mha(layer)) {
-        attn_layer_params ml = mha_layer(layer);
+    if (attn__kd_mla_has_mha(layer)) {
+        attn_layer_params ml = attn__kd_mla_mha_layer(layer);
         st = attn__ocl_kernel_create(o, &ml, &k->mha);
         if (st != ATTN_OK) {
             free(k);
@@ -119,19 +84,14 @@ attn_status attn__ocl_mla_step_create(attn__ocl *o, const attn_layer_params *lay
     ATTN__CHECK_NULL(layer);
     ATTN__CHECK_NULL(out);
     *out = NULL;
-    attn_status st = check_layer(layer);
+    attn_status st = check_layer(o, layer);
     if (st != ATTN_OK) return st;
     attn__ocl_mla_step *s = calloc(1, sizeof *s);
     if (!s) return attn__fail(ATTN_OUT_OF_MEMORY, "OpenCL MLA step: out of memory");
     s->o = o;
-    s->H = layer->num_heads;
-    s->R = layer->kv_lora_rank;
-    s->P = layer->qk_rope_head_dim;
-    s->N = layer->qk_nope_head_dim;
-    s->V = layer->v_head_dim;
-    s->dtype = layer->dtype;
-    if (has_mha(layer)) {
-        attn_layer_params ml = mha_layer(layer);
+    attn__kd_mla_init(&s->kd, layer, (int)attn_dtype_elem(layer->dtype));
+    if (attn__kd_mla_has_mha(layer)) {
+        attn_layer_params ml = attn__kd_mla_mha_layer(layer);
         st = attn__ocl_step_create(o, &ml, &s->mha_step);
         if (st != ATTN_OK) {
             free(s);
@@ -145,46 +105,15 @@ attn_status attn__ocl_mla_step_create(attn__ocl *o, const attn_layer_params *lay
 void attn__ocl_mla_step_destroy(attn__ocl_mla_step *s)
 {
     if (!s) return;
-    attn__kd_plan_free(&s->plan);
-    attn__kd_mha_meta_free(&s->mha_meta);
+    attn__kd_rt rt = attn__ocl_kd_rt(s->o, WHO);
+    attn__kd_mla_free(&s->kd, &rt);
     attn__ocl_step_destroy(s->mha_step);
-    attn__ocl_free(s->meta);
-    attn__ocl_free(s->keys);
     free(s);
 }
 
 int attn__ocl_mla_step_splits(const attn__ocl_mla_step *s)
 {
-    return s && s->built ? s->plan.nsplit : 0;
-}
-
-/* The decompressed keys of the prefills as a paged cache (HND blocks of
- * KD_MLA_BN tokens, values after the keys), grown to the step's need. */
-static attn_status keys_buffer(attn__ocl_mla_step *s)
-{
-    int nblk = s->mha_meta.num_blocks, pitch = s->N + s->P > s->V ? s->N + s->P : s->V;
-    attn_elem e = attn_dtype_elem(s->dtype);
-    size_t blk = 0, bytes = 0;
-    if (!attn__mul_size((size_t)KD_MLA_BN * (size_t)pitch, (size_t)s->H, &blk) ||
-        !attn__mul_size(blk, 2 * (size_t)nblk, &bytes) ||
-        !attn__mul_size(bytes, attn_elem_size(e), &bytes) || bytes > INT64_MAX / 2)
-        return attn__fail(ATTN_OUT_OF_MEMORY, "OpenCL MLA: decompressed keys overflow");
-    s->keys_view = (attn_kv_view){.elem = e,
-                                  .num_blocks = nblk,
-                                  .block_size = KD_MLA_BN,
-                                  .num_kv_heads = s->H,
-                                  .head_size = s->N + s->P,
-                                  .head_size_v = s->V,
-                                  .k_offset = 0,
-                                  .v_offset = (int64_t)blk * nblk,
-                                  .stride_block = (int64_t)blk,
-                                  .stride_token = pitch,
-                                  .stride_head = (int64_t)KD_MLA_BN * pitch,
-                                  .k_scale = 1.0f,
-                                  .v_scale = 1.0f};
-    attn_status st = attn__ocl_scratch(s->o, &s->keys, bytes);
-    s->keys_view.data = s->keys;
-    return st;
+    return s && s->kd.built ? s->kd.plan.nsplit : 0;
 }
 
 attn_status attn__ocl_mla_step_build(attn__ocl_mla_step *s, const attn_common_metadata *cm,
@@ -192,42 +121,14 @@ attn_status attn__ocl_mla_step_build(attn__ocl_mla_step *s, const attn_common_me
 {
     ATTN__CHECK_NULL(s);
     ATTN__CHECK_NULL(cm);
-    s->built = false;
-    int n = cm->num_reqs;
-    if (num_decodes < -1 || num_decodes > n)
-        return attn__fail(ATTN_BAD_METADATA, "OpenCL MLA: num_decodes %d outside [-1, %d]",
-                          num_decodes, n);
-    int d_end = num_decodes < 0 ? n : num_decodes, p_begin = num_decodes < 0 ? 0 : num_decodes;
-    if (!s->mha_step) p_begin = n; /* no prefill geometry: forward_mha is refused */
-    attn__kd_plan_in in = {.who = "OpenCL MLA",
-                           .cm = cm,
-                           .kv_lens = cm->seq_lens,
-                           .num_blocks = num_blocks,
-                           .rows_per_token = s->H,
-                           .bn = KD_MLA_BN,
-                           .tile_begin = 0,
-                           .tile_end = d_end,
-                           .decompress_begin = p_begin,
-                           .decompress_end = n,
-                           .split_len = plan ? plan->split_len : 0,
-                           .max_splits = plan ? plan->max_splits : 0,
-                           .groups_per_tile = 1,
-                           .compute_units = s->o->dev->compute_units};
-    char why[256];
-    attn_status st = attn__kd_plan_build(&s->plan, &in, why, sizeof why);
-    if (st != ATTN_OK) return attn__fail(st, "%s", why);
-    st = attn__ocl_upload_words(s->o, &s->meta, &s->plan);
-    if (st == ATTN_OK && p_begin < n) {
-        st = attn__kd_mha_meta_build(&s->mha_meta, cm, p_begin, n, why, sizeof why);
-        if (st != ATTN_OK) return attn__fail(st, "%s", why);
-        st = keys_buffer(s);
-        if (st == ATTN_OK)
-            st = attn__ocl_step_build(s->mha_step, &s->mha_meta.cm, s->mha_meta.num_blocks, NULL);
-    }
-    if (st != ATTN_OK) return st;
-    s->num_decodes = num_decodes;
-    s->built = true;
-    return ATTN_OK;
+    attn__kd_rt rt = attn__ocl_kd_rt(s->o, WHO);
+    attn_status st =
+        attn__kd_mla_build(&s->kd, &rt, cm, num_decodes, num_blocks, plan ? plan->split_len : 0,
+                           plan ? plan->max_splits : 0, s->mha_step != NULL);
+    if (st == ATTN_OK && s->kd.decompress)
+        st = attn__ocl_step_build(s->mha_step, &s->kd.mha_meta.cm, s->kd.mha_meta.num_blocks, NULL);
+    s->kd.built = st == ATTN_OK;
+    return st;
 }
 
 /* ---- checks -------------------------------------------------------------------- */
@@ -262,13 +163,13 @@ static attn_status check_call(attn__ocl_mla *k, const attn__ocl_mla_fwd *f, bool
     attn_status st = attn__mla_prepare("OpenCL MLA", &a, mha ? ATTN__MLA_MHA : ATTN__MLA_MQA, c);
     if (st != ATTN_OK) return st;
     const attn__ocl_mla_step *s = f->step;
-    const attn__kd_plan *p = &s->plan;
-    if (s->o != k->o || !s->built)
+    const attn__kd_plan *p = &s->kd.plan;
+    if (s->o != k->o || !s->kd.built)
         return attn__fail(ATTN_BAD_STATE, "OpenCL MLA: the step is %s",
-                          s->built ? "of another instance (queue)" : "not built");
+                          s->kd.built ? "of another instance (queue)" : "not built");
     if (c->H != k->H || c->R != k->R || c->P != k->P || k->dtype != f->layer->dtype ||
-        (mha && (c->nope != k->N || c->V != k->V || !k->mha)) || s->H != k->H || s->R != k->R ||
-        s->P != k->P || (mha && (s->N != k->N || s->V != k->V)))
+        (mha && (c->nope != k->N || c->V != k->V || !k->mha)) || s->kd.H != k->H ||
+        s->kd.R != k->R || s->kd.P != k->P || (mha && (s->kd.N != k->N || s->kd.V != k->V)))
         return attn__fail(ATTN_INVALID_ARGUMENT,
                           "OpenCL MLA: the call's layer is not the kernel's or the step's (heads, "
                           "kv_lora_rank, rope, nope, v_head_dim and dtype are fixed at create)");
@@ -299,7 +200,24 @@ static attn_status check_call(attn__ocl_mla *k, const attn__ocl_mla_fwd *f, bool
     return st;
 }
 
-/* ---- forward_mqa ----------------------------------------------------------------- */
+/* ---- forward_mqa and forward_mha ------------------------------------------------ */
+
+static attn__kd_mla_io call_io(const attn__ocl_mla_fwd *f, const attn__mla_call *c)
+{
+    return (attn__kd_mla_io){.kv = f->kv,
+                             .q = f->q,
+                             .w_uk = f->w_uk,
+                             .w_uv = f->w_uv,
+                             .out = f->out,
+                             .lse = f->lse,
+                             .q_off = f->q_offset,
+                             .out_off = f->out_offset,
+                             .lse_off = f->lse_offset,
+                             .q_elem = (int)c->q_elem,
+                             .kv_elem = (int)c->kv_elem,
+                             .scale = c->scale,
+                             .kv_scale = c->kv_scale};
+}
 
 attn_status attn__ocl_mla_mqa(attn__ocl_mla *k, const attn__ocl_mla_fwd *f)
 {
@@ -309,48 +227,10 @@ attn_status attn__ocl_mla_mqa(attn__ocl_mla *k, const attn__ocl_mla_fwd *f)
     attn__mla_call c;
     attn_status st = check_call(k, f, false, &c);
     if (st != ATTN_OK) return st;
-    const attn__ocl_mla_step *s = f->step;
-    const attn__kd_plan *p = &s->plan;
-    if (p->ntiles == 0) return ATTN_OK;
-    if (p->nsplit > 1) {
-        size_t bytes = 0;
-        if (!attn__mul_size((size_t)p->ntiles * (size_t)p->nsplit,
-                            (size_t)KD_ROWS * (size_t)(k->R + 2) * sizeof(float), &bytes))
-            return attn__fail(ATTN_OUT_OF_MEMORY, "OpenCL MLA: split-KV scratch overflows");
-        st = attn__ocl_scratch(k->o, &k->o->part, bytes);
-        if (st != ATTN_OK) return st;
-    }
-    const attn_kv_view *kv = f->kv;
-    attn__kd_mla_decode x = {.plan = p,
-                             .meta = s->meta,
-                             .q = f->q,
-                             .kv = kv->data,
-                             .out = f->out,
-                             .lse = f->lse,
-                             .part = k->o->part,
-                             .q_off = f->q_offset,
-                             .out_off = f->out_offset,
-                             .lse_off = f->lse_offset,
-                             .k_off = kv->k_offset,
-                             .s_blk = kv->stride_block,
-                             .s_tok = kv->stride_token,
-                             .H = k->H,
-                             .R = k->R,
-                             .D = k->R + k->P,
-                             .q_elem = (int)c.q_elem,
-                             .kv_elem = (int)c.kv_elem,
-                             .bs = kv->block_size,
-                             .score_scale = c.scale * c.kv_scale,
-                             .out_scale = c.kv_scale};
-    attn__kd_args a;
-    attn__kd_args_mla_decode(&a, &x);
-    st = attn__ocl_run(k->o, &a);
-    if (st != ATTN_OK || p->nsplit == 1) return st;
-    attn__kd_args_mla_merge(&a, &x);
-    return attn__ocl_run(k->o, &a);
+    attn__kd_mla_io io = call_io(f, &c);
+    attn__kd_rt rt = attn__ocl_kd_rt(k->o, WHO);
+    return attn__kd_mla_mqa(&f->step->kd, &rt, &io);
 }
-
-/* ---- forward_mha ----------------------------------------------------------------- */
 
 attn_status attn__ocl_mla_mha(attn__ocl_mla *k, const attn__ocl_mla_fwd *f)
 {
@@ -361,44 +241,17 @@ attn_status attn__ocl_mla_mha(attn__ocl_mla *k, const attn__ocl_mla_fwd *f)
     attn_status st = check_call(k, f, true, &c);
     if (st != ATTN_OK) return st;
     const attn__ocl_mla_step *s = f->step;
-    if (s->plan.nwork == 0) return ATTN_OK;
-    const attn_kv_view *kv = f->kv;
-    const attn_kv_view *dv = &s->keys_view;
-    attn__kd_mla_decompress x = {.plan = &s->plan,
-                                 .meta = s->meta,
-                                 .kv = kv->data,
-                                 .w_uk = f->w_uk,
-                                 .w_uv = f->w_uv,
-                                 .dst = s->keys,
-                                 .k_off = kv->k_offset,
-                                 .s_blk = kv->stride_block,
-                                 .s_tok = kv->stride_token,
-                                 .dst_v_off = dv->v_offset,
-                                 .d_blk = dv->stride_block,
-                                 .d_tok = dv->stride_token,
-                                 .d_head = dv->stride_head,
-                                 .kv_elem = (int)c.kv_elem,
-                                 .bs = kv->block_size,
-                                 .w_elem = (int)c.q_elem,
-                                 .H = k->H,
-                                 .R = k->R,
-                                 .P = k->P,
-                                 .N = k->N,
-                                 .V = k->V,
-                                 .dst_elem = (int)dv->elem,
-                                 .kv_scale = c.kv_scale};
-    attn__kd_args a;
-    attn__kd_args_mla_decompress(&a, &x);
-    st = attn__ocl_run(k->o, &a);
+    if (s->kd.plan.nwork == 0) return ATTN_OK;
+    attn__kd_mla_io io = call_io(f, &c);
+    attn__kd_rt rt = attn__ocl_kd_rt(k->o, WHO);
+    st = attn__kd_mla_run_decompress(&s->kd, &rt, &io);
     if (st != ATTN_OK) return st;
-    /* the prefills' tokens start at their first query in q, out and lse */
-    int64_t t0 = c.cm->query_start_loc[s->num_decodes < 0 ? 0 : s->num_decodes];
-    int64_t rows0 = t0 * k->H;
-    attn_layer_params ml = mha_layer(f->layer);
+    int64_t rows0 = attn__kd_mla_prefill_row(&s->kd, c.cm);
+    attn_layer_params ml = attn__kd_mla_mha_layer(f->layer);
     attn__ocl_fwd g = {.layer = &ml,
-                       .common = &s->mha_meta.cm,
+                       .common = &s->kd.mha_meta.cm,
                        .step = s->mha_step,
-                       .kv = dv,
+                       .kv = &s->kd.keys_view,
                        .q = f->q,
                        .q_offset = f->q_offset + rows0 * (k->N + k->P),
                        .out = f->out,

@@ -1,0 +1,223 @@
+/* The MLA step of the device runtimes over their operations (kd_step.h). */
+#include "backends/devkern/kd_step.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "backends/devkern/kd_params.h"
+#include "backends/mla/mla_internal.h"
+#include "util/numeric.h"
+
+__attribute__((format(printf, 3, 4))) static attn_status fail(const attn__kd_rt *rt, attn_status st,
+                                                              const char *fmt, ...)
+{
+    char msg[320];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return rt->fail(st, msg);
+}
+
+attn_status attn__kd_mla_check_layer(const attn__kd_rt *rt, const attn_layer_params *l,
+                                     int max_heads)
+{
+    if (l->num_heads < 1 || l->num_heads > max_heads || l->kv_lora_rank < 1 ||
+        l->qk_rope_head_dim < 0 || l->qk_nope_head_dim < 0 || l->v_head_dim < 0 ||
+        (unsigned)l->dtype >= ATTN_DTYPE_COUNT)
+        return fail(rt, ATTN_INVALID_ARGUMENT,
+                    "%s: heads %d, kv_lora_rank %d, rope %d, nope %d, v %d, dtype %d", rt->who,
+                    l->num_heads, l->kv_lora_rank, l->qk_rope_head_dim, l->qk_nope_head_dim,
+                    l->v_head_dim, (int)l->dtype);
+    if (l->kv_lora_rank > KD_MLA_MAX_R)
+        return fail(rt, ATTN_UNSUPPORTED, "%s: kv_lora_rank %d; the kernels take up to %d", rt->who,
+                    l->kv_lora_rank, KD_MLA_MAX_R);
+    return ATTN_OK;
+}
+
+bool attn__kd_mla_has_mha(const attn_layer_params *l)
+{
+    return l->qk_nope_head_dim > 0 && l->v_head_dim > 0;
+}
+
+attn_layer_params attn__kd_mla_mha_layer(const attn_layer_params *l)
+{
+    return (attn_layer_params){.num_heads = l->num_heads,
+                               .num_kv_heads = l->num_heads,
+                               .head_size = l->qk_nope_head_dim + l->qk_rope_head_dim,
+                               .head_size_v = l->v_head_dim,
+                               .scale = attn__mla_softmax_scale(l),
+                               .attn_type = ATTN_TYPE_DECODER,
+                               .dtype = l->dtype,
+                               .kv_cache_dtype = ATTN_KV_AUTO};
+}
+
+void attn__kd_mla_init(attn__kd_mla *m, const attn_layer_params *l, int elem)
+{
+    *m = (attn__kd_mla){.H = l->num_heads,
+                        .R = l->kv_lora_rank,
+                        .P = l->qk_rope_head_dim,
+                        .N = l->qk_nope_head_dim,
+                        .V = l->v_head_dim,
+                        .dtype = l->dtype,
+                        .elem = elem};
+}
+
+void attn__kd_mla_free(attn__kd_mla *m, const attn__kd_rt *rt)
+{
+    attn__kd_plan_free(&m->plan);
+    attn__kd_mha_meta_free(&m->mha_meta);
+    rt->release(m->meta);
+    rt->release(m->keys);
+    m->meta = m->keys = NULL;
+}
+
+/* The decompressed keys of the prefills as a paged cache (HND blocks of
+ * KD_MLA_BN tokens, values after the keys), grown to the step's need. */
+static attn_status keys_buffer(attn__kd_mla *m, const attn__kd_rt *rt)
+{
+    int nblk = m->mha_meta.num_blocks, pitch = m->N + m->P > m->V ? m->N + m->P : m->V;
+    size_t blk = 0, bytes = 0;
+    if (!attn__mul_size((size_t)KD_MLA_BN * (size_t)pitch, (size_t)m->H, &blk) ||
+        !attn__mul_size(blk, 2 * (size_t)nblk, &bytes) ||
+        !attn__mul_size(bytes, attn__kd_elem_size(m->elem), &bytes) || bytes > INT64_MAX / 2)
+        return fail(rt, ATTN_OUT_OF_MEMORY, "%s: decompressed keys overflow", rt->who);
+    attn_status st = rt->scratch(rt->ctx, &m->keys, bytes);
+    m->keys_view = (attn_kv_view){.data = m->keys,
+                                  .elem = (attn_elem)m->elem,
+                                  .num_blocks = nblk,
+                                  .block_size = KD_MLA_BN,
+                                  .num_kv_heads = m->H,
+                                  .head_size = m->N + m->P,
+                                  .head_size_v = m->V,
+                                  .k_offset = 0,
+                                  .v_offset = (int64_t)blk * nblk,
+                                  .stride_block = (int64_t)blk,
+                                  .stride_token = pitch,
+                                  .stride_head = (int64_t)KD_MLA_BN * pitch,
+                                  .k_scale = 1.0f,
+                                  .v_scale = 1.0f};
+    return st;
+}
+
+attn_status attn__kd_mla_build(attn__kd_mla *m, const attn__kd_rt *rt,
+                               const attn_common_metadata *cm, int num_decodes, int num_blocks,
+                               int split_len, int max_splits, bool prefills)
+{
+    m->built = false;
+    m->decompress = false;
+    int n = cm->num_reqs;
+    if (num_decodes < -1 || num_decodes > n)
+        return fail(rt, ATTN_BAD_METADATA, "%s: num_decodes %d outside [-1, %d]", rt->who,
+                    num_decodes, n);
+    int d_end = num_decodes < 0 ? n : num_decodes, p_begin = num_decodes < 0 ? 0 : num_decodes;
+    if (!prefills) p_begin = n; /* no prefill geometry: forward_mha is refused */
+    attn__kd_plan_in in = {.who = rt->who,
+                           .cm = cm,
+                           .kv_lens = cm->seq_lens,
+                           .num_blocks = num_blocks,
+                           .rows_per_token = m->H,
+                           .bn = KD_MLA_BN,
+                           .tile_begin = 0,
+                           .tile_end = d_end,
+                           .decompress_begin = p_begin,
+                           .decompress_end = n,
+                           .split_len = split_len,
+                           .max_splits = max_splits,
+                           .groups_per_tile = 1,
+                           .compute_units = rt->compute_units};
+    char why[256];
+    attn_status st = attn__kd_plan_build(&m->plan, &in, why, sizeof why);
+    if (st != ATTN_OK) return rt->fail(st, why);
+    st = rt->upload(rt->ctx, &m->meta, &m->plan);
+    if (st == ATTN_OK && p_begin < n) {
+        st = attn__kd_mha_meta_build(&m->mha_meta, cm, p_begin, n, why, sizeof why);
+        if (st != ATTN_OK) return rt->fail(st, why);
+        st = keys_buffer(m, rt);
+        m->decompress = st == ATTN_OK;
+    }
+    if (st == ATTN_OK) m->num_decodes = num_decodes;
+    return st;
+}
+
+attn_status attn__kd_mla_mqa(const attn__kd_mla *m, const attn__kd_rt *rt,
+                             const attn__kd_mla_io *io)
+{
+    const attn__kd_plan *p = &m->plan;
+    if (p->ntiles == 0) return ATTN_OK;
+    void *part = NULL;
+    if (p->nsplit > 1) {
+        size_t bytes = 0;
+        if (!attn__mul_size((size_t)p->ntiles * (size_t)p->nsplit,
+                            (size_t)KD_ROWS * (size_t)(m->R + 2) * sizeof(float), &bytes))
+            return fail(rt, ATTN_OUT_OF_MEMORY, "%s: split-KV scratch overflows", rt->who);
+        attn_status st = rt->part(rt->ctx, bytes, &part);
+        if (st != ATTN_OK) return st;
+    }
+    const attn_kv_view *kv = io->kv;
+    attn__kd_mla_decode x = {.plan = p,
+                             .meta = m->meta,
+                             .q = io->q,
+                             .kv = kv->data,
+                             .out = io->out,
+                             .lse = io->lse,
+                             .part = part,
+                             .q_off = io->q_off,
+                             .out_off = io->out_off,
+                             .lse_off = io->lse_off,
+                             .k_off = kv->k_offset,
+                             .s_blk = kv->stride_block,
+                             .s_tok = kv->stride_token,
+                             .H = m->H,
+                             .R = m->R,
+                             .D = m->R + m->P,
+                             .q_elem = io->q_elem,
+                             .kv_elem = io->kv_elem,
+                             .bs = kv->block_size,
+                             .score_scale = io->scale * io->kv_scale,
+                             .out_scale = io->kv_scale};
+    attn__kd_args a;
+    attn__kd_args_mla_decode(&a, &x);
+    attn_status st = rt->run(rt->ctx, &a);
+    if (st != ATTN_OK || p->nsplit == 1) return st;
+    attn__kd_args_mla_merge(&a, &x);
+    return rt->run(rt->ctx, &a);
+}
+
+attn_status attn__kd_mla_run_decompress(const attn__kd_mla *m, const attn__kd_rt *rt,
+                                        const attn__kd_mla_io *io)
+{
+    const attn_kv_view *kv = io->kv, *dv = &m->keys_view;
+    attn__kd_mla_decompress x = {.plan = &m->plan,
+                                 .meta = m->meta,
+                                 .kv = kv->data,
+                                 .w_uk = io->w_uk,
+                                 .w_uv = io->w_uv,
+                                 .dst = m->keys,
+                                 .k_off = kv->k_offset,
+                                 .s_blk = kv->stride_block,
+                                 .s_tok = kv->stride_token,
+                                 .dst_v_off = dv->v_offset,
+                                 .d_blk = dv->stride_block,
+                                 .d_tok = dv->stride_token,
+                                 .d_head = dv->stride_head,
+                                 .kv_elem = io->kv_elem,
+                                 .bs = kv->block_size,
+                                 .w_elem = io->q_elem,
+                                 .H = m->H,
+                                 .R = m->R,
+                                 .P = m->P,
+                                 .N = m->N,
+                                 .V = m->V,
+                                 .dst_elem = (int)dv->elem,
+                                 .kv_scale = io->kv_scale};
+    attn__kd_args a;
+    attn__kd_args_mla_decompress(&a, &x);
+    return rt->run(rt->ctx, &a);
+}
+
+int64_t attn__kd_mla_prefill_row(const attn__kd_mla *m, const attn_common_metadata *cm)
+{
+    return (int64_t)cm->query_start_loc[m->num_decodes < 0 ? 0 : m->num_decodes] * m->H;
+}
