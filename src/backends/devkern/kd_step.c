@@ -1,4 +1,5 @@
-/* The MLA step of the device runtimes over their operations (kd_step.h). */
+/* The attention and MLA steps of the device runtimes over their
+ * operations (kd_step.h). */
 #include "backends/devkern/kd_step.h"
 
 #include <stdarg.h>
@@ -7,6 +8,7 @@
 
 #include "backends/devkern/kd_params.h"
 #include "backends/mla/mla_internal.h"
+#include "backends/reference/reference.h"
 #include "util/numeric.h"
 
 __attribute__((format(printf, 3, 4))) static attn_status fail(const attn__kd_rt *rt, attn_status st,
@@ -19,6 +21,105 @@ __attribute__((format(printf, 3, 4))) static attn_status fail(const attn__kd_rt 
     va_end(ap);
     return rt->fail(st, msg);
 }
+
+/* ---- paged attention ---------------------------------------------------------- */
+
+void attn__kd_att_init(attn__kd_att *m, const attn_layer_params *l)
+{
+    int Dv = attn__fwd_head_size_v(l), w = l->head_size > Dv ? l->head_size : Dv, bn = KD_TILE / w;
+    *m = (attn__kd_att){.H = l->num_heads,
+                        .KVH = l->num_kv_heads,
+                        .D = l->head_size,
+                        .Dv = Dv,
+                        .bn = bn < KD_MAX_BN ? bn : KD_MAX_BN,
+                        .type = l->attn_type};
+}
+
+void attn__kd_att_free(attn__kd_att *m, const attn__kd_rt *rt)
+{
+    rt->release(m->meta);
+    m->meta = NULL;
+    attn__kd_plan_free(&m->plan);
+}
+
+attn_status attn__kd_att_build(attn__kd_att *m, const attn__kd_rt *rt,
+                               const attn_common_metadata *cm, int num_blocks, int split_len,
+                               int max_splits)
+{
+    m->built = false;
+    bool cross = m->type == ATTN_TYPE_ENCODER_DECODER && cm->encoder_seq_lens;
+    attn__kd_plan_in in = {.who = rt->who,
+                           .cm = cm,
+                           .kv_lens = cross ? cm->encoder_seq_lens : cm->seq_lens,
+                           .cross = cross,
+                           .num_blocks = num_blocks,
+                           .rows_per_token = m->H / m->KVH,
+                           .bn = m->bn,
+                           .tile_begin = 0,
+                           .tile_end = cm->num_reqs,
+                           .split_len = split_len,
+                           .max_splits = max_splits,
+                           .groups_per_tile = m->KVH,
+                           .compute_units = rt->compute_units};
+    char why[256];
+    attn_status st = attn__kd_plan_build(&m->plan, &in, why, sizeof why);
+    if (st != ATTN_OK) return rt->fail(st, why);
+    st = rt->upload(rt->ctx, &m->meta, &m->plan);
+    m->built = st == ATTN_OK;
+    return st;
+}
+
+attn_status attn__kd_att_run(const attn__kd_att *m, const attn__kd_rt *rt,
+                             const attn__kd_att_io *io)
+{
+    const attn__kd_plan *p = &m->plan;
+    void *part = NULL;
+    if (p->nsplit > 1) {
+        size_t bytes = 0;
+        if (!attn__mul_size((size_t)p->ntiles * (size_t)m->KVH, (size_t)p->nsplit, &bytes) ||
+            !attn__mul_size(bytes, (size_t)KD_ROWS * (size_t)(m->Dv + 2) * sizeof(float), &bytes))
+            return fail(rt, ATTN_OUT_OF_MEMORY, "%s: split-KV scratch overflows", rt->who);
+        attn_status st = rt->part(rt->ctx, bytes, &part);
+        if (st != ATTN_OK) return st;
+    }
+    const attn_kv_view *kv = io->kv;
+    attn__kd_attention x = {.plan = p,
+                            .meta = m->meta,
+                            .hp = io->hp,
+                            .q = io->q,
+                            .kv = kv->data,
+                            .out = io->out,
+                            .lse = io->lse,
+                            .part = part,
+                            .q_off = io->q_off,
+                            .out_off = io->out_off,
+                            .lse_off = io->lse_off,
+                            .H = m->H,
+                            .KVH = m->KVH,
+                            .D = m->D,
+                            .Dv = m->Dv,
+                            .bn = m->bn,
+                            .q_elem = io->q_elem,
+                            .kv_elem = (int)kv->elem,
+                            .bs = kv->block_size,
+                            .window = io->window,
+                            .flags = io->flags,
+                            .k_off = kv->k_offset,
+                            .v_off = kv->v_offset,
+                            .s_blk = kv->stride_block,
+                            .s_tok = kv->stride_token,
+                            .s_head = kv->stride_head,
+                            .scale = io->scale,
+                            .softcap = io->softcap};
+    attn__kd_args a;
+    attn__kd_args_attention(&a, &x);
+    attn_status st = rt->run(rt->ctx, &a);
+    if (st != ATTN_OK || p->nsplit == 1) return st;
+    attn__kd_args_merge(&a, &x);
+    return rt->run(rt->ctx, &a);
+}
+
+/* ---- MLA ------------------------------------------------------------------------ */
 
 attn_status attn__kd_mla_check_layer(const attn__kd_rt *rt, const attn_layer_params *l,
                                      int max_heads)

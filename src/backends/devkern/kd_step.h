@@ -33,6 +33,38 @@ typedef struct attn__kd_rt {
     void (*release)(void *mem);
 } attn__kd_rt;
 
+/* A paged attention step: the layer's geometry, the plan of one batch and
+ * its words on the device. */
+typedef struct attn__kd_att {
+    int H, KVH, D, Dv, bn;
+    attn_attn_type type;
+    attn__kd_plan plan; /* the last build */
+    void *meta;         /* the plan's words */
+    bool built;
+} attn__kd_att;
+
+/* One forward call's buffers and scalars. */
+typedef struct attn__kd_att_io {
+    const attn_kv_view *kv;
+    const void *hp; /* the kernel state's per-head floats (kd_launch.h) */
+    const void *q;
+    void *out, *lse;
+    int64_t q_off, out_off, lse_off;
+    int q_elem, window, flags; /* flags: KD_F_* */
+    float scale, softcap;
+} attn__kd_att_io;
+
+/* The step of a layer whose geometry the runtime has checked. */
+void attn__kd_att_init(attn__kd_att *m, const attn_layer_params *l);
+void attn__kd_att_free(attn__kd_att *m, const attn__kd_rt *rt);
+/* Plans the batch and uploads its words; built on success. */
+attn_status attn__kd_att_build(attn__kd_att *m, const attn__kd_rt *rt,
+                               const attn_common_metadata *cm, int num_blocks, int split_len,
+                               int max_splits);
+/* The split-KV partials (when split), the attention launch and its merge. */
+attn_status attn__kd_att_run(const attn__kd_att *m, const attn__kd_rt *rt,
+                             const attn__kd_att_io *io);
+
 /* An MLA step: the plan of one batch (the decodes' tiles, the prefills'
  * decompression), its words on the device, and the decompressed keys of
  * the prefills as a paged cache with the metadata of the standard

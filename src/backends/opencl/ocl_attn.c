@@ -27,18 +27,10 @@
 
 struct attn__ocl_step {
     attn__ocl *o;
-    int H, KVH, D, Dv, bn;
-    attn_attn_type type;
-    attn__ocl_mem *meta; /* the plan's words on the device */
-    attn__kd_plan plan;  /* the last build */
-    bool built;
+    attn__kd_att kd;
 };
 
-static int keys_per_tile(int D, int Dv)
-{
-    int w = D > Dv ? D : Dv, bn = KD_TILE / w;
-    return bn < KD_MAX_BN ? bn : KD_MAX_BN;
-}
+#define WHO "OPENCL_ATTN"
 
 /* The layer geometries the kernels take (steps and kernel states alike). */
 static attn_status check_geometry(const attn_layer_params *layer)
@@ -69,16 +61,10 @@ attn_status attn__ocl_step_create(attn__ocl *o, const attn_layer_params *layer,
     *out = NULL;
     attn_status st = check_geometry(layer);
     if (st != ATTN_OK) return st;
-    int Dv = attn__fwd_head_size_v(layer);
     attn__ocl_step *s = calloc(1, sizeof *s);
     if (!s) return attn__fail(ATTN_OUT_OF_MEMORY, "OpenCL step: out of memory");
     s->o = o;
-    s->H = layer->num_heads;
-    s->KVH = layer->num_kv_heads;
-    s->D = layer->head_size;
-    s->Dv = Dv;
-    s->type = layer->attn_type;
-    s->bn = keys_per_tile(s->D, Dv);
+    attn__kd_att_init(&s->kd, layer);
     *out = s;
     return ATTN_OK;
 }
@@ -86,14 +72,14 @@ attn_status attn__ocl_step_create(attn__ocl *o, const attn_layer_params *layer,
 void attn__ocl_step_destroy(attn__ocl_step *s)
 {
     if (!s) return;
-    attn__ocl_free(s->meta);
-    attn__kd_plan_free(&s->plan);
+    attn__kd_rt rt = attn__ocl_kd_rt(s->o, WHO);
+    attn__kd_att_free(&s->kd, &rt);
     free(s);
 }
 
 int attn__ocl_step_splits(const attn__ocl_step *s)
 {
-    return s && s->built ? s->plan.nsplit : 0;
+    return s && s->kd.built ? s->kd.plan.nsplit : 0;
 }
 
 attn_status attn__ocl_step_build(attn__ocl_step *s, const attn_common_metadata *cm, int num_blocks,
@@ -101,28 +87,9 @@ attn_status attn__ocl_step_build(attn__ocl_step *s, const attn_common_metadata *
 {
     ATTN__CHECK_NULL(s);
     ATTN__CHECK_NULL(cm);
-    s->built = false;
-    bool cross = s->type == ATTN_TYPE_ENCODER_DECODER && cm->encoder_seq_lens;
-    attn__kd_plan_in in = {.who = "OPENCL_ATTN",
-                           .cm = cm,
-                           .kv_lens = cross ? cm->encoder_seq_lens : cm->seq_lens,
-                           .cross = cross,
-                           .num_blocks = num_blocks,
-                           .rows_per_token = s->H / s->KVH,
-                           .bn = s->bn,
-                           .tile_begin = 0,
-                           .tile_end = cm->num_reqs,
-                           .split_len = plan ? plan->split_len : 0,
-                           .max_splits = plan ? plan->max_splits : 0,
-                           .groups_per_tile = s->KVH,
-                           .compute_units = s->o->dev->compute_units};
-    char why[256];
-    attn_status st = attn__kd_plan_build(&s->plan, &in, why, sizeof why);
-    if (st != ATTN_OK) return attn__fail(st, "%s", why);
-    st = attn__ocl_upload_words(s->o, &s->meta, &s->plan);
-    if (st != ATTN_OK) return st;
-    s->built = true;
-    return ATTN_OK;
+    attn__kd_rt rt = attn__ocl_kd_rt(s->o, WHO);
+    return attn__kd_att_build(&s->kd, &rt, cm, num_blocks, plan ? plan->split_len : 0,
+                              plan ? plan->max_splits : 0);
 }
 
 /* ---- forward ------------------------------------------------------------------ */
@@ -144,14 +111,14 @@ static attn_status check_buffer(const attn__ocl *o, const attn__ocl_mem *m, int6
 
 static attn_status check_forward(attn__ocl *o, const attn__ocl_fwd *f)
 {
-    const attn__ocl_step *s = f->step;
+    const attn__kd_att *s = &f->step->kd;
     attn_forward_args a = {
         .layer = f->layer, .common = f->common, .q = f->q, .kv = f->kv, .out = f->out};
     attn_status st = attn__fwd_check(&a);
     if (st != ATTN_OK) return st;
     const attn_layer_params *l = f->layer;
     /* one queue orders the step's upload before the launch that reads it */
-    if (s->o != o || !s->built)
+    if (f->step->o != o || !s->built)
         return attn__fail(ATTN_BAD_STATE, "OPENCL_ATTN: the step is %s",
                           s->built ? "of another instance (queue)" : "not built");
     if (l->num_heads != s->H || l->num_kv_heads != s->KVH || l->head_size != s->D ||
@@ -276,47 +243,6 @@ static attn_status update_scales(attn__ocl_kernel *k, const attn_kv_view *kv)
     return st;
 }
 
-static attn_status launch_attention(attn__ocl_kernel *k, const attn__ocl_fwd *f, int flags)
-{
-    const attn__ocl_step *s = f->step;
-    const attn_layer_params *l = f->layer;
-    const attn_kv_view *kv = f->kv;
-    attn__kd_attention x = {.plan = &s->plan,
-                            .meta = s->meta,
-                            .hp = k->params,
-                            .q = f->q,
-                            .kv = kv->data,
-                            .out = f->out,
-                            .lse = f->lse,
-                            .part = k->o->part,
-                            .q_off = f->q_offset,
-                            .out_off = f->out_offset,
-                            .lse_off = f->lse_offset,
-                            .H = s->H,
-                            .KVH = s->KVH,
-                            .D = s->D,
-                            .Dv = s->Dv,
-                            .bn = s->bn,
-                            .q_elem = (int)attn_dtype_elem(l->dtype),
-                            .kv_elem = (int)kv->elem,
-                            .bs = kv->block_size,
-                            .window = l->sliding_window,
-                            .flags = flags,
-                            .k_off = kv->k_offset,
-                            .v_off = kv->v_offset,
-                            .s_blk = kv->stride_block,
-                            .s_tok = kv->stride_token,
-                            .s_head = kv->stride_head,
-                            .scale = attn__fwd_scale(l),
-                            .softcap = l->logits_soft_cap};
-    attn__kd_args a;
-    attn__kd_args_attention(&a, &x);
-    attn_status st = attn__ocl_run(k->o, &a);
-    if (st != ATTN_OK || s->plan.nsplit == 1) return st;
-    attn__kd_args_merge(&a, &x);
-    return attn__ocl_run(k->o, &a);
-}
-
 attn_status attn__ocl_forward(attn__ocl_kernel *k, const attn__ocl_fwd *f)
 {
     ATTN__CHECK_NULL(k);
@@ -335,21 +261,26 @@ attn_status attn__ocl_forward(attn__ocl_kernel *k, const attn__ocl_fwd *f)
         return attn__fail(ATTN_INVALID_ARGUMENT,
                           "OPENCL_ATTN: the call's layer is not the kernel's (heads, head sizes, "
                           "attention type, sinks and ALiBi are fixed at create)");
-    const attn__ocl_step *s = f->step;
-    const attn__kd_plan *p = &s->plan;
-    if (p->ntok == 0) return ATTN_OK;
+    const attn__kd_att *s = &f->step->kd;
+    if (s->plan.ntok == 0) return ATTN_OK;
     st = update_scales(k, f->kv);
     if (st != ATTN_OK) return st;
-    if (p->nsplit > 1) {
-        size_t bytes = 0;
-        if (!attn__mul_size((size_t)p->ntiles * (size_t)s->KVH, (size_t)p->nsplit, &bytes) ||
-            !attn__mul_size(bytes, (size_t)KD_ROWS * (size_t)(s->Dv + 2) * sizeof(float), &bytes))
-            return attn__fail(ATTN_OUT_OF_MEMORY, "OPENCL_ATTN: split-KV scratch overflows");
-        st = attn__ocl_scratch(o, &o->part, bytes);
-        if (st != ATTN_OK) return st;
-    }
     attn_forward_args a = {.layer = l, .common = f->common};
-    int flags = (attn__fwd_causal(&a) ? KD_F_CAUSAL : 0) | (k->sinks ? KD_F_SINKS : 0) |
-                (k->alibi ? KD_F_ALIBI : 0) | (f->lse ? KD_F_LSE : 0);
-    return launch_attention(k, f, flags);
+    attn__kd_att_io io = {.kv = f->kv,
+                          .hp = k->params,
+                          .q = f->q,
+                          .out = f->out,
+                          .lse = f->lse,
+                          .q_off = f->q_offset,
+                          .out_off = f->out_offset,
+                          .lse_off = f->lse_offset,
+                          .q_elem = (int)attn_dtype_elem(l->dtype),
+                          .window = l->sliding_window,
+                          .flags = (attn__fwd_causal(&a) ? KD_F_CAUSAL : 0) |
+                                   (k->sinks ? KD_F_SINKS : 0) | (k->alibi ? KD_F_ALIBI : 0) |
+                                   (f->lse ? KD_F_LSE : 0),
+                          .scale = attn__fwd_scale(l),
+                          .softcap = l->logits_soft_cap};
+    attn__kd_rt rt = attn__ocl_kd_rt(o, WHO);
+    return attn__kd_att_run(s, &rt, &io);
 }
