@@ -22,6 +22,19 @@ __attribute__((format(printf, 3, 4))) static attn_status fail(const attn__kd_rt 
     return rt->fail(st, msg);
 }
 
+/* The instance's split-KV partials when p splits: per tile, group (groups
+ * of a tile) and split, KD_ROWS rows of width + 2 floats. */
+static attn_status partials(const attn__kd_rt *rt, const attn__kd_plan *p, size_t groups,
+                            size_t width, void **part)
+{
+    if (p->nsplit <= 1) return ATTN_OK;
+    size_t bytes = 0;
+    if (!attn__mul_size((size_t)p->ntiles * groups, (size_t)p->nsplit, &bytes) ||
+        !attn__mul_size(bytes, (size_t)KD_ROWS * (width + 2) * sizeof(float), &bytes))
+        return fail(rt, ATTN_OUT_OF_MEMORY, "%s: split-KV scratch overflows", rt->who);
+    return rt->part(rt->ctx, bytes, part);
+}
+
 /* ---- paged attention ---------------------------------------------------------- */
 
 void attn__kd_att_init(attn__kd_att *m, const attn_layer_params *l)
@@ -74,14 +87,8 @@ attn_status attn__kd_att_run(const attn__kd_att *m, const attn__kd_rt *rt,
 {
     const attn__kd_plan *p = &m->plan;
     void *part = NULL;
-    if (p->nsplit > 1) {
-        size_t bytes = 0;
-        if (!attn__mul_size((size_t)p->ntiles * (size_t)m->KVH, (size_t)p->nsplit, &bytes) ||
-            !attn__mul_size(bytes, (size_t)KD_ROWS * (size_t)(m->Dv + 2) * sizeof(float), &bytes))
-            return fail(rt, ATTN_OUT_OF_MEMORY, "%s: split-KV scratch overflows", rt->who);
-        attn_status st = rt->part(rt->ctx, bytes, &part);
-        if (st != ATTN_OK) return st;
-    }
+    attn_status st = partials(rt, p, (size_t)m->KVH, (size_t)m->Dv, &part);
+    if (st != ATTN_OK) return st;
     const attn_kv_view *kv = io->kv;
     attn__kd_attention x = {.plan = p,
                             .meta = m->meta,
@@ -113,7 +120,7 @@ attn_status attn__kd_att_run(const attn__kd_att *m, const attn__kd_rt *rt,
                             .softcap = io->softcap};
     attn__kd_args a;
     attn__kd_args_attention(&a, &x);
-    attn_status st = rt->run(rt->ctx, &a);
+    st = rt->run(rt->ctx, &a);
     if (st != ATTN_OK || p->nsplit == 1) return st;
     attn__kd_args_merge(&a, &x);
     return rt->run(rt->ctx, &a);
@@ -248,14 +255,8 @@ attn_status attn__kd_mla_mqa(const attn__kd_mla *m, const attn__kd_rt *rt,
     const attn__kd_plan *p = &m->plan;
     if (p->ntiles == 0) return ATTN_OK;
     void *part = NULL;
-    if (p->nsplit > 1) {
-        size_t bytes = 0;
-        if (!attn__mul_size((size_t)p->ntiles * (size_t)p->nsplit,
-                            (size_t)KD_ROWS * (size_t)(m->R + 2) * sizeof(float), &bytes))
-            return fail(rt, ATTN_OUT_OF_MEMORY, "%s: split-KV scratch overflows", rt->who);
-        attn_status st = rt->part(rt->ctx, bytes, &part);
-        if (st != ATTN_OK) return st;
-    }
+    attn_status st = partials(rt, p, 1, (size_t)m->R, &part);
+    if (st != ATTN_OK) return st;
     const attn_kv_view *kv = io->kv;
     attn__kd_mla_decode x = {.plan = p,
                              .meta = m->meta,
@@ -280,7 +281,7 @@ attn_status attn__kd_mla_mqa(const attn__kd_mla *m, const attn__kd_rt *rt,
                              .out_scale = io->kv_scale};
     attn__kd_args a;
     attn__kd_args_mla_decode(&a, &x);
-    attn_status st = rt->run(rt->ctx, &a);
+    st = rt->run(rt->ctx, &a);
     if (st != ATTN_OK || p->nsplit == 1) return st;
     attn__kd_args_mla_merge(&a, &x);
     return rt->run(rt->ctx, &a);
