@@ -233,27 +233,6 @@ attn_status attn__cuda_mla_project(attn__cuda *c, const attn_layer_params *layer
 {
     if (!c || !layer || !in || !w || !out)
         return attn__cuda_fail(ATTN_NULL_ARGUMENT, "CUDA MLA projection: a NULL argument");
-    attn__kd_mla_project x;
-    int64_t ni = 0, nw = 0, no = 0;
-    char why[256];
-    attn_status st =
-        attn__kd_mla_project_plan(layer, T, absorb, &x, &ni, &nw, &no, why, sizeof why);
-    if (st != ATTN_OK) return attn__cuda_fail(st, "CUDA %s", why);
-    size_t esz = attn__kd_elem_size(x.elem);
-    st = attn__cuda_check_mem(c, in, in_offset, ni, esz, absorb ? "q" : "the latent output");
-    if (st == ATTN_OK) st = attn__cuda_check_mem(c, w, 0, nw, esz, absorb ? "w_uk" : "w_uv");
-    if (st == ATTN_OK)
-        st = attn__cuda_check_mem(c, out, out_offset, no, esz, absorb ? "q_absorbed" : "out");
-    if (st == ATTN_OK && in == out && in_offset < out_offset + no && out_offset < in_offset + ni)
-        st =
-            attn__cuda_fail(ATTN_INVALID_ARGUMENT, "CUDA MLA projection: input and output overlap");
-    if (st != ATTN_OK || T == 0) return st;
-    x.in = in;
-    x.w = w;
-    x.out = out;
-    x.in_off = in_offset;
-    x.out_off = out_offset;
-    attn__kd_args a;
-    attn__kd_args_mla_project(&a, &x);
-    return attn__cuda_run(c, &a);
+    attn__kd_rt rt = attn__cuda_kd_rt(c, "CUDA");
+    return attn__kd_mla_project_run(&rt, layer, T, absorb, in, in_offset, w, out, out_offset);
 }

@@ -486,6 +486,13 @@ static void rt_release(void *mem)
     attn__cuda_free(mem);
 }
 
+static attn_status rt_check(void *ctx, const char *who, const void *mem, int64_t off, int64_t elems,
+                            size_t esz, const char *what)
+{
+    (void)who; /* the module's messages say "CUDA" */
+    return attn__cuda_check_mem(ctx, mem, off, elems, esz, what);
+}
+
 attn__kd_rt attn__cuda_kd_rt(attn__cuda *c, const char *who)
 {
     return (attn__kd_rt){.ctx = c,
@@ -496,5 +503,6 @@ attn__kd_rt attn__cuda_kd_rt(attn__cuda *c, const char *who)
                          .part = rt_part,
                          .upload = rt_upload,
                          .run = rt_run,
-                         .release = rt_release};
+                         .release = rt_release,
+                         .check = rt_check};
 }

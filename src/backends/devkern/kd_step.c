@@ -323,3 +323,34 @@ int64_t attn__kd_mla_prefill_row(const attn__kd_mla *m, const attn_common_metada
 {
     return (int64_t)cm->query_start_loc[m->num_decodes < 0 ? 0 : m->num_decodes] * m->H;
 }
+
+attn_status attn__kd_mla_project_run(const attn__kd_rt *rt, const attn_layer_params *layer, int T,
+                                     bool absorb, const void *in, int64_t in_offset, const void *w,
+                                     void *out, int64_t out_offset)
+{
+    attn__kd_mla_project x;
+    int64_t ni = 0, nw = 0, no = 0;
+    char why[256];
+    attn_status st =
+        attn__kd_mla_project_plan(layer, T, absorb, &x, &ni, &nw, &no, why, sizeof why);
+    if (st != ATTN_OK) return fail(rt, st, "%s %s", rt->who, why);
+    size_t esz = attn__kd_elem_size(x.elem);
+    char who[64];
+    snprintf(who, sizeof who, "%s MLA", rt->who);
+    st = rt->check(rt->ctx, who, in, in_offset, ni, esz, absorb ? "q" : "the latent output");
+    if (st == ATTN_OK) st = rt->check(rt->ctx, who, w, 0, nw, esz, absorb ? "w_uk" : "w_uv");
+    if (st == ATTN_OK)
+        st = rt->check(rt->ctx, who, out, out_offset, no, esz, absorb ? "q_absorbed" : "out");
+    if (st == ATTN_OK && in == out && in_offset < out_offset + no && out_offset < in_offset + ni)
+        st =
+            fail(rt, ATTN_INVALID_ARGUMENT, "%s MLA projection: input and output overlap", rt->who);
+    if (st != ATTN_OK || T == 0) return st;
+    x.in = in;
+    x.w = w;
+    x.out = out;
+    x.in_off = in_offset;
+    x.out_off = out_offset;
+    attn__kd_args a;
+    attn__kd_args_mla_project(&a, &x);
+    return rt->run(rt->ctx, &a);
+}

@@ -31,6 +31,10 @@ typedef struct attn__kd_rt {
     attn_status (*upload)(void *ctx, void **meta, const attn__kd_plan *p);
     attn_status (*run)(void *ctx, const attn__kd_args *a);
     void (*release)(void *mem);
+    /* mem's elements [off, off + elems) of esz bytes lie in it, on ctx's
+     * device (who, what: for the message) */
+    attn_status (*check)(void *ctx, const char *who, const void *mem, int64_t off, int64_t elems,
+                         size_t esz, const char *what);
 } attn__kd_rt;
 
 /* A paged attention step: the layer's geometry, the plan of one batch and
@@ -123,5 +127,11 @@ attn_status attn__kd_mla_mqa(const attn__kd_mla *m, const attn__kd_rt *rt,
 attn_status attn__kd_mla_run_decompress(const attn__kd_mla *m, const attn__kd_rt *rt,
                                         const attn__kd_mla_io *io);
 int64_t attn__kd_mla_prefill_row(const attn__kd_mla *m, const attn_common_metadata *cm);
+
+/* MLA's projections around forward_mqa (attn__kd_mla_project_plan): the
+ * buffers checked, then one launch. rt->who names the API ("OpenCL"). */
+attn_status attn__kd_mla_project_run(const attn__kd_rt *rt, const attn_layer_params *layer, int T,
+                                     bool absorb, const void *in, int64_t in_offset, const void *w,
+                                     void *out, int64_t out_offset);
 
 #endif

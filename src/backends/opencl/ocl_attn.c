@@ -94,21 +94,6 @@ attn_status attn__ocl_step_build(attn__ocl_step *s, const attn_common_metadata *
 
 /* ---- forward ------------------------------------------------------------------ */
 
-static attn_status check_buffer(const attn__ocl *o, const attn__ocl_mem *m, int64_t off,
-                                int64_t elems, size_t esz, const char *what)
-{
-    int64_t end = 0, bytes = 0;
-    if (m->dev != o->dev)
-        return attn__fail(ATTN_INVALID_ARGUMENT, "OPENCL_ATTN: %s is on another device", what);
-    if (off < 0 || !attn__add_i64(off, elems, &end) || !attn__mul_i64(end, (int64_t)esz, &bytes) ||
-        (uint64_t)bytes > m->size)
-        return attn__fail(ATTN_OUT_OF_RANGE,
-                          "OPENCL_ATTN: %s needs elements [%lld, %lld + %lld) of %zu bytes each; "
-                          "the buffer has %zu bytes",
-                          what, (long long)off, (long long)off, (long long)elems, esz, m->size);
-    return ATTN_OK;
-}
-
 static attn_status check_forward(attn__ocl *o, const attn__ocl_fwd *f)
 {
     const attn__kd_att *s = &f->step->kd;
@@ -138,12 +123,13 @@ static attn_status check_forward(attn__ocl *o, const attn__ocl_fwd *f)
     size_t qsz = attn_elem_size(attn_dtype_elem(l->dtype));
     if (!attn__ocl_view_extent(f->kv, s->Dv, &extent))
         return attn__fail(ATTN_INVALID_ARGUMENT, "OPENCL_ATTN: the KV view's extent overflows");
-    st = check_buffer(o, (const attn__ocl_mem *)f->kv->data, 0, extent, attn_elem_size(f->kv->elem),
-                      "the KV cache");
-    if (st == ATTN_OK) st = check_buffer(o, f->q, f->q_offset, rows * s->D, qsz, "q");
-    if (st == ATTN_OK) st = check_buffer(o, f->out, f->out_offset, rows * s->Dv, qsz, "out");
+    st = attn__ocl_check_mem(o, WHO, (const attn__ocl_mem *)f->kv->data, 0, extent,
+                             attn_elem_size(f->kv->elem), "the KV cache");
+    if (st == ATTN_OK) st = attn__ocl_check_mem(o, WHO, f->q, f->q_offset, rows * s->D, qsz, "q");
+    if (st == ATTN_OK)
+        st = attn__ocl_check_mem(o, WHO, f->out, f->out_offset, rows * s->Dv, qsz, "out");
     if (st == ATTN_OK && f->lse)
-        st = check_buffer(o, f->lse, f->lse_offset, rows, sizeof(float), "lse");
+        st = attn__ocl_check_mem(o, WHO, f->lse, f->lse_offset, rows, sizeof(float), "lse");
     return st;
 }
 

@@ -75,6 +75,11 @@ attn_status attn__ocl_run(attn__ocl *o, const attn__kd_args *l);
  * or a malformed view. */
 bool attn__ocl_view_extent(const attn_kv_view *kv, int dv, int64_t *elems);
 
+/* m's elements [off, off + elems) of esz bytes lie in it, and m is on o's
+ * device; who prefixes the message. */
+attn_status attn__ocl_check_mem(const attn__ocl *o, const char *who, const attn__ocl_mem *m,
+                                int64_t off, int64_t elems, size_t esz, const char *what);
+
 /* The instance's operations for the shared steps; who prefixes their
  * messages. */
 attn__kd_rt attn__ocl_kd_rt(attn__ocl *o, const char *who);

@@ -133,21 +133,6 @@ attn_status attn__ocl_mla_step_build(attn__ocl_mla_step *s, const attn_common_me
 
 /* ---- checks -------------------------------------------------------------------- */
 
-static attn_status check_mem(const attn__ocl *o, const attn__ocl_mem *m, int64_t off, int64_t elems,
-                             size_t esz, const char *what)
-{
-    int64_t end = 0, bytes = 0;
-    if (m->dev != o->dev)
-        return attn__fail(ATTN_INVALID_ARGUMENT, "OpenCL MLA: %s is on another device", what);
-    if (off < 0 || !attn__add_i64(off, elems, &end) || !attn__mul_i64(end, (int64_t)esz, &bytes) ||
-        (uint64_t)bytes > m->size)
-        return attn__fail(ATTN_OUT_OF_RANGE,
-                          "OpenCL MLA: %s needs elements [%lld, %lld + %lld) of %zu bytes each; "
-                          "the buffer has %zu bytes",
-                          what, (long long)off, (long long)off, (long long)elems, esz, m->size);
-    return ATTN_OK;
-}
-
 /* The call as REFERENCE_MLA checks it, the step against it, the buffers
  * against what the kernels address (q, out and lse over the whole batch). */
 static attn_status check_call(attn__ocl_mla *k, const attn__ocl_mla_fwd *f, bool mha,
@@ -188,15 +173,16 @@ static attn_status check_call(attn__ocl_mla *k, const attn__ocl_mla_fwd *f, bool
     one.num_kv_heads = 1;
     if (!attn__ocl_view_extent(&one, 0, &extent))
         return attn__fail(ATTN_INVALID_ARGUMENT, "OpenCL MLA: the latent view's extent overflows");
-    st = check_mem(k->o, f->kv->data, 0, extent, c->kv_esz, "the latent cache");
-    if (st == ATTN_OK) st = check_mem(k->o, f->q, f->q_offset, rows * qw, qsz, "q");
-    if (st == ATTN_OK) st = check_mem(k->o, f->out, f->out_offset, rows * ow, qsz, "out");
+    st = attn__ocl_check_mem(k->o, WHO, f->kv->data, 0, extent, c->kv_esz, "the latent cache");
+    if (st == ATTN_OK) st = attn__ocl_check_mem(k->o, WHO, f->q, f->q_offset, rows * qw, qsz, "q");
+    if (st == ATTN_OK)
+        st = attn__ocl_check_mem(k->o, WHO, f->out, f->out_offset, rows * ow, qsz, "out");
     if (st == ATTN_OK && f->lse)
-        st = check_mem(k->o, f->lse, f->lse_offset, rows, sizeof(float), "lse");
+        st = attn__ocl_check_mem(k->o, WHO, f->lse, f->lse_offset, rows, sizeof(float), "lse");
     if (st == ATTN_OK && mha)
-        st = check_mem(k->o, f->w_uk, 0, (int64_t)k->H * k->N * k->R, qsz, "w_uk");
+        st = attn__ocl_check_mem(k->o, WHO, f->w_uk, 0, (int64_t)k->H * k->N * k->R, qsz, "w_uk");
     if (st == ATTN_OK && mha)
-        st = check_mem(k->o, f->w_uv, 0, (int64_t)k->H * k->R * k->V, qsz, "w_uv");
+        st = attn__ocl_check_mem(k->o, WHO, f->w_uv, 0, (int64_t)k->H * k->R * k->V, qsz, "w_uv");
     return st;
 }
 
@@ -267,25 +253,6 @@ attn_status attn__ocl_mla_project(attn__ocl *o, const attn_layer_params *layer, 
 {
     if (!o || !layer || !in || !w || !out)
         return attn__fail(ATTN_NULL_ARGUMENT, "OpenCL MLA projection: a NULL argument");
-    attn__kd_mla_project x;
-    int64_t ni = 0, nw = 0, no = 0;
-    char why[256];
-    attn_status st =
-        attn__kd_mla_project_plan(layer, T, absorb, &x, &ni, &nw, &no, why, sizeof why);
-    if (st != ATTN_OK) return attn__fail(st, "OpenCL %s", why);
-    size_t esz = attn__kd_elem_size(x.elem);
-    st = check_mem(o, in, in_offset, ni, esz, absorb ? "q" : "the latent output");
-    if (st == ATTN_OK) st = check_mem(o, w, 0, nw, esz, absorb ? "w_uk" : "w_uv");
-    if (st == ATTN_OK) st = check_mem(o, out, out_offset, no, esz, absorb ? "q_absorbed" : "out");
-    if (st == ATTN_OK && in == out && in_offset < out_offset + no && out_offset < in_offset + ni)
-        st = attn__fail(ATTN_INVALID_ARGUMENT, "OpenCL MLA projection: input and output overlap");
-    if (st != ATTN_OK || T == 0) return st;
-    x.in = in;
-    x.w = w;
-    x.out = out;
-    x.in_off = in_offset;
-    x.out_off = out_offset;
-    attn__kd_args a;
-    attn__kd_args_mla_project(&a, &x);
-    return attn__ocl_run(o, &a);
+    attn__kd_rt rt = attn__ocl_kd_rt(o, "OpenCL");
+    return attn__kd_mla_project_run(&rt, layer, T, absorb, in, in_offset, w, out, out_offset);
 }

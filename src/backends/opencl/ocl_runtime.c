@@ -343,6 +343,22 @@ bool attn__ocl_view_extent(const attn_kv_view *kv, int dv, int64_t *elems)
     return attn__kd_view_extent(kv, dv, elems);
 }
 
+attn_status attn__ocl_check_mem(const attn__ocl *o, const char *who, const attn__ocl_mem *m,
+                                int64_t off, int64_t elems, size_t esz, const char *what)
+{
+    int64_t end = 0, bytes = 0;
+    if (m->dev != o->dev)
+        return attn__fail(ATTN_INVALID_ARGUMENT, "%s: %s is on another device", who, what);
+    if (off < 0 || !attn__add_i64(off, elems, &end) || !attn__mul_i64(end, (int64_t)esz, &bytes) ||
+        (uint64_t)bytes > m->size)
+        return attn__fail(ATTN_OUT_OF_RANGE,
+                          "%s: %s needs elements [%lld, %lld + %lld) of %zu bytes each; the "
+                          "buffer has %zu bytes",
+                          who, what, (long long)off, (long long)off, (long long)elems, esz,
+                          m->size);
+    return ATTN_OK;
+}
+
 /* ---- the runtime's operations for the shared steps (kd_step.h) ------------------ */
 
 static attn_status rt_fail(attn_status st, const char *msg)
@@ -384,6 +400,12 @@ static void rt_release(void *mem)
     attn__ocl_free(mem);
 }
 
+static attn_status rt_check(void *ctx, const char *who, const void *mem, int64_t off, int64_t elems,
+                            size_t esz, const char *what)
+{
+    return attn__ocl_check_mem(ctx, who, mem, off, elems, esz, what);
+}
+
 attn__kd_rt attn__ocl_kd_rt(attn__ocl *o, const char *who)
 {
     return (attn__kd_rt){.ctx = o,
@@ -394,5 +416,6 @@ attn__kd_rt attn__ocl_kd_rt(attn__ocl *o, const char *who)
                          .part = rt_part,
                          .upload = rt_upload,
                          .run = rt_run,
-                         .release = rt_release};
+                         .release = rt_release,
+                         .check = rt_check};
 }
