@@ -158,11 +158,27 @@ static attn_status update_scales(attn__cuda_kernel *k, const attn_kv_view *kv)
     return st;
 }
 
+/* The call's buffers and scalars (hp and flags are the kernel state's). */
+static attn__kd_att_io io_of(const attn__cuda_fwd *f)
+{
+    const attn_layer_params *l = f->layer;
+    return (attn__kd_att_io){.kv = f->kv,
+                             .q = f->q,
+                             .out = f->out,
+                             .lse = f->lse,
+                             .q_off = f->q_offset,
+                             .out_off = f->out_offset,
+                             .lse_off = f->lse_offset,
+                             .q_elem = (int)attn__cuda_dtype_elem(l->dtype),
+                             .window = l->sliding_window,
+                             .scale = attn__fwd_scale(l),
+                             .softcap = l->logits_soft_cap};
+}
+
 static attn_status check_forward(attn__cuda_kernel *k, const attn__cuda_fwd *f)
 {
     const attn__kd_att *s = &f->step->kd;
     const attn_layer_params *l = f->layer;
-    const attn__kd_plan *p = &s->plan;
     if (f->step->c != k->c || !s->built)
         return attn__cuda_fail(ATTN_BAD_STATE, "CUDA: the step is %s",
                                s->built ? "of another instance (stream)" : "not built");
@@ -172,22 +188,9 @@ static attn_status check_forward(attn__cuda_kernel *k, const attn__cuda_fwd *f)
         s->KVH != k->KVH || s->D != k->D || s->Dv != k->Dv || s->type != k->type)
         return attn__cuda_fail(ATTN_INVALID_ARGUMENT,
                                "CUDA: the call's layer is not the kernel's or the step's");
-    const attn_common_metadata *cm = f->common;
-    if (cm->num_reqs != p->nreq || cm->num_actual_tokens != p->ntok ||
-        (p->nreq > 0 && (f->kv->block_size != p->block_size || f->kv->num_blocks < p->num_blocks)))
-        return attn__cuda_fail(ATTN_BAD_METADATA, "CUDA: the step was built for another batch");
-    int64_t rows = (int64_t)p->ntok * k->H, extent = 0;
-    size_t qsz = attn__kd_elem_size((int)attn__cuda_dtype_elem(l->dtype));
-    if (!attn__kd_view_extent(f->kv, k->Dv, &extent))
-        return attn__cuda_fail(ATTN_INVALID_ARGUMENT, "CUDA: the KV view is malformed");
-    attn_status st = attn__cuda_check_mem(k->c, f->kv->data, 0, extent,
-                                          attn__kd_elem_size((int)f->kv->elem), "the KV cache");
-    if (st == ATTN_OK) st = attn__cuda_check_mem(k->c, f->q, f->q_offset, rows * k->D, qsz, "q");
-    if (st == ATTN_OK)
-        st = attn__cuda_check_mem(k->c, f->out, f->out_offset, rows * k->Dv, qsz, "out");
-    if (st == ATTN_OK && f->lse)
-        st = attn__cuda_check_mem(k->c, f->lse, f->lse_offset, rows, sizeof(float), "lse");
-    return st;
+    attn__kd_att_io io = io_of(f);
+    attn__kd_rt rt = attn__cuda_kd_rt(k->c, WHO);
+    return attn__kd_att_check(s, &rt, f->common, &io);
 }
 
 attn_status attn__cuda_forward(attn__cuda_kernel *k, const attn__cuda_fwd *f)
@@ -202,20 +205,10 @@ attn_status attn__cuda_forward(attn__cuda_kernel *k, const attn__cuda_fwd *f)
     if (st != ATTN_OK) return st;
     const attn_layer_params *l = f->layer;
     bool causal = l->attn_type == ATTN_TYPE_DECODER && f->common->causal;
-    attn__kd_att_io io = {.kv = f->kv,
-                          .hp = k->params,
-                          .q = f->q,
-                          .out = f->out,
-                          .lse = f->lse,
-                          .q_off = f->q_offset,
-                          .out_off = f->out_offset,
-                          .lse_off = f->lse_offset,
-                          .q_elem = (int)attn__cuda_dtype_elem(l->dtype),
-                          .window = l->sliding_window,
-                          .flags = (causal ? KD_F_CAUSAL : 0) | (k->sinks ? KD_F_SINKS : 0) |
-                                   (k->alibi ? KD_F_ALIBI : 0) | (f->lse ? KD_F_LSE : 0),
-                          .scale = attn__fwd_scale(l),
-                          .softcap = l->logits_soft_cap};
+    attn__kd_att_io io = io_of(f);
+    io.hp = k->params;
+    io.flags = (causal ? KD_F_CAUSAL : 0) | (k->sinks ? KD_F_SINKS : 0) |
+               (k->alibi ? KD_F_ALIBI : 0) | (f->lse ? KD_F_LSE : 0);
     attn__kd_rt rt = attn__cuda_kd_rt(k->c, WHO);
     return attn__kd_att_run(s, &rt, &io);
 }

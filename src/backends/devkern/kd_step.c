@@ -35,6 +35,37 @@ static attn_status partials(const attn__kd_rt *rt, const attn__kd_plan *p, size_
     return rt->part(rt->ctx, bytes, part);
 }
 
+/* The step's plan against the call's batch and the view's blocks. */
+static attn_status check_batch(const attn__kd_rt *rt, const attn__kd_plan *p,
+                               const attn_common_metadata *cm, const attn_kv_view *kv)
+{
+    if (cm->num_reqs != p->nreq || cm->num_actual_tokens != p->ntok ||
+        (p->nreq > 0 && (kv->block_size != p->block_size || kv->num_blocks < p->num_blocks)))
+        return fail(rt, ATTN_BAD_METADATA,
+                    "%s: the step was built for %d requests / %d tokens over %d blocks of %d, the "
+                    "call has %d / %d over %d of %d",
+                    rt->who, p->nreq, p->ntok, p->num_blocks, p->block_size, cm->num_reqs,
+                    cm->num_actual_tokens, kv->num_blocks, kv->block_size);
+    return ATTN_OK;
+}
+
+/* The cache (extent elements of the view's element) and the rows' q (qw
+ * elements each), out (ow) and lse. */
+static attn_status check_rows(const attn__kd_rt *rt, const attn_kv_view *kv, int64_t extent,
+                              const char *cache, const void *q, int64_t q_off, const void *out,
+                              int64_t out_off, const void *lse, int64_t lse_off, int64_t rows,
+                              int qw, int ow, int q_elem)
+{
+    size_t qsz = attn__kd_elem_size(q_elem);
+    attn_status st =
+        rt->check(rt->ctx, rt->who, kv->data, 0, extent, attn__kd_elem_size((int)kv->elem), cache);
+    if (st == ATTN_OK) st = rt->check(rt->ctx, rt->who, q, q_off, rows * qw, qsz, "q");
+    if (st == ATTN_OK) st = rt->check(rt->ctx, rt->who, out, out_off, rows * ow, qsz, "out");
+    if (st == ATTN_OK && lse)
+        st = rt->check(rt->ctx, rt->who, lse, lse_off, rows, sizeof(float), "lse");
+    return st;
+}
+
 /* ---- paged attention ---------------------------------------------------------- */
 
 void attn__kd_att_init(attn__kd_att *m, const attn_layer_params *l)
@@ -80,6 +111,18 @@ attn_status attn__kd_att_build(attn__kd_att *m, const attn__kd_rt *rt,
     st = rt->upload(rt->ctx, &m->meta, &m->plan);
     m->built = st == ATTN_OK;
     return st;
+}
+
+attn_status attn__kd_att_check(const attn__kd_att *m, const attn__kd_rt *rt,
+                               const attn_common_metadata *cm, const attn__kd_att_io *io)
+{
+    attn_status st = check_batch(rt, &m->plan, cm, io->kv);
+    if (st != ATTN_OK) return st;
+    int64_t extent = 0;
+    if (!attn__kd_view_extent(io->kv, m->Dv, &extent))
+        return fail(rt, ATTN_INVALID_ARGUMENT, "%s: the KV view's extent overflows", rt->who);
+    return check_rows(rt, io->kv, extent, "the KV cache", io->q, io->q_off, io->out, io->out_off,
+                      io->lse, io->lse_off, (int64_t)m->plan.ntok * m->H, m->D, m->Dv, io->q_elem);
 }
 
 attn_status attn__kd_att_run(const attn__kd_att *m, const attn__kd_rt *rt,
@@ -246,6 +289,27 @@ attn_status attn__kd_mla_build(attn__kd_mla *m, const attn__kd_rt *rt,
         m->decompress = st == ATTN_OK;
     }
     if (st == ATTN_OK) m->num_decodes = num_decodes;
+    return st;
+}
+
+attn_status attn__kd_mla_check(const attn__kd_mla *m, const attn__kd_rt *rt,
+                               const attn_common_metadata *cm, const attn__kd_mla_io *io, bool mha)
+{
+    attn_status st = check_batch(rt, &m->plan, cm, io->kv);
+    if (st != ATTN_OK) return st;
+    attn_kv_view one = *io->kv;
+    one.num_kv_heads = 1;
+    int64_t extent = 0;
+    if (!attn__kd_view_extent(&one, 0, &extent))
+        return fail(rt, ATTN_INVALID_ARGUMENT, "%s: the latent view's extent overflows", rt->who);
+    st = check_rows(rt, io->kv, extent, "the latent cache", io->q, io->q_off, io->out, io->out_off,
+                    io->lse, io->lse_off, (int64_t)m->plan.ntok * m->H,
+                    mha ? m->N + m->P : m->R + m->P, mha ? m->V : m->R, io->q_elem);
+    size_t wsz = attn__kd_elem_size(io->q_elem);
+    if (st == ATTN_OK && mha)
+        st = rt->check(rt->ctx, rt->who, io->w_uk, 0, (int64_t)m->H * m->N * m->R, wsz, "w_uk");
+    if (st == ATTN_OK && mha)
+        st = rt->check(rt->ctx, rt->who, io->w_uv, 0, (int64_t)m->H * m->R * m->V, wsz, "w_uv");
     return st;
 }
 

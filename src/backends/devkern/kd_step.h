@@ -65,6 +65,10 @@ void attn__kd_att_free(attn__kd_att *m, const attn__kd_rt *rt);
 attn_status attn__kd_att_build(attn__kd_att *m, const attn__kd_rt *rt,
                                const attn_common_metadata *cm, int num_blocks, int split_len,
                                int max_splits);
+/* The call against the step: its batch, the view's blocks, and every
+ * buffer against the elements the launches address. */
+attn_status attn__kd_att_check(const attn__kd_att *m, const attn__kd_rt *rt,
+                               const attn_common_metadata *cm, const attn__kd_att_io *io);
 /* The split-KV partials (when split), the attention launch and its merge. */
 attn_status attn__kd_att_run(const attn__kd_att *m, const attn__kd_rt *rt,
                              const attn__kd_att_io *io);
@@ -119,6 +123,10 @@ attn_status attn__kd_mla_build(attn__kd_mla *m, const attn__kd_rt *rt,
                                const attn_common_metadata *cm, int num_decodes, int num_blocks,
                                int split_len, int max_splits, bool prefills);
 
+/* The call against the step (its batch, the latent view's blocks) and
+ * every buffer against what the launches address (mha: forward_mha's). */
+attn_status attn__kd_mla_check(const attn__kd_mla *m, const attn__kd_rt *rt,
+                               const attn_common_metadata *cm, const attn__kd_mla_io *io, bool mha);
 /* forward_mqa's launches: the decode and, when split, its merge. */
 attn_status attn__kd_mla_mqa(const attn__kd_mla *m, const attn__kd_rt *rt,
                              const attn__kd_mla_io *io);

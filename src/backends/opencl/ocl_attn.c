@@ -94,6 +94,23 @@ attn_status attn__ocl_step_build(attn__ocl_step *s, const attn_common_metadata *
 
 /* ---- forward ------------------------------------------------------------------ */
 
+/* The call's buffers and scalars (hp and flags are the kernel state's). */
+static attn__kd_att_io io_of(const attn__ocl_fwd *f)
+{
+    const attn_layer_params *l = f->layer;
+    return (attn__kd_att_io){.kv = f->kv,
+                             .q = f->q,
+                             .out = f->out,
+                             .lse = f->lse,
+                             .q_off = f->q_offset,
+                             .out_off = f->out_offset,
+                             .lse_off = f->lse_offset,
+                             .q_elem = (int)attn_dtype_elem(l->dtype),
+                             .window = l->sliding_window,
+                             .scale = attn__fwd_scale(l),
+                             .softcap = l->logits_soft_cap};
+}
+
 static attn_status check_forward(attn__ocl *o, const attn__ocl_fwd *f)
 {
     const attn__kd_att *s = &f->step->kd;
@@ -110,27 +127,9 @@ static attn_status check_forward(attn__ocl *o, const attn__ocl_fwd *f)
         attn__fwd_head_size_v(l) != s->Dv || l->attn_type != s->type)
         return attn__fail(ATTN_INVALID_ARGUMENT, "OPENCL_ATTN: the step was made for another layer "
                                                  "geometry");
-    const attn_common_metadata *cm = f->common;
-    const attn__kd_plan *p = &s->plan;
-    if (cm->num_reqs != p->nreq || cm->num_actual_tokens != p->ntok ||
-        (p->nreq > 0 && (f->kv->block_size != p->block_size || f->kv->num_blocks < p->num_blocks)))
-        return attn__fail(ATTN_BAD_METADATA,
-                          "OPENCL_ATTN: the step was built for %d requests / %d tokens over %d "
-                          "blocks of %d, the call has %d / %d over %d of %d",
-                          p->nreq, p->ntok, p->num_blocks, p->block_size, cm->num_reqs,
-                          cm->num_actual_tokens, f->kv->num_blocks, f->kv->block_size);
-    int64_t rows = (int64_t)p->ntok * s->H, extent = 0;
-    size_t qsz = attn_elem_size(attn_dtype_elem(l->dtype));
-    if (!attn__ocl_view_extent(f->kv, s->Dv, &extent))
-        return attn__fail(ATTN_INVALID_ARGUMENT, "OPENCL_ATTN: the KV view's extent overflows");
-    st = attn__ocl_check_mem(o, WHO, (const attn__ocl_mem *)f->kv->data, 0, extent,
-                             attn_elem_size(f->kv->elem), "the KV cache");
-    if (st == ATTN_OK) st = attn__ocl_check_mem(o, WHO, f->q, f->q_offset, rows * s->D, qsz, "q");
-    if (st == ATTN_OK)
-        st = attn__ocl_check_mem(o, WHO, f->out, f->out_offset, rows * s->Dv, qsz, "out");
-    if (st == ATTN_OK && f->lse)
-        st = attn__ocl_check_mem(o, WHO, f->lse, f->lse_offset, rows, sizeof(float), "lse");
-    return st;
+    attn__kd_att_io io = io_of(f);
+    attn__kd_rt rt = attn__ocl_kd_rt(o, WHO);
+    return attn__kd_att_check(s, &rt, f->common, &io);
 }
 
 /* ---- the layer's kernel state ------------------------------------------------ */
@@ -252,21 +251,10 @@ attn_status attn__ocl_forward(attn__ocl_kernel *k, const attn__ocl_fwd *f)
     st = update_scales(k, f->kv);
     if (st != ATTN_OK) return st;
     attn_forward_args a = {.layer = l, .common = f->common};
-    attn__kd_att_io io = {.kv = f->kv,
-                          .hp = k->params,
-                          .q = f->q,
-                          .out = f->out,
-                          .lse = f->lse,
-                          .q_off = f->q_offset,
-                          .out_off = f->out_offset,
-                          .lse_off = f->lse_offset,
-                          .q_elem = (int)attn_dtype_elem(l->dtype),
-                          .window = l->sliding_window,
-                          .flags = (attn__fwd_causal(&a) ? KD_F_CAUSAL : 0) |
-                                   (k->sinks ? KD_F_SINKS : 0) | (k->alibi ? KD_F_ALIBI : 0) |
-                                   (f->lse ? KD_F_LSE : 0),
-                          .scale = attn__fwd_scale(l),
-                          .softcap = l->logits_soft_cap};
+    attn__kd_att_io io = io_of(f);
+    io.hp = k->params;
+    io.flags = (attn__fwd_causal(&a) ? KD_F_CAUSAL : 0) | (k->sinks ? KD_F_SINKS : 0) |
+               (k->alibi ? KD_F_ALIBI : 0) | (f->lse ? KD_F_LSE : 0);
     attn__kd_rt rt = attn__ocl_kd_rt(o, WHO);
     return attn__kd_att_run(s, &rt, &io);
 }
