@@ -119,6 +119,23 @@ attn_status attn__cuda_mla_step_build(attn__cuda_mla_step *s, const attn_common_
     return st;
 }
 
+static attn__kd_mla_io call_io(const attn__cuda_mla *k, const attn__cuda_mla_fwd *f, float kv_scale)
+{
+    return (attn__kd_mla_io){.kv = f->kv,
+                             .q = f->q,
+                             .w_uk = f->w_uk,
+                             .w_uv = f->w_uv,
+                             .out = f->out,
+                             .lse = f->lse,
+                             .q_off = f->q_offset,
+                             .out_off = f->out_offset,
+                             .lse_off = f->lse_offset,
+                             .q_elem = (int)attn__cuda_dtype_elem(k->dtype),
+                             .kv_elem = (int)f->kv->elem,
+                             .scale = attn__mla_softmax_scale(f->layer),
+                             .kv_scale = kv_scale};
+}
+
 /* The layer, the latent view, the step and the buffers against the call. */
 static attn_status check_call(attn__cuda_mla *k, const attn__cuda_mla_fwd *f, bool mha,
                               float *kv_scale)
@@ -139,11 +156,6 @@ static attn_status check_call(attn__cuda_mla *k, const attn__cuda_mla_fwd *f, bo
     if (s->c != k->c || !s->kd.built)
         return attn__cuda_fail(ATTN_BAD_STATE, "CUDA MLA: the step is %s",
                                s->kd.built ? "of another instance (stream)" : "not built");
-    const attn__kd_plan *p = &s->kd.plan;
-    const attn_common_metadata *cm = f->common;
-    if (cm->num_reqs != p->nreq || cm->num_actual_tokens != p->ntok ||
-        (p->nreq > 0 && (kv->block_size != p->block_size || kv->num_blocks < p->num_blocks)))
-        return attn__cuda_fail(ATTN_BAD_METADATA, "CUDA MLA: the step was built for another batch");
     bool fp8 = kv->elem == ATTN_ELEM_FP8_E4M3 || kv->elem == ATTN_ELEM_FP8_E5M2;
     *kv_scale = fp8 ? kv->k_scale : 1.0f;
     if (kv->head_size != k->R + k->P || kv->stride_token < kv->head_size ||
@@ -151,42 +163,9 @@ static attn_status check_call(attn__cuda_mla *k, const attn__cuda_mla_fwd *f, bo
         return attn__cuda_fail(ATTN_INVALID_ARGUMENT,
                                "CUDA MLA: the latent view (rows of %d, kv_lora_rank %d + rope %d)",
                                kv->head_size, k->R, k->P);
-    attn_kv_view one = *kv;
-    one.num_kv_heads = 1;
-    int64_t rows = (int64_t)p->ntok * k->H, extent = 0;
-    int qw = mha ? k->N + k->P : k->R + k->P, ow = mha ? k->V : k->R;
-    size_t qsz = attn__kd_elem_size((int)attn__cuda_dtype_elem(k->dtype));
-    if (!attn__kd_view_extent(&one, 0, &extent))
-        return attn__cuda_fail(ATTN_INVALID_ARGUMENT, "CUDA MLA: the latent view is malformed");
-    attn_status st = attn__cuda_check_mem(k->c, kv->data, 0, extent,
-                                          attn__kd_elem_size((int)kv->elem), "the latent cache");
-    if (st == ATTN_OK) st = attn__cuda_check_mem(k->c, f->q, f->q_offset, rows * qw, qsz, "q");
-    if (st == ATTN_OK)
-        st = attn__cuda_check_mem(k->c, f->out, f->out_offset, rows * ow, qsz, "out");
-    if (st == ATTN_OK && f->lse)
-        st = attn__cuda_check_mem(k->c, f->lse, f->lse_offset, rows, sizeof(float), "lse");
-    if (st == ATTN_OK && mha)
-        st = attn__cuda_check_mem(k->c, f->w_uk, 0, (int64_t)k->H * k->N * k->R, qsz, "w_uk");
-    if (st == ATTN_OK && mha)
-        st = attn__cuda_check_mem(k->c, f->w_uv, 0, (int64_t)k->H * k->R * k->V, qsz, "w_uv");
-    return st;
-}
-
-static attn__kd_mla_io call_io(const attn__cuda_mla *k, const attn__cuda_mla_fwd *f, float kv_scale)
-{
-    return (attn__kd_mla_io){.kv = f->kv,
-                             .q = f->q,
-                             .w_uk = f->w_uk,
-                             .w_uv = f->w_uv,
-                             .out = f->out,
-                             .lse = f->lse,
-                             .q_off = f->q_offset,
-                             .out_off = f->out_offset,
-                             .lse_off = f->lse_offset,
-                             .q_elem = (int)attn__cuda_dtype_elem(k->dtype),
-                             .kv_elem = (int)f->kv->elem,
-                             .scale = attn__mla_softmax_scale(f->layer),
-                             .kv_scale = kv_scale};
+    attn__kd_mla_io io = call_io(k, f, *kv_scale);
+    attn__kd_rt rt = attn__cuda_kd_rt(k->c, WHO);
+    return attn__kd_mla_check(&s->kd, &rt, f->common, &io, mha);
 }
 
 attn_status attn__cuda_mla_mqa(attn__cuda_mla *k, const attn__cuda_mla_fwd *f)

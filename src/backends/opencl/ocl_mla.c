@@ -133,61 +133,6 @@ attn_status attn__ocl_mla_step_build(attn__ocl_mla_step *s, const attn_common_me
 
 /* ---- checks -------------------------------------------------------------------- */
 
-/* The call as REFERENCE_MLA checks it, the step against it, the buffers
- * against what the kernels address (q, out and lse over the whole batch). */
-static attn_status check_call(attn__ocl_mla *k, const attn__ocl_mla_fwd *f, bool mha,
-                              attn__mla_call *c)
-{
-    attn_mla_args a = {.layer = f->layer,
-                       .common = f->common,
-                       .kv = f->kv,
-                       .q = f->q,
-                       .out = f->out,
-                       .w_uk = f->w_uk,
-                       .w_uv = f->w_uv};
-    attn_status st = attn__mla_prepare("OpenCL MLA", &a, mha ? ATTN__MLA_MHA : ATTN__MLA_MQA, c);
-    if (st != ATTN_OK) return st;
-    const attn__ocl_mla_step *s = f->step;
-    const attn__kd_plan *p = &s->kd.plan;
-    if (s->o != k->o || !s->kd.built)
-        return attn__fail(ATTN_BAD_STATE, "OpenCL MLA: the step is %s",
-                          s->kd.built ? "of another instance (queue)" : "not built");
-    if (c->H != k->H || c->R != k->R || c->P != k->P || k->dtype != f->layer->dtype ||
-        (mha && (c->nope != k->N || c->V != k->V || !k->mha)) || s->kd.H != k->H ||
-        s->kd.R != k->R || s->kd.P != k->P || (mha && (s->kd.N != k->N || s->kd.V != k->V)))
-        return attn__fail(ATTN_INVALID_ARGUMENT,
-                          "OpenCL MLA: the call's layer is not the kernel's or the step's (heads, "
-                          "kv_lora_rank, rope, nope, v_head_dim and dtype are fixed at create)");
-    const attn_common_metadata *cm = c->cm;
-    if (cm->num_reqs != p->nreq || cm->num_actual_tokens != p->ntok ||
-        (p->nreq > 0 && (f->kv->block_size != p->block_size || f->kv->num_blocks < p->num_blocks)))
-        return attn__fail(ATTN_BAD_METADATA,
-                          "OpenCL MLA: the step was built for %d requests / %d tokens over %d "
-                          "blocks of %d, the call has %d / %d over %d of %d",
-                          p->nreq, p->ntok, p->num_blocks, p->block_size, cm->num_reqs,
-                          cm->num_actual_tokens, f->kv->num_blocks, f->kv->block_size);
-    int64_t rows = (int64_t)p->ntok * k->H, extent = 0;
-    int qw = mha ? k->N + k->P : k->R + k->P, ow = mha ? k->V : k->R;
-    size_t qsz = attn_elem_size(c->q_elem);
-    attn_kv_view one = *f->kv;
-    one.num_kv_heads = 1;
-    if (!attn__ocl_view_extent(&one, 0, &extent))
-        return attn__fail(ATTN_INVALID_ARGUMENT, "OpenCL MLA: the latent view's extent overflows");
-    st = attn__ocl_check_mem(k->o, WHO, f->kv->data, 0, extent, c->kv_esz, "the latent cache");
-    if (st == ATTN_OK) st = attn__ocl_check_mem(k->o, WHO, f->q, f->q_offset, rows * qw, qsz, "q");
-    if (st == ATTN_OK)
-        st = attn__ocl_check_mem(k->o, WHO, f->out, f->out_offset, rows * ow, qsz, "out");
-    if (st == ATTN_OK && f->lse)
-        st = attn__ocl_check_mem(k->o, WHO, f->lse, f->lse_offset, rows, sizeof(float), "lse");
-    if (st == ATTN_OK && mha)
-        st = attn__ocl_check_mem(k->o, WHO, f->w_uk, 0, (int64_t)k->H * k->N * k->R, qsz, "w_uk");
-    if (st == ATTN_OK && mha)
-        st = attn__ocl_check_mem(k->o, WHO, f->w_uv, 0, (int64_t)k->H * k->R * k->V, qsz, "w_uv");
-    return st;
-}
-
-/* ---- forward_mqa and forward_mha ------------------------------------------------ */
-
 static attn__kd_mla_io call_io(const attn__ocl_mla_fwd *f, const attn__mla_call *c)
 {
     return (attn__kd_mla_io){.kv = f->kv,
@@ -204,6 +149,37 @@ static attn__kd_mla_io call_io(const attn__ocl_mla_fwd *f, const attn__mla_call 
                              .scale = c->scale,
                              .kv_scale = c->kv_scale};
 }
+
+/* The call as REFERENCE_MLA checks it, the step against it, the buffers
+ * against what the kernels address (q, out and lse over the whole batch). */
+static attn_status check_call(attn__ocl_mla *k, const attn__ocl_mla_fwd *f, bool mha,
+                              attn__mla_call *c)
+{
+    attn_mla_args a = {.layer = f->layer,
+                       .common = f->common,
+                       .kv = f->kv,
+                       .q = f->q,
+                       .out = f->out,
+                       .w_uk = f->w_uk,
+                       .w_uv = f->w_uv};
+    attn_status st = attn__mla_prepare("OpenCL MLA", &a, mha ? ATTN__MLA_MHA : ATTN__MLA_MQA, c);
+    if (st != ATTN_OK) return st;
+    const attn__ocl_mla_step *s = f->step;
+    if (s->o != k->o || !s->kd.built)
+        return attn__fail(ATTN_BAD_STATE, "OpenCL MLA: the step is %s",
+                          s->kd.built ? "of another instance (queue)" : "not built");
+    if (c->H != k->H || c->R != k->R || c->P != k->P || k->dtype != f->layer->dtype ||
+        (mha && (c->nope != k->N || c->V != k->V || !k->mha)) || s->kd.H != k->H ||
+        s->kd.R != k->R || s->kd.P != k->P || (mha && (s->kd.N != k->N || s->kd.V != k->V)))
+        return attn__fail(ATTN_INVALID_ARGUMENT,
+                          "OpenCL MLA: the call's layer is not the kernel's or the step's (heads, "
+                          "kv_lora_rank, rope, nope, v_head_dim and dtype are fixed at create)");
+    attn__kd_mla_io io = call_io(f, c);
+    attn__kd_rt rt = attn__ocl_kd_rt(k->o, WHO);
+    return attn__kd_mla_check(&s->kd, &rt, c->cm, &io, mha);
+}
+
+/* ---- forward_mqa and forward_mha ------------------------------------------------ */
 
 attn_status attn__ocl_mla_mqa(attn__ocl_mla *k, const attn__ocl_mla_fwd *f)
 {
