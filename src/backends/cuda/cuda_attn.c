@@ -10,26 +10,18 @@
 #include "backends/reference/reference.h"
 #include "util/numeric.h"
 
+#define WHO "CUDA"
+
 static bool is_fp8(attn_elem e)
 {
     return e == ATTN_ELEM_FP8_E4M3 || e == ATTN_ELEM_FP8_E5M2;
 }
 
-/* The kernels' geometry: head sizes multiples of 8 up to KD_MAX_HEAD. */
-static attn_status check_geometry(const attn_layer_params *l)
+/* The kernels' geometry; KV heads are a grid dimension (at most 65535). */
+static attn_status check_geometry(attn__cuda *c, const attn_layer_params *l)
 {
-    int Dv = attn__fwd_head_size_v(l);
-    if (l->num_heads < 1 || l->num_kv_heads < 1 || l->num_heads % l->num_kv_heads != 0 ||
-        l->num_kv_heads > 65535 || (unsigned)l->dtype >= ATTN_DTYPE_COUNT)
-        return attn__cuda_fail(ATTN_INVALID_ARGUMENT,
-                               "CUDA: num_heads %d / num_kv_heads %d / dtype %d", l->num_heads,
-                               l->num_kv_heads, (int)l->dtype);
-    if (l->head_size < 8 || l->head_size > KD_MAX_HEAD || l->head_size % 8 || Dv < 8 ||
-        Dv > KD_MAX_HEAD || Dv % 8)
-        return attn__cuda_fail(ATTN_UNSUPPORTED,
-                               "CUDA: head sizes %d/%d; the kernels take multiples of 8 up to %d",
-                               l->head_size, Dv, KD_MAX_HEAD);
-    return ATTN_OK;
+    attn__kd_rt rt = attn__cuda_kd_rt(c, WHO);
+    return attn__kd_att_check_layer(&rt, l, ATTN_MAX_HEADS, 65535);
 }
 
 /* ---- the step ---------------------------------------------------------------------- */
@@ -39,14 +31,12 @@ struct attn__cuda_step {
     attn__kd_att kd;
 };
 
-#define WHO "CUDA"
-
 attn_status attn__cuda_step_create(attn__cuda *c, const attn_layer_params *layer,
                                    attn__cuda_step **out)
 {
     if (!c || !layer || !out) return attn__cuda_fail(ATTN_NULL_ARGUMENT, "CUDA step: NULL");
     *out = NULL;
-    attn_status st = check_geometry(layer);
+    attn_status st = check_geometry(c, layer);
     if (st != ATTN_OK) return st;
     attn__cuda_step *s = calloc(1, sizeof *s);
     if (!s) return attn__cuda_fail(ATTN_OUT_OF_MEMORY, "CUDA step: out of memory");
@@ -95,10 +85,10 @@ attn_status attn__cuda_kernel_create(attn__cuda *c, const attn_layer_params *lay
 {
     if (!c || !layer || !out) return attn__cuda_fail(ATTN_NULL_ARGUMENT, "CUDA kernel: NULL");
     *out = NULL;
-    attn_status st = check_geometry(layer);
+    attn_status st = check_geometry(c, layer);
     if (st != ATTN_OK) return st;
     int H = layer->num_heads, KVH = layer->num_kv_heads;
-    size_t n = 2 * (size_t)H + 2 * (size_t)KVH;
+    size_t n = attn__kd_att_params(layer, NULL);
     attn__cuda_kernel *k = calloc(1, sizeof *k);
     float *p = malloc(sizeof(float) * n);
     if (!k || !p) {
@@ -115,12 +105,7 @@ attn_status attn__cuda_kernel_create(attn__cuda *c, const attn_layer_params *lay
                              .sinks = layer->sinks != NULL,
                              .alibi = layer->alibi_slopes != NULL,
                              .host = p};
-    for (int h = 0; h < H; h++) {
-        p[h] = layer->sinks ? layer->sinks[h] : 0.0f;
-        p[H + h] = layer->alibi_slopes ? layer->alibi_slopes[h] : 0.0f;
-    }
-    for (int h = 0; h < 2 * KVH; h++)
-        p[2 * H + h] = 1.0f;
+    attn__kd_att_params(layer, p);
     st = attn__cuda_alloc(c, sizeof(float) * n, &k->params);
     if (st == ATTN_OK) st = attn__cuda_copy_in(c, k->params, 0, p, sizeof(float) * n);
     if (st != ATTN_OK) {

@@ -68,6 +68,42 @@ static attn_status check_rows(const attn__kd_rt *rt, const attn_kv_view *kv, int
 
 /* ---- paged attention ---------------------------------------------------------- */
 
+attn_status attn__kd_att_check_layer(const attn__kd_rt *rt, const attn_layer_params *l,
+                                     int max_heads, int max_kv_heads)
+{
+    int Dv = attn__fwd_head_size_v(l);
+    if (l->num_heads < 1 || l->num_kv_heads < 1 || l->num_heads % l->num_kv_heads != 0)
+        return fail(rt, ATTN_INVALID_ARGUMENT,
+                    "%s: num_heads (%d) must be a positive multiple of num_kv_heads (%d)", rt->who,
+                    l->num_heads, l->num_kv_heads);
+    if (l->num_heads > max_heads || l->num_kv_heads > max_kv_heads)
+        return fail(rt, ATTN_INVALID_ARGUMENT,
+                    "%s: %d heads / %d KV heads; the kernels take up to %d / %d", rt->who,
+                    l->num_heads, l->num_kv_heads, max_heads, max_kv_heads);
+    if (l->head_size < 8 || l->head_size > KD_MAX_HEAD || l->head_size % 8 || Dv < 8 ||
+        Dv > KD_MAX_HEAD || Dv % 8)
+        return fail(rt, ATTN_UNSUPPORTED,
+                    "%s: head sizes %d/%d; the kernels take multiples of 8 up to %d", rt->who,
+                    l->head_size, Dv, KD_MAX_HEAD);
+    if ((unsigned)l->dtype >= ATTN_DTYPE_COUNT)
+        return fail(rt, ATTN_INVALID_ARGUMENT, "%s: bad dtype %d", rt->who, (int)l->dtype);
+    return ATTN_OK;
+}
+
+size_t attn__kd_att_params(const attn_layer_params *l, float *p)
+{
+    size_t H = (size_t)l->num_heads, KVH = (size_t)l->num_kv_heads;
+    if (p) {
+        for (size_t h = 0; h < H; h++) {
+            p[h] = l->sinks ? l->sinks[h] : 0.0f;
+            p[H + h] = l->alibi_slopes ? l->alibi_slopes[h] : 0.0f;
+        }
+        for (size_t h = 0; h < 2 * KVH; h++)
+            p[2 * H + h] = 1.0f;
+    }
+    return 2 * H + 2 * KVH;
+}
+
 void attn__kd_att_init(attn__kd_att *m, const attn_layer_params *l)
 {
     int Dv = attn__fwd_head_size_v(l), w = l->head_size > Dv ? l->head_size : Dv, bn = KD_TILE / w;

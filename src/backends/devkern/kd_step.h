@@ -58,6 +58,14 @@ typedef struct attn__kd_att_io {
     float scale, softcap;
 } attn__kd_att_io;
 
+/* The layer geometries the kernels take (steps and kernel states alike):
+ * heads and KV heads up to the runtime's grid limits. */
+attn_status attn__kd_att_check_layer(const attn__kd_rt *rt, const attn_layer_params *l,
+                                     int max_heads, int max_kv_heads);
+/* A kernel state's per-head floats as first uploaded (kd_launch.h's hp:
+ * sinks, ALiBi slopes, K and V scales of 1) into p when not NULL; returns
+ * their count. */
+size_t attn__kd_att_params(const attn_layer_params *l, float *p);
 /* The step of a layer whose geometry the runtime has checked. */
 void attn__kd_att_init(attn__kd_att *m, const attn_layer_params *l);
 void attn__kd_att_free(attn__kd_att *m, const attn__kd_rt *rt);

@@ -32,24 +32,10 @@ struct attn__ocl_step {
 
 #define WHO "OPENCL_ATTN"
 
-/* The layer geometries the kernels take (steps and kernel states alike). */
-static attn_status check_geometry(const attn_layer_params *layer)
+static attn_status check_geometry(attn__ocl *o, const attn_layer_params *layer)
 {
-    int Dv = attn__fwd_head_size_v(layer);
-    if (layer->num_heads < 1 || layer->num_kv_heads < 1 ||
-        layer->num_heads % layer->num_kv_heads != 0 || layer->num_heads > ATTN_MAX_HEADS)
-        return attn__fail(ATTN_INVALID_ARGUMENT,
-                          "OPENCL_ATTN: num_heads (%d) must be a positive multiple of "
-                          "num_kv_heads (%d)",
-                          layer->num_heads, layer->num_kv_heads);
-    if (layer->head_size < 8 || layer->head_size > KD_MAX_HEAD || layer->head_size % 8 || Dv < 8 ||
-        Dv > KD_MAX_HEAD || Dv % 8)
-        return attn__fail(ATTN_UNSUPPORTED,
-                          "OPENCL_ATTN: head sizes %d/%d; the kernels take multiples of 8 up to %d",
-                          layer->head_size, Dv, KD_MAX_HEAD);
-    if ((unsigned)layer->dtype >= ATTN_DTYPE_COUNT)
-        return attn__fail(ATTN_INVALID_ARGUMENT, "OPENCL_ATTN: bad dtype %d", (int)layer->dtype);
-    return ATTN_OK;
+    attn__kd_rt rt = attn__ocl_kd_rt(o, WHO);
+    return attn__kd_att_check_layer(&rt, layer, ATTN_MAX_HEADS, ATTN_MAX_HEADS);
 }
 
 attn_status attn__ocl_step_create(attn__ocl *o, const attn_layer_params *layer,
@@ -59,7 +45,7 @@ attn_status attn__ocl_step_create(attn__ocl *o, const attn_layer_params *layer,
     ATTN__CHECK_NULL(layer);
     ATTN__CHECK_NULL(out);
     *out = NULL;
-    attn_status st = check_geometry(layer);
+    attn_status st = check_geometry(o, layer);
     if (st != ATTN_OK) return st;
     attn__ocl_step *s = calloc(1, sizeof *s);
     if (!s) return attn__fail(ATTN_OUT_OF_MEMORY, "OpenCL step: out of memory");
@@ -152,17 +138,18 @@ attn_status attn__ocl_kernel_create(attn__ocl *o, const attn_layer_params *layer
     ATTN__CHECK_NULL(layer);
     ATTN__CHECK_NULL(out);
     *out = NULL;
-    attn_status st = check_geometry(layer);
+    attn_status st = check_geometry(o, layer);
     if (st != ATTN_OK) return st;
     size_t H = (size_t)layer->num_heads, KVH = (size_t)layer->num_kv_heads;
-    if (sizeof(float) * (2 * H + 2 * KVH) > o->dev->max_constant)
+    size_t n = attn__kd_att_params(layer, NULL);
+    if (sizeof(float) * n > o->dev->max_constant)
         return attn__fail(ATTN_UNSUPPORTED,
                           "OPENCL_ATTN: %zu heads / %zu KV heads need %zu bytes of per-head "
                           "parameters; %.200s's constant buffers hold %llu",
-                          H, KVH, sizeof(float) * (2 * H + 2 * KVH), o->dev->name,
+                          H, KVH, sizeof(float) * n, o->dev->name,
                           (unsigned long long)o->dev->max_constant);
     attn__ocl_kernel *k = calloc(1, sizeof *k);
-    float *p = malloc(sizeof(float) * (2 * H + 2 * KVH));
+    float *p = malloc(sizeof(float) * n);
     if (k) k->scales = malloc(sizeof(float) * 2 * KVH);
     if (!k || !p || !k->scales) {
         free(p);
@@ -178,15 +165,11 @@ attn_status attn__ocl_kernel_create(attn__ocl *o, const attn_layer_params *layer
                             .sinks = layer->sinks != NULL,
                             .alibi = layer->alibi_slopes != NULL,
                             .scales = k->scales};
-    for (size_t h = 0; h < H; h++) {
-        p[h] = layer->sinks ? layer->sinks[h] : 0.0f;
-        p[H + h] = layer->alibi_slopes ? layer->alibi_slopes[h] : 0.0f;
-    }
+    attn__kd_att_params(layer, p);
     for (size_t h = 0; h < 2 * KVH; h++)
-        p[2 * H + h] = k->scales[h] = 1.0f;
-    st = attn__ocl_alloc(o, sizeof(float) * (2 * H + 2 * KVH), &k->params);
-    if (st == ATTN_OK)
-        st = attn__ocl_copy_in(o, k->params, 0, p, sizeof(float) * (2 * H + 2 * KVH));
+        k->scales[h] = 1.0f;
+    st = attn__ocl_alloc(o, sizeof(float) * n, &k->params);
+    if (st == ATTN_OK) st = attn__ocl_copy_in(o, k->params, 0, p, sizeof(float) * n);
     free(p);
     if (st != ATTN_OK) {
         attn__ocl_kernel_destroy(k);
