@@ -5,11 +5,9 @@
  * launches are devkern/kd_step.c's. */
 #include <math.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "backends/cuda/cuda_impl.h"
 #include "backends/mla/mla_internal.h"
-#include "util/numeric.h"
 
 struct attn__cuda_mla {
     attn__cuda *c;

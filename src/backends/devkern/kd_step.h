@@ -19,7 +19,7 @@
 
 typedef struct attn__kd_rt {
     void *ctx;       /* the runtime's instance (attn__ocl *, attn__cuda *) */
-    const char *who; /* message prefix of the MLA step, e.g. "OpenCL MLA" */
+    const char *who; /* message prefix ("OPENCL_ATTN", "CUDA MLA"; projections: the API) */
     unsigned compute_units;
     /* records msg as the thread's error; returns st */
     attn_status (*fail)(attn_status st, const char *msg);

@@ -11,12 +11,10 @@
  * call, and every buffer against the elements it will address, before
  * anything is enqueued. */
 #include <stdlib.h>
-#include <string.h>
 
 #include "backends/mla/mla_internal.h"
 #include "backends/opencl/ocl_impl.h"
 #include "util/error.h"
-#include "util/numeric.h"
 
 struct attn__ocl_mla {
     attn__ocl *o;
