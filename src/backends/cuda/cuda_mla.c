@@ -11,8 +11,7 @@
 
 struct attn__cuda_mla {
     attn__cuda *c;
-    int H, R, P, N, V;
-    attn_dtype dtype;
+    attn__kd_mla_geom g;
     attn__cuda_kernel *mha;
 };
 
@@ -39,13 +38,8 @@ attn_status attn__cuda_mla_create(attn__cuda *c, const attn_layer_params *layer,
     if (st != ATTN_OK) return st;
     attn__cuda_mla *k = calloc(1, sizeof *k);
     if (!k) return attn__cuda_fail(ATTN_OUT_OF_MEMORY, "CUDA MLA: out of memory");
-    *k = (attn__cuda_mla){.c = c,
-                          .H = layer->num_heads,
-                          .R = layer->kv_lora_rank,
-                          .P = layer->qk_rope_head_dim,
-                          .N = layer->qk_nope_head_dim,
-                          .V = layer->v_head_dim,
-                          .dtype = layer->dtype};
+    *k = (attn__cuda_mla){
+        .c = c, .g = attn__kd_mla_geom_of(layer, (int)attn__cuda_dtype_elem(layer->dtype))};
     if (attn__kd_mla_has_mha(layer)) {
         attn_layer_params ml = attn__kd_mla_mha_layer(layer);
         st = attn__cuda_kernel_create(c, &ml, &k->mha);
@@ -128,7 +122,7 @@ static attn__kd_mla_io call_io(const attn__cuda_mla *k, const attn__cuda_mla_fwd
                              .q_off = f->q_offset,
                              .out_off = f->out_offset,
                              .lse_off = f->lse_offset,
-                             .q_elem = (int)attn__cuda_dtype_elem(k->dtype),
+                             .q_elem = (int)attn__cuda_dtype_elem(k->g.dtype),
                              .kv_elem = (int)f->kv->elem,
                              .scale = attn__mla_softmax_scale(f->layer),
                              .kv_scale = kv_scale};
@@ -145,10 +139,9 @@ static attn_status check_call(attn__cuda_mla *k, const attn__cuda_mla_fwd *f, bo
         (mha && (!f->w_uk || !f->w_uv)))
         return attn__cuda_fail(ATTN_NULL_ARGUMENT, "CUDA MLA %s: a NULL argument",
                                mha ? "forward_mha" : "forward_mqa");
-    if (l->num_heads != k->H || l->kv_lora_rank != k->R || l->qk_rope_head_dim != k->P ||
-        l->dtype != k->dtype || s->kd.H != k->H || s->kd.R != k->R || s->kd.P != k->P ||
-        (mha && (!k->mha || l->qk_nope_head_dim != k->N || l->v_head_dim != k->V ||
-                 s->kd.N != k->N || s->kd.V != k->V)))
+    attn__kd_mla_geom lg = attn__kd_mla_geom_of(l, k->g.elem);
+    if (!attn__kd_mla_geom_same(&lg, &k->g, mha) || l->dtype != k->g.dtype ||
+        !attn__kd_mla_geom_same(&s->kd.g, &k->g, mha) || (mha && !k->mha))
         return attn__cuda_fail(ATTN_INVALID_ARGUMENT,
                                "CUDA MLA: the call's layer is not the kernel's or the step's");
     if (s->c != k->c || !s->kd.built)
@@ -156,11 +149,11 @@ static attn_status check_call(attn__cuda_mla *k, const attn__cuda_mla_fwd *f, bo
                                s->kd.built ? "of another instance (stream)" : "not built");
     bool fp8 = kv->elem == ATTN_ELEM_FP8_E4M3 || kv->elem == ATTN_ELEM_FP8_E5M2;
     *kv_scale = fp8 ? kv->k_scale : 1.0f;
-    if (kv->head_size != k->R + k->P || kv->stride_token < kv->head_size ||
+    if (kv->head_size != k->g.R + k->g.P || kv->stride_token < kv->head_size ||
         attn__kd_elem_size((int)kv->elem) == 0 || !(*kv_scale > 0 && isfinite(*kv_scale)))
         return attn__cuda_fail(ATTN_INVALID_ARGUMENT,
                                "CUDA MLA: the latent view (rows of %d, kv_lora_rank %d + rope %d)",
-                               kv->head_size, k->R, k->P);
+                               kv->head_size, k->g.R, k->g.P);
     attn__kd_mla_io io = call_io(k, f, *kv_scale);
     attn__kd_rt rt = attn__cuda_kd_rt(k->c, WHO);
     return attn__kd_mla_check(&s->kd, &rt, f->common, &io, mha);
@@ -196,9 +189,9 @@ attn_status attn__cuda_mla_mha(attn__cuda_mla *k, const attn__cuda_mla_fwd *f)
                         .step = s->mha_step,
                         .kv = &s->kd.keys_view,
                         .q = f->q,
-                        .q_offset = f->q_offset + rows0 * (k->N + k->P),
+                        .q_offset = f->q_offset + rows0 * (k->g.N + k->g.P),
                         .out = f->out,
-                        .out_offset = f->out_offset + rows0 * k->V,
+                        .out_offset = f->out_offset + rows0 * k->g.V,
                         .lse = f->lse,
                         .lse_offset = f->lse_offset + rows0};
     return attn__cuda_forward(k->mha, &g);

@@ -240,15 +240,25 @@ attn_layer_params attn__kd_mla_mha_layer(const attn_layer_params *l)
                                .kv_cache_dtype = ATTN_KV_AUTO};
 }
 
+attn__kd_mla_geom attn__kd_mla_geom_of(const attn_layer_params *l, int elem)
+{
+    return (attn__kd_mla_geom){.H = l->num_heads,
+                               .R = l->kv_lora_rank,
+                               .P = l->qk_rope_head_dim,
+                               .N = l->qk_nope_head_dim,
+                               .V = l->v_head_dim,
+                               .dtype = l->dtype,
+                               .elem = elem};
+}
+
+bool attn__kd_mla_geom_same(const attn__kd_mla_geom *a, const attn__kd_mla_geom *b, bool mha)
+{
+    return a->H == b->H && a->R == b->R && a->P == b->P && (!mha || (a->N == b->N && a->V == b->V));
+}
+
 void attn__kd_mla_init(attn__kd_mla *m, const attn_layer_params *l, int elem)
 {
-    *m = (attn__kd_mla){.H = l->num_heads,
-                        .R = l->kv_lora_rank,
-                        .P = l->qk_rope_head_dim,
-                        .N = l->qk_nope_head_dim,
-                        .V = l->v_head_dim,
-                        .dtype = l->dtype,
-                        .elem = elem};
+    *m = (attn__kd_mla){.g = attn__kd_mla_geom_of(l, elem)};
 }
 
 void attn__kd_mla_free(attn__kd_mla *m, const attn__kd_rt *rt)
@@ -264,20 +274,20 @@ void attn__kd_mla_free(attn__kd_mla *m, const attn__kd_rt *rt)
  * KD_MLA_BN tokens, values after the keys), grown to the step's need. */
 static attn_status keys_buffer(attn__kd_mla *m, const attn__kd_rt *rt)
 {
-    int nblk = m->mha_meta.num_blocks, pitch = m->N + m->P > m->V ? m->N + m->P : m->V;
+    int nblk = m->mha_meta.num_blocks, pitch = m->g.N + m->g.P > m->g.V ? m->g.N + m->g.P : m->g.V;
     size_t blk = 0, bytes = 0;
-    if (!attn__mul_size((size_t)KD_MLA_BN * (size_t)pitch, (size_t)m->H, &blk) ||
+    if (!attn__mul_size((size_t)KD_MLA_BN * (size_t)pitch, (size_t)m->g.H, &blk) ||
         !attn__mul_size(blk, 2 * (size_t)nblk, &bytes) ||
-        !attn__mul_size(bytes, attn__kd_elem_size(m->elem), &bytes) || bytes > INT64_MAX / 2)
+        !attn__mul_size(bytes, attn__kd_elem_size(m->g.elem), &bytes) || bytes > INT64_MAX / 2)
         return fail(rt, ATTN_OUT_OF_MEMORY, "%s: decompressed keys overflow", rt->who);
     attn_status st = rt->scratch(rt->ctx, &m->keys, bytes);
     m->keys_view = (attn_kv_view){.data = m->keys,
-                                  .elem = (attn_elem)m->elem,
+                                  .elem = (attn_elem)m->g.elem,
                                   .num_blocks = nblk,
                                   .block_size = KD_MLA_BN,
-                                  .num_kv_heads = m->H,
-                                  .head_size = m->N + m->P,
-                                  .head_size_v = m->V,
+                                  .num_kv_heads = m->g.H,
+                                  .head_size = m->g.N + m->g.P,
+                                  .head_size_v = m->g.V,
                                   .k_offset = 0,
                                   .v_offset = (int64_t)blk * nblk,
                                   .stride_block = (int64_t)blk,
@@ -304,7 +314,7 @@ attn_status attn__kd_mla_build(attn__kd_mla *m, const attn__kd_rt *rt,
                            .cm = cm,
                            .kv_lens = cm->seq_lens,
                            .num_blocks = num_blocks,
-                           .rows_per_token = m->H,
+                           .rows_per_token = m->g.H,
                            .bn = KD_MLA_BN,
                            .tile_begin = 0,
                            .tile_end = d_end,
@@ -339,13 +349,15 @@ attn_status attn__kd_mla_check(const attn__kd_mla *m, const attn__kd_rt *rt,
     if (!attn__kd_view_extent(&one, 0, &extent))
         return fail(rt, ATTN_INVALID_ARGUMENT, "%s: the latent view's extent overflows", rt->who);
     st = check_rows(rt, io->kv, extent, "the latent cache", io->q, io->q_off, io->out, io->out_off,
-                    io->lse, io->lse_off, (int64_t)m->plan.ntok * m->H,
-                    mha ? m->N + m->P : m->R + m->P, mha ? m->V : m->R, io->q_elem);
+                    io->lse, io->lse_off, (int64_t)m->plan.ntok * m->g.H,
+                    mha ? m->g.N + m->g.P : m->g.R + m->g.P, mha ? m->g.V : m->g.R, io->q_elem);
     size_t wsz = attn__kd_elem_size(io->q_elem);
     if (st == ATTN_OK && mha)
-        st = rt->check(rt->ctx, rt->who, io->w_uk, 0, (int64_t)m->H * m->N * m->R, wsz, "w_uk");
+        st = rt->check(rt->ctx, rt->who, io->w_uk, 0, (int64_t)m->g.H * m->g.N * m->g.R, wsz,
+                       "w_uk");
     if (st == ATTN_OK && mha)
-        st = rt->check(rt->ctx, rt->who, io->w_uv, 0, (int64_t)m->H * m->R * m->V, wsz, "w_uv");
+        st = rt->check(rt->ctx, rt->who, io->w_uv, 0, (int64_t)m->g.H * m->g.R * m->g.V, wsz,
+                       "w_uv");
     return st;
 }
 
@@ -355,7 +367,7 @@ attn_status attn__kd_mla_mqa(const attn__kd_mla *m, const attn__kd_rt *rt,
     const attn__kd_plan *p = &m->plan;
     if (p->ntiles == 0) return ATTN_OK;
     void *part = NULL;
-    attn_status st = partials(rt, p, 1, (size_t)m->R, &part);
+    attn_status st = partials(rt, p, 1, (size_t)m->g.R, &part);
     if (st != ATTN_OK) return st;
     const attn_kv_view *kv = io->kv;
     attn__kd_mla_decode x = {.plan = p,
@@ -371,9 +383,9 @@ attn_status attn__kd_mla_mqa(const attn__kd_mla *m, const attn__kd_rt *rt,
                              .k_off = kv->k_offset,
                              .s_blk = kv->stride_block,
                              .s_tok = kv->stride_token,
-                             .H = m->H,
-                             .R = m->R,
-                             .D = m->R + m->P,
+                             .H = m->g.H,
+                             .R = m->g.R,
+                             .D = m->g.R + m->g.P,
                              .q_elem = io->q_elem,
                              .kv_elem = io->kv_elem,
                              .bs = kv->block_size,
@@ -407,11 +419,11 @@ attn_status attn__kd_mla_run_decompress(const attn__kd_mla *m, const attn__kd_rt
                                  .kv_elem = io->kv_elem,
                                  .bs = kv->block_size,
                                  .w_elem = io->q_elem,
-                                 .H = m->H,
-                                 .R = m->R,
-                                 .P = m->P,
-                                 .N = m->N,
-                                 .V = m->V,
+                                 .H = m->g.H,
+                                 .R = m->g.R,
+                                 .P = m->g.P,
+                                 .N = m->g.N,
+                                 .V = m->g.V,
                                  .dst_elem = (int)dv->elem,
                                  .kv_scale = io->kv_scale};
     attn__kd_args a;
@@ -421,7 +433,7 @@ attn_status attn__kd_mla_run_decompress(const attn__kd_mla *m, const attn__kd_rt
 
 int64_t attn__kd_mla_prefill_row(const attn__kd_mla *m, const attn_common_metadata *cm)
 {
-    return (int64_t)cm->query_start_loc[m->num_decodes < 0 ? 0 : m->num_decodes] * m->H;
+    return (int64_t)cm->query_start_loc[m->num_decodes < 0 ? 0 : m->num_decodes] * m->g.H;
 }
 
 attn_status attn__kd_mla_project_run(const attn__kd_rt *rt, const attn_layer_params *layer, int T,

@@ -81,14 +81,20 @@ attn_status attn__kd_att_check(const attn__kd_att *m, const attn__kd_rt *rt,
 attn_status attn__kd_att_run(const attn__kd_att *m, const attn__kd_rt *rt,
                              const attn__kd_att_io *io);
 
+/* An MLA layer's geometry as the kernels take it (kernel states and steps
+ * alike). */
+typedef struct attn__kd_mla_geom {
+    int H, R, P, N, V;
+    attn_dtype dtype;
+    int elem; /* the activations' KD element */
+} attn__kd_mla_geom;
+
 /* An MLA step: the plan of one batch (the decodes' tiles, the prefills'
  * decompression), its words on the device, and the decompressed keys of
  * the prefills as a paged cache with the metadata of the standard
  * attention over them (that step is the runtime's). */
 typedef struct attn__kd_mla {
-    int H, R, P, N, V;
-    attn_dtype dtype;
-    int elem;           /* the activations' KD element */
+    attn__kd_mla_geom g;
     attn__kd_plan plan; /* decodes' tiles, prefills' decompression */
     void *meta;         /* the plan's words */
     int num_decodes;    /* -1: both entry points serve every request */
@@ -120,6 +126,10 @@ bool attn__kd_mla_has_mha(const attn_layer_params *l);
  * of nope + rope keys and v_head_dim values, causal, unscaled cache. */
 attn_layer_params attn__kd_mla_mha_layer(const attn_layer_params *l);
 
+attn__kd_mla_geom attn__kd_mla_geom_of(const attn_layer_params *l, int elem);
+/* Whether a and b have the same heads, kv_lora_rank and rope (mha: nope
+ * and v_head_dim too). */
+bool attn__kd_mla_geom_same(const attn__kd_mla_geom *a, const attn__kd_mla_geom *b, bool mha);
 void attn__kd_mla_init(attn__kd_mla *m, const attn_layer_params *l, int elem);
 void attn__kd_mla_free(attn__kd_mla *m, const attn__kd_rt *rt);
 

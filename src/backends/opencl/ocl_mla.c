@@ -18,8 +18,7 @@
 
 struct attn__ocl_mla {
     attn__ocl *o;
-    int H, R, P, N, V;
-    attn_dtype dtype;
+    attn__kd_mla_geom g;
     attn__ocl_kernel *mha; /* the standard kernel over decompressed keys; NULL without N/V */
 };
 
@@ -48,12 +47,7 @@ attn_status attn__ocl_mla_create(attn__ocl *o, const attn_layer_params *layer, a
     attn__ocl_mla *k = calloc(1, sizeof *k);
     if (!k) return attn__fail(ATTN_OUT_OF_MEMORY, "OpenCL MLA: out of memory");
     *k = (attn__ocl_mla){.o = o,
-                         .H = layer->num_heads,
-                         .R = layer->kv_lora_rank,
-                         .P = layer->qk_rope_head_dim,
-                         .N = layer->qk_nope_head_dim,
-                         .V = layer->v_head_dim,
-                         .dtype = layer->dtype};
+                         .g = attn__kd_mla_geom_of(layer, (int)attn_dtype_elem(layer->dtype))};
     if (attn__kd_mla_has_mha(layer)) {
         attn_layer_params ml = attn__kd_mla_mha_layer(layer);
         st = attn__ocl_kernel_create(o, &ml, &k->mha);
@@ -166,9 +160,9 @@ static attn_status check_call(attn__ocl_mla *k, const attn__ocl_mla_fwd *f, bool
     if (s->o != k->o || !s->kd.built)
         return attn__fail(ATTN_BAD_STATE, "OpenCL MLA: the step is %s",
                           s->kd.built ? "of another instance (queue)" : "not built");
-    if (c->H != k->H || c->R != k->R || c->P != k->P || k->dtype != f->layer->dtype ||
-        (mha && (c->nope != k->N || c->V != k->V || !k->mha)) || s->kd.H != k->H ||
-        s->kd.R != k->R || s->kd.P != k->P || (mha && (s->kd.N != k->N || s->kd.V != k->V)))
+    if (c->H != k->g.H || c->R != k->g.R || c->P != k->g.P || k->g.dtype != f->layer->dtype ||
+        (mha && (c->nope != k->g.N || c->V != k->g.V || !k->mha)) ||
+        !attn__kd_mla_geom_same(&s->kd.g, &k->g, mha))
         return attn__fail(ATTN_INVALID_ARGUMENT,
                           "OpenCL MLA: the call's layer is not the kernel's or the step's (heads, "
                           "kv_lora_rank, rope, nope, v_head_dim and dtype are fixed at create)");
@@ -213,9 +207,9 @@ attn_status attn__ocl_mla_mha(attn__ocl_mla *k, const attn__ocl_mla_fwd *f)
                        .step = s->mha_step,
                        .kv = &s->kd.keys_view,
                        .q = f->q,
-                       .q_offset = f->q_offset + rows0 * (k->N + k->P),
+                       .q_offset = f->q_offset + rows0 * (k->g.N + k->g.P),
                        .out = f->out,
-                       .out_offset = f->out_offset + rows0 * k->V,
+                       .out_offset = f->out_offset + rows0 * k->g.V,
                        .lse = f->lse,
                        .lse_offset = f->lse_offset + rows0};
     return attn__ocl_forward(k->mha, &g);
