@@ -89,7 +89,7 @@ set(ATTN_LAYER_cuda_DEPS opencl)
 attn_layer_root(cuda _attn_cuda_root)
 file(GLOB ATTN_CUDA_SOURCES CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/backends/cuda/*.c)
 add_library(attn_cuda SHARED ${ATTN_CUDA_SOURCES} ${ATTN_KD_DIR}/kd_plan.c
-            ${ATTN_KD_DIR}/kd_launch.c ${ATTN_CUDA_EMBED})
+            ${ATTN_KD_DIR}/kd_launch.c ${ATTN_KD_DIR}/kd_step.c ${ATTN_CUDA_EMBED})
 target_include_directories(attn_cuda PRIVATE ${_attn_cuda_root} ${PROJECT_SOURCE_DIR}/include
                            ${PROJECT_SOURCE_DIR}/common)
 target_link_libraries(attn_cuda PRIVATE Threads::Threads ${CMAKE_DL_LIBS} m)

@@ -10,37 +10,25 @@
 #include "backends/reference/reference.h"
 #include "util/numeric.h"
 
+#define WHO "CUDA"
+
 static bool is_fp8(attn_elem e)
 {
     return e == ATTN_ELEM_FP8_E4M3 || e == ATTN_ELEM_FP8_E5M2;
 }
 
-/* The kernels' geometry: head sizes multiples of 8 up to KD_MAX_HEAD. */
-static attn_status check_geometry(const attn_layer_params *l)
+/* The kernels' geometry; KV heads are a grid dimension (at most 65535). */
+static attn_status check_geometry(attn__cuda *c, const attn_layer_params *l)
 {
-    int Dv = attn__fwd_head_size_v(l);
-    if (l->num_heads < 1 || l->num_kv_heads < 1 || l->num_heads % l->num_kv_heads != 0 ||
-        l->num_kv_heads > 65535 || (unsigned)l->dtype >= ATTN_DTYPE_COUNT)
-        return attn__cuda_fail(ATTN_INVALID_ARGUMENT,
-                               "CUDA: num_heads %d / num_kv_heads %d / dtype %d", l->num_heads,
-                               l->num_kv_heads, (int)l->dtype);
-    if (l->head_size < 8 || l->head_size > KD_MAX_HEAD || l->head_size % 8 || Dv < 8 ||
-        Dv > KD_MAX_HEAD || Dv % 8)
-        return attn__cuda_fail(ATTN_UNSUPPORTED,
-                               "CUDA: head sizes %d/%d; the kernels take multiples of 8 up to %d",
-                               l->head_size, Dv, KD_MAX_HEAD);
-    return ATTN_OK;
+    attn__kd_rt rt = attn__cuda_kd_rt(c, WHO);
+    return attn__kd_att_check_layer(&rt, l, ATTN_MAX_HEADS, 65535);
 }
 
 /* ---- the step ---------------------------------------------------------------------- */
 
 struct attn__cuda_step {
     attn__cuda *c;
-    int H, KVH, D, Dv, bn;
-    attn_attn_type type;
-    attn__cuda_mem *meta;
-    attn__kd_plan plan;
-    bool built;
+    attn__kd_att kd;
 };
 
 attn_status attn__cuda_step_create(attn__cuda *c, const attn_layer_params *layer,
@@ -48,18 +36,12 @@ attn_status attn__cuda_step_create(attn__cuda *c, const attn_layer_params *layer
 {
     if (!c || !layer || !out) return attn__cuda_fail(ATTN_NULL_ARGUMENT, "CUDA step: NULL");
     *out = NULL;
-    attn_status st = check_geometry(layer);
+    attn_status st = check_geometry(c, layer);
     if (st != ATTN_OK) return st;
     attn__cuda_step *s = calloc(1, sizeof *s);
     if (!s) return attn__cuda_fail(ATTN_OUT_OF_MEMORY, "CUDA step: out of memory");
-    int Dv = attn__fwd_head_size_v(layer), w = layer->head_size > Dv ? layer->head_size : Dv;
-    *s = (attn__cuda_step){.c = c,
-                           .H = layer->num_heads,
-                           .KVH = layer->num_kv_heads,
-                           .D = layer->head_size,
-                           .Dv = Dv,
-                           .bn = KD_TILE / w < KD_MAX_BN ? KD_TILE / w : KD_MAX_BN,
-                           .type = layer->attn_type};
+    s->c = c;
+    attn__kd_att_init(&s->kd, layer);
     *out = s;
     return ATTN_OK;
 }
@@ -67,41 +49,23 @@ attn_status attn__cuda_step_create(attn__cuda *c, const attn_layer_params *layer
 void attn__cuda_step_destroy(attn__cuda_step *s)
 {
     if (!s) return;
-    attn__cuda_free(s->meta);
-    attn__kd_plan_free(&s->plan);
+    attn__kd_rt rt = attn__cuda_kd_rt(s->c, WHO);
+    attn__kd_att_free(&s->kd, &rt);
     free(s);
 }
 
 int attn__cuda_step_splits(const attn__cuda_step *s)
 {
-    return s && s->built ? s->plan.nsplit : 0;
+    return s && s->kd.built ? s->kd.plan.nsplit : 0;
 }
 
 attn_status attn__cuda_step_build(attn__cuda_step *s, const attn_common_metadata *cm,
                                   int num_blocks, const attn__cuda_plan *plan)
 {
     if (!s || !cm) return attn__cuda_fail(ATTN_NULL_ARGUMENT, "CUDA step build: NULL");
-    s->built = false;
-    bool cross = s->type == ATTN_TYPE_ENCODER_DECODER && cm->encoder_seq_lens;
-    attn__kd_plan_in in = {.who = "CUDA",
-                           .cm = cm,
-                           .kv_lens = cross ? cm->encoder_seq_lens : cm->seq_lens,
-                           .cross = cross,
-                           .num_blocks = num_blocks,
-                           .rows_per_token = s->H / s->KVH,
-                           .bn = s->bn,
-                           .tile_begin = 0,
-                           .tile_end = cm->num_reqs,
-                           .split_len = plan ? plan->split_len : 0,
-                           .max_splits = plan ? plan->max_splits : 0,
-                           .groups_per_tile = s->KVH,
-                           .compute_units = (unsigned)s->c->dev->sm_count};
-    char why[256];
-    attn_status st = attn__kd_plan_build(&s->plan, &in, why, sizeof why);
-    if (st != ATTN_OK) return attn__cuda_fail(st, "%s", why);
-    st = attn__cuda_upload_words(s->c, &s->meta, &s->plan);
-    s->built = st == ATTN_OK;
-    return st;
+    attn__kd_rt rt = attn__cuda_kd_rt(s->c, WHO);
+    return attn__kd_att_build(&s->kd, &rt, cm, num_blocks, plan ? plan->split_len : 0,
+                              plan ? plan->max_splits : 0);
 }
 
 /* ---- the layer's kernel state and the forward ---------------------------------------- */
@@ -121,10 +85,10 @@ attn_status attn__cuda_kernel_create(attn__cuda *c, const attn_layer_params *lay
 {
     if (!c || !layer || !out) return attn__cuda_fail(ATTN_NULL_ARGUMENT, "CUDA kernel: NULL");
     *out = NULL;
-    attn_status st = check_geometry(layer);
+    attn_status st = check_geometry(c, layer);
     if (st != ATTN_OK) return st;
     int H = layer->num_heads, KVH = layer->num_kv_heads;
-    size_t n = 2 * (size_t)H + 2 * (size_t)KVH;
+    size_t n = attn__kd_att_params(layer, NULL);
     attn__cuda_kernel *k = calloc(1, sizeof *k);
     float *p = malloc(sizeof(float) * n);
     if (!k || !p) {
@@ -141,12 +105,7 @@ attn_status attn__cuda_kernel_create(attn__cuda *c, const attn_layer_params *lay
                              .sinks = layer->sinks != NULL,
                              .alibi = layer->alibi_slopes != NULL,
                              .host = p};
-    for (int h = 0; h < H; h++) {
-        p[h] = layer->sinks ? layer->sinks[h] : 0.0f;
-        p[H + h] = layer->alibi_slopes ? layer->alibi_slopes[h] : 0.0f;
-    }
-    for (int h = 0; h < 2 * KVH; h++)
-        p[2 * H + h] = 1.0f;
+    attn__kd_att_params(layer, p);
     st = attn__cuda_alloc(c, sizeof(float) * n, &k->params);
     if (st == ATTN_OK) st = attn__cuda_copy_in(c, k->params, 0, p, sizeof(float) * n);
     if (st != ATTN_OK) {
@@ -184,12 +143,28 @@ static attn_status update_scales(attn__cuda_kernel *k, const attn_kv_view *kv)
     return st;
 }
 
+/* The call's buffers and scalars (hp and flags are the kernel state's). */
+static attn__kd_att_io io_of(const attn__cuda_fwd *f)
+{
+    const attn_layer_params *l = f->layer;
+    return (attn__kd_att_io){.kv = f->kv,
+                             .q = f->q,
+                             .out = f->out,
+                             .lse = f->lse,
+                             .q_off = f->q_offset,
+                             .out_off = f->out_offset,
+                             .lse_off = f->lse_offset,
+                             .q_elem = (int)attn__cuda_dtype_elem(l->dtype),
+                             .window = l->sliding_window,
+                             .scale = attn__fwd_scale(l),
+                             .softcap = l->logits_soft_cap};
+}
+
 static attn_status check_forward(attn__cuda_kernel *k, const attn__cuda_fwd *f)
 {
-    const attn__cuda_step *s = f->step;
+    const attn__kd_att *s = &f->step->kd;
     const attn_layer_params *l = f->layer;
-    const attn__kd_plan *p = &s->plan;
-    if (s->c != k->c || !s->built)
+    if (f->step->c != k->c || !s->built)
         return attn__cuda_fail(ATTN_BAD_STATE, "CUDA: the step is %s",
                                s->built ? "of another instance (stream)" : "not built");
     if (l->num_heads != k->H || l->num_kv_heads != k->KVH || l->head_size != k->D ||
@@ -198,22 +173,9 @@ static attn_status check_forward(attn__cuda_kernel *k, const attn__cuda_fwd *f)
         s->KVH != k->KVH || s->D != k->D || s->Dv != k->Dv || s->type != k->type)
         return attn__cuda_fail(ATTN_INVALID_ARGUMENT,
                                "CUDA: the call's layer is not the kernel's or the step's");
-    const attn_common_metadata *cm = f->common;
-    if (cm->num_reqs != p->nreq || cm->num_actual_tokens != p->ntok ||
-        (p->nreq > 0 && (f->kv->block_size != p->block_size || f->kv->num_blocks < p->num_blocks)))
-        return attn__cuda_fail(ATTN_BAD_METADATA, "CUDA: the step was built for another batch");
-    int64_t rows = (int64_t)p->ntok * k->H, extent = 0;
-    size_t qsz = attn__kd_elem_size((int)attn__cuda_dtype_elem(l->dtype));
-    if (!attn__kd_view_extent(f->kv, k->Dv, &extent))
-        return attn__cuda_fail(ATTN_INVALID_ARGUMENT, "CUDA: the KV view is malformed");
-    attn_status st = attn__cuda_check_mem(k->c, f->kv->data, 0, extent,
-                                          attn__kd_elem_size((int)f->kv->elem), "the KV cache");
-    if (st == ATTN_OK) st = attn__cuda_check_mem(k->c, f->q, f->q_offset, rows * k->D, qsz, "q");
-    if (st == ATTN_OK)
-        st = attn__cuda_check_mem(k->c, f->out, f->out_offset, rows * k->Dv, qsz, "out");
-    if (st == ATTN_OK && f->lse)
-        st = attn__cuda_check_mem(k->c, f->lse, f->lse_offset, rows, sizeof(float), "lse");
-    return st;
+    attn__kd_att_io io = io_of(f);
+    attn__kd_rt rt = attn__cuda_kd_rt(k->c, WHO);
+    return attn__kd_att_check(s, &rt, f->common, &io);
 }
 
 attn_status attn__cuda_forward(attn__cuda_kernel *k, const attn__cuda_fwd *f)
@@ -222,53 +184,18 @@ attn_status attn__cuda_forward(attn__cuda_kernel *k, const attn__cuda_fwd *f)
         return attn__cuda_fail(ATTN_NULL_ARGUMENT, "attn__cuda_forward: NULL argument");
     attn_status st = check_forward(k, f);
     if (st != ATTN_OK) return st;
-    const attn__cuda_step *s = f->step;
-    const attn__kd_plan *p = &s->plan;
-    if (p->ntok == 0) return ATTN_OK;
+    const attn__kd_att *s = &f->step->kd;
+    if (s->plan.ntok == 0) return ATTN_OK;
     st = update_scales(k, f->kv);
-    if (st == ATTN_OK && p->nsplit > 1)
-        st = attn__cuda_scratch(k->c, &k->c->part,
-                                (size_t)p->ntiles * (size_t)k->KVH * (size_t)p->nsplit * KD_ROWS *
-                                    (size_t)(k->Dv + 2) * sizeof(float));
     if (st != ATTN_OK) return st;
     const attn_layer_params *l = f->layer;
-    const attn_kv_view *kv = f->kv;
     bool causal = l->attn_type == ATTN_TYPE_DECODER && f->common->causal;
-    attn__kd_attention x = {.plan = p,
-                            .meta = s->meta,
-                            .hp = k->params,
-                            .q = f->q,
-                            .kv = kv->data,
-                            .out = f->out,
-                            .lse = f->lse,
-                            .part = k->c->part,
-                            .q_off = f->q_offset,
-                            .out_off = f->out_offset,
-                            .lse_off = f->lse_offset,
-                            .H = k->H,
-                            .KVH = k->KVH,
-                            .D = k->D,
-                            .Dv = k->Dv,
-                            .bn = s->bn,
-                            .q_elem = (int)attn__cuda_dtype_elem(l->dtype),
-                            .kv_elem = (int)kv->elem,
-                            .bs = kv->block_size,
-                            .window = l->sliding_window,
-                            .flags = (causal ? KD_F_CAUSAL : 0) | (k->sinks ? KD_F_SINKS : 0) |
-                                     (k->alibi ? KD_F_ALIBI : 0) | (f->lse ? KD_F_LSE : 0),
-                            .k_off = kv->k_offset,
-                            .v_off = kv->v_offset,
-                            .s_blk = kv->stride_block,
-                            .s_tok = kv->stride_token,
-                            .s_head = kv->stride_head,
-                            .scale = attn__fwd_scale(l),
-                            .softcap = l->logits_soft_cap};
-    attn__kd_args a;
-    attn__kd_args_attention(&a, &x);
-    st = attn__cuda_run(k->c, &a);
-    if (st != ATTN_OK || p->nsplit == 1) return st;
-    attn__kd_args_merge(&a, &x);
-    return attn__cuda_run(k->c, &a);
+    attn__kd_att_io io = io_of(f);
+    io.hp = k->params;
+    io.flags = (causal ? KD_F_CAUSAL : 0) | (k->sinks ? KD_F_SINKS : 0) |
+               (k->alibi ? KD_F_ALIBI : 0) | (f->lse ? KD_F_LSE : 0);
+    attn__kd_rt rt = attn__cuda_kd_rt(k->c, WHO);
+    return attn__kd_att_run(s, &rt, &io);
 }
 
 /* ---- cache writes ------------------------------------------------------------------ */

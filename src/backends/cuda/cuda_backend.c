@@ -40,10 +40,14 @@ attn_status attn__cuda_report(attn_status st)
 
 /* ---- standard attention (FLASH_ATTN, TRITON_ATTN) ------------------------------------ */
 
+/* A layer's kernel on an instance: the standard kernel and its step, or
+ * (TRITON_MLA) the MLA kernel and its step. */
 typedef struct cuda_kern {
     attn__cuda_inst *inst;
     attn__cuda_kernel *k;
     attn__cuda_step *step;
+    attn__cuda_mla *mla;
+    attn__cuda_mla_step *mla_step;
 } cuda_kern;
 
 static attn__cuda_inst *instance_of(const attn_kernel_init *init)
@@ -51,35 +55,46 @@ static attn__cuda_inst *instance_of(const attn_kernel_init *init)
     return ATTN_STRUCT_HAS(attn_kernel_init, init, device_state) ? init->device_state : NULL;
 }
 
-static void std_destroy(void *impl)
+static void kern_destroy(void *impl)
 {
     cuda_kern *s = impl;
     if (!s) return;
     attn__cuda_kernel_destroy(s->k);
+    attn__cuda_mla_destroy(s->mla);
     free(s);
 }
 
-static attn_status std_create(const attn_kernel_init *init, void **impl)
+static attn_status kern_create(const attn_kernel_init *init, void **impl, bool mla)
 {
     if (!init || !impl || !init->layer)
-        return attn__cuda_report(attn__cuda_fail(ATTN_NULL_ARGUMENT, "CUDA kernel: NULL"));
+        return attn__cuda_report(
+            attn__cuda_fail(ATTN_NULL_ARGUMENT, "CUDA %skernel: NULL", mla ? "MLA " : ""));
     *impl = NULL;
     attn__cuda_inst *inst = instance_of(init);
     if (!inst)
         return attn__cuda_report(attn__cuda_fail(ATTN_INVALID_ARGUMENT,
-                                                 "libattn_cuda.so: the kernel runs on an instance "
-                                                 "of its CUDA device, not on the host device"));
+                                                 "libattn_cuda.so: %s runs on an instance of its "
+                                                 "CUDA device, not on the host device",
+                                                 mla ? "TRITON_MLA" : "the kernel"));
     cuda_kern *s = calloc(1, sizeof *s);
     if (!s) return attn__cuda_report(attn__cuda_fail(ATTN_OUT_OF_MEMORY, "CUDA: out of memory"));
     s->inst = inst;
-    attn_status st = attn__cuda_kernel_create(inst->c, init->layer, &s->k);
-    if (st == ATTN_OK) st = attn__cuda_inst_step(inst, init->layer, &s->step);
+    attn_status st = mla ? attn__cuda_mla_create(inst->c, init->layer, &s->mla)
+                         : attn__cuda_kernel_create(inst->c, init->layer, &s->k);
+    if (st == ATTN_OK)
+        st = mla ? attn__cuda_inst_mla_step(inst, init->layer, &s->mla_step)
+                 : attn__cuda_inst_step(inst, init->layer, &s->step);
     if (st != ATTN_OK) {
-        std_destroy(s);
+        kern_destroy(s);
         return attn__cuda_report(st);
     }
     *impl = s;
     return ATTN_OK;
+}
+
+static attn_status std_create(const attn_kernel_init *init, void **impl)
+{
+    return kern_create(init, impl, false);
 }
 
 static attn_status std_forward(void *impl, const attn_forward_args *a)
@@ -114,7 +129,7 @@ static const char *cuda_variant(void)
 static const attn_kernel_ops cuda_std_kernel = {
     .struct_size = sizeof(attn_kernel_ops),
     .create = std_create,
-    .destroy = std_destroy,
+    .destroy = kern_destroy,
     .forward = std_forward,
     .variant = cuda_variant,
     .kind = ATTN_KERNEL_STANDARD,
@@ -122,41 +137,9 @@ static const attn_kernel_ops cuda_std_kernel = {
 
 /* ---- MLA (TRITON_MLA) ------------------------------------------------------------------ */
 
-typedef struct cuda_mla_kern {
-    attn__cuda_inst *inst;
-    attn__cuda_mla *k;
-    attn__cuda_mla_step *step;
-} cuda_mla_kern;
-
-static void mla_destroy(void *impl)
-{
-    cuda_mla_kern *s = impl;
-    if (!s) return;
-    attn__cuda_mla_destroy(s->k);
-    free(s);
-}
-
 static attn_status mla_create(const attn_kernel_init *init, void **impl)
 {
-    if (!init || !impl || !init->layer)
-        return attn__cuda_report(attn__cuda_fail(ATTN_NULL_ARGUMENT, "CUDA MLA kernel: NULL"));
-    *impl = NULL;
-    attn__cuda_inst *inst = instance_of(init);
-    if (!inst)
-        return attn__cuda_report(attn__cuda_fail(ATTN_INVALID_ARGUMENT,
-                                                 "libattn_cuda.so: TRITON_MLA runs on an instance "
-                                                 "of its CUDA device, not on the host device"));
-    cuda_mla_kern *s = calloc(1, sizeof *s);
-    if (!s) return attn__cuda_report(attn__cuda_fail(ATTN_OUT_OF_MEMORY, "CUDA: out of memory"));
-    s->inst = inst;
-    attn_status st = attn__cuda_mla_create(inst->c, init->layer, &s->k);
-    if (st == ATTN_OK) st = attn__cuda_inst_mla_step(inst, init->layer, &s->step);
-    if (st != ATTN_OK) {
-        mla_destroy(s);
-        return attn__cuda_report(st);
-    }
-    *impl = s;
-    return ATTN_OK;
+    return kern_create(init, impl, true);
 }
 
 /* The decodes of the call: the MLA builder's split (attn/mla.h), else all
@@ -170,15 +153,15 @@ static int num_decodes_of(const attn_mla_args *a, bool mha)
 
 static attn_status mla_call(void *impl, const attn_mla_args *a, bool mha)
 {
-    cuda_mla_kern *s = impl;
+    cuda_kern *s = impl;
     if (!s || !a || !a->common || !a->kv)
         return attn__cuda_report(attn__cuda_fail(ATTN_NULL_ARGUMENT, "CUDA MLA: NULL"));
-    attn_status st = attn__cuda_mla_step_build(s->step, a->common, num_decodes_of(a, mha),
+    attn_status st = attn__cuda_mla_step_build(s->mla_step, a->common, num_decodes_of(a, mha),
                                                a->kv->num_blocks, NULL);
     if (st != ATTN_OK) return attn__cuda_report(st);
     attn__cuda_mla_fwd f = {.layer = a->layer,
                             .common = a->common,
-                            .step = s->step,
+                            .step = s->mla_step,
                             .kv = a->kv,
                             .q = a->q,
                             .q_offset = a->q_offset,
@@ -188,7 +171,7 @@ static attn_status mla_call(void *impl, const attn_mla_args *a, bool mha)
                             .lse_offset = a->lse_offset,
                             .w_uk = a->w_uk,
                             .w_uv = a->w_uv};
-    return attn__cuda_report(mha ? attn__cuda_mla_mha(s->k, &f) : attn__cuda_mla_mqa(s->k, &f));
+    return attn__cuda_report(mha ? attn__cuda_mla_mha(s->mla, &f) : attn__cuda_mla_mqa(s->mla, &f));
 }
 
 static attn_status mla_mqa(void *impl, const attn_mla_args *a)
@@ -206,7 +189,7 @@ static attn_status mla_project(void *impl, const attn_layer_params *layer, int n
                                bool absorb, const void *in, int64_t in_offset, const void *w,
                                void *out, int64_t out_offset)
 {
-    cuda_mla_kern *s = impl;
+    cuda_kern *s = impl;
     if (!s) return attn__cuda_report(attn__cuda_fail(ATTN_NULL_ARGUMENT, "CUDA MLA: NULL"));
     return attn__cuda_report(attn__cuda_mla_project(s->inst->c, layer, num_tokens, absorb, in,
                                                     in_offset, w, out, out_offset));
@@ -215,7 +198,7 @@ static attn_status mla_project(void *impl, const attn_layer_params *layer, int n
 static const attn_kernel_ops cuda_mla_kernel = {
     .struct_size = sizeof(attn_kernel_ops),
     .create = mla_create,
-    .destroy = mla_destroy,
+    .destroy = kern_destroy,
     .forward_mqa = mla_mqa,
     .forward_mha = mla_mha,
     .variant = cuda_variant,

@@ -11,6 +11,7 @@
 #include "backends/devkern/kd_launch.h"
 #include "backends/devkern/kd_params.h"
 #include "backends/devkern/kd_plan.h"
+#include "backends/devkern/kd_step.h"
 
 #define ATTN__CUDA_MAX_DEVICES 64
 
@@ -61,6 +62,10 @@ attn_status attn__cuda_check_mem(const attn__cuda *c, const attn__cuda_mem *m, i
                                  int64_t elems, size_t esz, const char *what);
 /* Enqueues one launch (kd_launch.h) on the instance's stream. */
 attn_status attn__cuda_run(attn__cuda *c, const attn__kd_args *l);
+
+/* The instance's operations for the shared steps; who prefixes their
+ * messages. */
+attn__kd_rt attn__cuda_kd_rt(attn__cuda *c, const char *who);
 
 /* attn_elem of an activation dtype. */
 static inline attn_elem attn__cuda_dtype_elem(attn_dtype d)

@@ -444,3 +444,65 @@ attn_status attn__cuda_run(attn__cuda *c, const attn__kd_args *l)
     if (r == ATTN__CU_SUCCESS) return ATTN_OK;
     return attn__cu_fail(ATTN_INTERNAL, attn__kd_kernel_names[l->kernel], r);
 }
+
+/* ---- the module's operations for the shared steps (kd_step.h) ------------------- */
+
+static attn_status rt_fail(attn_status st, const char *msg)
+{
+    return attn__cuda_fail(st, "%s", msg);
+}
+
+static attn_status rt_scratch(void *ctx, void **slot, size_t bytes)
+{
+    attn__cuda_mem *m = *slot;
+    attn_status st = attn__cuda_scratch(ctx, &m, bytes);
+    *slot = m;
+    return st;
+}
+
+static attn_status rt_part(void *ctx, size_t bytes, void **part)
+{
+    attn__cuda *c = ctx;
+    attn_status st = attn__cuda_scratch(c, &c->part, bytes);
+    *part = c->part;
+    return st;
+}
+
+static attn_status rt_upload(void *ctx, void **meta, const attn__kd_plan *p)
+{
+    attn__cuda_mem *m = *meta;
+    attn_status st = attn__cuda_upload_words(ctx, &m, p);
+    *meta = m;
+    return st;
+}
+
+static attn_status rt_run(void *ctx, const attn__kd_args *a)
+{
+    return attn__cuda_run(ctx, a);
+}
+
+static void rt_release(void *mem)
+{
+    attn__cuda_free(mem);
+}
+
+static attn_status rt_check(void *ctx, const char *who, const void *mem, int64_t off, int64_t elems,
+                            size_t esz, const char *what)
+{
+    (void)who; /* the module's messages say "CUDA" */
+    return attn__cuda_check_mem(ctx, mem, off, elems, esz, what);
+}
+
+attn__kd_rt attn__cuda_kd_rt(attn__cuda *c, const char *who)
+{
+    return (attn__kd_rt){.ctx = c,
+                         .who = who,
+                         .compute_units = (unsigned)c->dev->sm_count,
+                         .fail = rt_fail,
+                         .scratch = rt_scratch,
+                         .part = rt_part,
+                         .upload = rt_upload,
+                         .run = rt_run,
+                         .release = rt_release,
+                         .check = rt_check};
+}

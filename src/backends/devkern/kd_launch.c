@@ -43,24 +43,49 @@ static void f32(attn__kd_args *l, float v)
     l->a[l->n++].v.f32 = v;
 }
 
-void attn__kd_args_attention(attn__kd_args *l, const attn__kd_attention *x)
+/* The head of the attention and MLA decode kernels' lists: q, the cache,
+ * out and lse, the split partials and the plan's words. */
+static void tiles_head(attn__kd_args *l, const attn__kd_plan *p, const void *q, int64_t q_off,
+                       const void *kv, void *out, int64_t out_off, void *lse, int64_t lse_off,
+                       void *part, const void *meta)
 {
-    const attn__kd_plan *p = x->plan;
-    begin(l, ATTN__KD_ATTENTION, (size_t)p->ntiles, (size_t)x->KVH, (size_t)p->nsplit);
-    mem(l, x->q);
-    i64(l, x->q_off);
-    mem(l, x->kv);
-    mem(l, x->out);
-    i64(l, x->out_off);
-    mem(l, x->lse);
-    i64(l, x->lse_off);
-    mem(l, p->nsplit > 1 ? x->part : NULL);
-    mem(l, x->meta);
+    mem(l, q);
+    i64(l, q_off);
+    mem(l, kv);
+    mem(l, out);
+    i64(l, out_off);
+    mem(l, lse);
+    i64(l, lse_off);
+    mem(l, p->nsplit > 1 ? part : NULL);
+    mem(l, meta);
     i32(l, p->m_qsl);
     i32(l, p->m_kvlen);
     i32(l, p->m_tiles);
     i32(l, p->m_bt);
     i32(l, p->bt_stride);
+}
+
+/* The head of both merge kernels' lists. */
+static void merge_head(attn__kd_args *l, const attn__kd_plan *p, void *part, void *out,
+                       int64_t out_off, void *lse, int64_t lse_off, const void *meta)
+{
+    mem(l, part);
+    i32(l, p->nsplit);
+    mem(l, out);
+    i64(l, out_off);
+    mem(l, lse);
+    i64(l, lse_off);
+    mem(l, meta);
+    i32(l, p->m_qsl);
+    i32(l, p->m_tiles);
+}
+
+void attn__kd_args_attention(attn__kd_args *l, const attn__kd_attention *x)
+{
+    const attn__kd_plan *p = x->plan;
+    begin(l, ATTN__KD_ATTENTION, (size_t)p->ntiles, (size_t)x->KVH, (size_t)p->nsplit);
+    tiles_head(l, p, x->q, x->q_off, x->kv, x->out, x->out_off, x->lse, x->lse_off, x->part,
+               x->meta);
     mem(l, x->hp);
     i32(l, x->H);
     i32(l, x->KVH);
@@ -86,15 +111,7 @@ void attn__kd_args_merge(attn__kd_args *l, const attn__kd_attention *x)
 {
     const attn__kd_plan *p = x->plan;
     begin(l, ATTN__KD_MERGE, (size_t)p->ntiles, (size_t)x->KVH, 1);
-    mem(l, x->part);
-    i32(l, p->nsplit);
-    mem(l, x->out);
-    i64(l, x->out_off);
-    mem(l, x->lse);
-    i64(l, x->lse_off);
-    mem(l, x->meta);
-    i32(l, p->m_qsl);
-    i32(l, p->m_tiles);
+    merge_head(l, p, x->part, x->out, x->out_off, x->lse, x->lse_off, x->meta);
     mem(l, x->hp);
     i32(l, x->H);
     i32(l, x->KVH);
@@ -140,20 +157,8 @@ void attn__kd_args_mla_decode(attn__kd_args *l, const attn__kd_mla_decode *x)
 {
     const attn__kd_plan *p = x->plan;
     begin(l, ATTN__KD_MLA_DECODE, (size_t)p->ntiles, 1, (size_t)p->nsplit);
-    mem(l, x->q);
-    i64(l, x->q_off);
-    mem(l, x->kv);
-    mem(l, x->out);
-    i64(l, x->out_off);
-    mem(l, x->lse);
-    i64(l, x->lse_off);
-    mem(l, p->nsplit > 1 ? x->part : NULL);
-    mem(l, x->meta);
-    i32(l, p->m_qsl);
-    i32(l, p->m_kvlen);
-    i32(l, p->m_tiles);
-    i32(l, p->m_bt);
-    i32(l, p->bt_stride);
+    tiles_head(l, p, x->q, x->q_off, x->kv, x->out, x->out_off, x->lse, x->lse_off, x->part,
+               x->meta);
     i32(l, x->H);
     i32(l, x->R);
     i32(l, x->D);
@@ -173,15 +178,7 @@ void attn__kd_args_mla_merge(attn__kd_args *l, const attn__kd_mla_decode *x)
 {
     const attn__kd_plan *p = x->plan;
     begin(l, ATTN__KD_MLA_MERGE, (size_t)p->ntiles, 1, 1);
-    mem(l, x->part);
-    i32(l, p->nsplit);
-    mem(l, x->out);
-    i64(l, x->out_off);
-    mem(l, x->lse);
-    i64(l, x->lse_off);
-    mem(l, x->meta);
-    i32(l, p->m_qsl);
-    i32(l, p->m_tiles);
+    merge_head(l, p, x->part, x->out, x->out_off, x->lse, x->lse_off, x->meta);
     i32(l, x->H);
     i32(l, x->R);
     i32(l, x->q_elem);

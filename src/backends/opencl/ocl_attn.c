@@ -27,37 +27,15 @@
 
 struct attn__ocl_step {
     attn__ocl *o;
-    int H, KVH, D, Dv, bn;
-    attn_attn_type type;
-    attn__ocl_mem *meta; /* the plan's words on the device */
-    attn__kd_plan plan;  /* the last build */
-    bool built;
+    attn__kd_att kd;
 };
 
-static int keys_per_tile(int D, int Dv)
-{
-    int w = D > Dv ? D : Dv, bn = KD_TILE / w;
-    return bn < KD_MAX_BN ? bn : KD_MAX_BN;
-}
+#define WHO "OPENCL_ATTN"
 
-/* The layer geometries the kernels take (steps and kernel states alike). */
-static attn_status check_geometry(const attn_layer_params *layer)
+static attn_status check_geometry(attn__ocl *o, const attn_layer_params *layer)
 {
-    int Dv = attn__fwd_head_size_v(layer);
-    if (layer->num_heads < 1 || layer->num_kv_heads < 1 ||
-        layer->num_heads % layer->num_kv_heads != 0 || layer->num_heads > ATTN_MAX_HEADS)
-        return attn__fail(ATTN_INVALID_ARGUMENT,
-                          "OPENCL_ATTN: num_heads (%d) must be a positive multiple of "
-                          "num_kv_heads (%d)",
-                          layer->num_heads, layer->num_kv_heads);
-    if (layer->head_size < 8 || layer->head_size > KD_MAX_HEAD || layer->head_size % 8 || Dv < 8 ||
-        Dv > KD_MAX_HEAD || Dv % 8)
-        return attn__fail(ATTN_UNSUPPORTED,
-                          "OPENCL_ATTN: head sizes %d/%d; the kernels take multiples of 8 up to %d",
-                          layer->head_size, Dv, KD_MAX_HEAD);
-    if ((unsigned)layer->dtype >= ATTN_DTYPE_COUNT)
-        return attn__fail(ATTN_INVALID_ARGUMENT, "OPENCL_ATTN: bad dtype %d", (int)layer->dtype);
-    return ATTN_OK;
+    attn__kd_rt rt = attn__ocl_kd_rt(o, WHO);
+    return attn__kd_att_check_layer(&rt, layer, ATTN_MAX_HEADS, ATTN_MAX_HEADS);
 }
 
 attn_status attn__ocl_step_create(attn__ocl *o, const attn_layer_params *layer,
@@ -67,18 +45,12 @@ attn_status attn__ocl_step_create(attn__ocl *o, const attn_layer_params *layer,
     ATTN__CHECK_NULL(layer);
     ATTN__CHECK_NULL(out);
     *out = NULL;
-    attn_status st = check_geometry(layer);
+    attn_status st = check_geometry(o, layer);
     if (st != ATTN_OK) return st;
-    int Dv = attn__fwd_head_size_v(layer);
     attn__ocl_step *s = calloc(1, sizeof *s);
     if (!s) return attn__fail(ATTN_OUT_OF_MEMORY, "OpenCL step: out of memory");
     s->o = o;
-    s->H = layer->num_heads;
-    s->KVH = layer->num_kv_heads;
-    s->D = layer->head_size;
-    s->Dv = Dv;
-    s->type = layer->attn_type;
-    s->bn = keys_per_tile(s->D, Dv);
+    attn__kd_att_init(&s->kd, layer);
     *out = s;
     return ATTN_OK;
 }
@@ -86,14 +58,14 @@ attn_status attn__ocl_step_create(attn__ocl *o, const attn_layer_params *layer,
 void attn__ocl_step_destroy(attn__ocl_step *s)
 {
     if (!s) return;
-    attn__ocl_free(s->meta);
-    attn__kd_plan_free(&s->plan);
+    attn__kd_rt rt = attn__ocl_kd_rt(s->o, WHO);
+    attn__kd_att_free(&s->kd, &rt);
     free(s);
 }
 
 int attn__ocl_step_splits(const attn__ocl_step *s)
 {
-    return s && s->built ? s->plan.nsplit : 0;
+    return s && s->kd.built ? s->kd.plan.nsplit : 0;
 }
 
 attn_status attn__ocl_step_build(attn__ocl_step *s, const attn_common_metadata *cm, int num_blocks,
@@ -101,83 +73,49 @@ attn_status attn__ocl_step_build(attn__ocl_step *s, const attn_common_metadata *
 {
     ATTN__CHECK_NULL(s);
     ATTN__CHECK_NULL(cm);
-    s->built = false;
-    bool cross = s->type == ATTN_TYPE_ENCODER_DECODER && cm->encoder_seq_lens;
-    attn__kd_plan_in in = {.who = "OPENCL_ATTN",
-                           .cm = cm,
-                           .kv_lens = cross ? cm->encoder_seq_lens : cm->seq_lens,
-                           .cross = cross,
-                           .num_blocks = num_blocks,
-                           .rows_per_token = s->H / s->KVH,
-                           .bn = s->bn,
-                           .tile_begin = 0,
-                           .tile_end = cm->num_reqs,
-                           .split_len = plan ? plan->split_len : 0,
-                           .max_splits = plan ? plan->max_splits : 0,
-                           .groups_per_tile = s->KVH,
-                           .compute_units = s->o->dev->compute_units};
-    char why[256];
-    attn_status st = attn__kd_plan_build(&s->plan, &in, why, sizeof why);
-    if (st != ATTN_OK) return attn__fail(st, "%s", why);
-    st = attn__ocl_upload_words(s->o, &s->meta, &s->plan);
-    if (st != ATTN_OK) return st;
-    s->built = true;
-    return ATTN_OK;
+    attn__kd_rt rt = attn__ocl_kd_rt(s->o, WHO);
+    return attn__kd_att_build(&s->kd, &rt, cm, num_blocks, plan ? plan->split_len : 0,
+                              plan ? plan->max_splits : 0);
 }
 
 /* ---- forward ------------------------------------------------------------------ */
 
-static attn_status check_buffer(const attn__ocl *o, const attn__ocl_mem *m, int64_t off,
-                                int64_t elems, size_t esz, const char *what)
+/* The call's buffers and scalars (hp and flags are the kernel state's). */
+static attn__kd_att_io io_of(const attn__ocl_fwd *f)
 {
-    int64_t end = 0, bytes = 0;
-    if (m->dev != o->dev)
-        return attn__fail(ATTN_INVALID_ARGUMENT, "OPENCL_ATTN: %s is on another device", what);
-    if (off < 0 || !attn__add_i64(off, elems, &end) || !attn__mul_i64(end, (int64_t)esz, &bytes) ||
-        (uint64_t)bytes > m->size)
-        return attn__fail(ATTN_OUT_OF_RANGE,
-                          "OPENCL_ATTN: %s needs elements [%lld, %lld + %lld) of %zu bytes each; "
-                          "the buffer has %zu bytes",
-                          what, (long long)off, (long long)off, (long long)elems, esz, m->size);
-    return ATTN_OK;
+    const attn_layer_params *l = f->layer;
+    return (attn__kd_att_io){.kv = f->kv,
+                             .q = f->q,
+                             .out = f->out,
+                             .lse = f->lse,
+                             .q_off = f->q_offset,
+                             .out_off = f->out_offset,
+                             .lse_off = f->lse_offset,
+                             .q_elem = (int)attn_dtype_elem(l->dtype),
+                             .window = l->sliding_window,
+                             .scale = attn__fwd_scale(l),
+                             .softcap = l->logits_soft_cap};
 }
 
 static attn_status check_forward(attn__ocl *o, const attn__ocl_fwd *f)
 {
-    const attn__ocl_step *s = f->step;
+    const attn__kd_att *s = &f->step->kd;
     attn_forward_args a = {
         .layer = f->layer, .common = f->common, .q = f->q, .kv = f->kv, .out = f->out};
     attn_status st = attn__fwd_check(&a);
     if (st != ATTN_OK) return st;
     const attn_layer_params *l = f->layer;
     /* one queue orders the step's upload before the launch that reads it */
-    if (s->o != o || !s->built)
+    if (f->step->o != o || !s->built)
         return attn__fail(ATTN_BAD_STATE, "OPENCL_ATTN: the step is %s",
                           s->built ? "of another instance (queue)" : "not built");
     if (l->num_heads != s->H || l->num_kv_heads != s->KVH || l->head_size != s->D ||
         attn__fwd_head_size_v(l) != s->Dv || l->attn_type != s->type)
         return attn__fail(ATTN_INVALID_ARGUMENT, "OPENCL_ATTN: the step was made for another layer "
                                                  "geometry");
-    const attn_common_metadata *cm = f->common;
-    const attn__kd_plan *p = &s->plan;
-    if (cm->num_reqs != p->nreq || cm->num_actual_tokens != p->ntok ||
-        (p->nreq > 0 && (f->kv->block_size != p->block_size || f->kv->num_blocks < p->num_blocks)))
-        return attn__fail(ATTN_BAD_METADATA,
-                          "OPENCL_ATTN: the step was built for %d requests / %d tokens over %d "
-                          "blocks of %d, the call has %d / %d over %d of %d",
-                          p->nreq, p->ntok, p->num_blocks, p->block_size, cm->num_reqs,
-                          cm->num_actual_tokens, f->kv->num_blocks, f->kv->block_size);
-    int64_t rows = (int64_t)p->ntok * s->H, extent = 0;
-    size_t qsz = attn_elem_size(attn_dtype_elem(l->dtype));
-    if (!attn__ocl_view_extent(f->kv, s->Dv, &extent))
-        return attn__fail(ATTN_INVALID_ARGUMENT, "OPENCL_ATTN: the KV view's extent overflows");
-    st = check_buffer(o, (const attn__ocl_mem *)f->kv->data, 0, extent, attn_elem_size(f->kv->elem),
-                      "the KV cache");
-    if (st == ATTN_OK) st = check_buffer(o, f->q, f->q_offset, rows * s->D, qsz, "q");
-    if (st == ATTN_OK) st = check_buffer(o, f->out, f->out_offset, rows * s->Dv, qsz, "out");
-    if (st == ATTN_OK && f->lse)
-        st = check_buffer(o, f->lse, f->lse_offset, rows, sizeof(float), "lse");
-    return st;
+    attn__kd_att_io io = io_of(f);
+    attn__kd_rt rt = attn__ocl_kd_rt(o, WHO);
+    return attn__kd_att_check(s, &rt, f->common, &io);
 }
 
 /* ---- the layer's kernel state ------------------------------------------------ */
@@ -200,17 +138,18 @@ attn_status attn__ocl_kernel_create(attn__ocl *o, const attn_layer_params *layer
     ATTN__CHECK_NULL(layer);
     ATTN__CHECK_NULL(out);
     *out = NULL;
-    attn_status st = check_geometry(layer);
+    attn_status st = check_geometry(o, layer);
     if (st != ATTN_OK) return st;
     size_t H = (size_t)layer->num_heads, KVH = (size_t)layer->num_kv_heads;
-    if (sizeof(float) * (2 * H + 2 * KVH) > o->dev->max_constant)
+    size_t n = attn__kd_att_params(layer, NULL);
+    if (sizeof(float) * n > o->dev->max_constant)
         return attn__fail(ATTN_UNSUPPORTED,
                           "OPENCL_ATTN: %zu heads / %zu KV heads need %zu bytes of per-head "
                           "parameters; %.200s's constant buffers hold %llu",
-                          H, KVH, sizeof(float) * (2 * H + 2 * KVH), o->dev->name,
+                          H, KVH, sizeof(float) * n, o->dev->name,
                           (unsigned long long)o->dev->max_constant);
     attn__ocl_kernel *k = calloc(1, sizeof *k);
-    float *p = malloc(sizeof(float) * (2 * H + 2 * KVH));
+    float *p = malloc(sizeof(float) * n);
     if (k) k->scales = malloc(sizeof(float) * 2 * KVH);
     if (!k || !p || !k->scales) {
         free(p);
@@ -226,15 +165,11 @@ attn_status attn__ocl_kernel_create(attn__ocl *o, const attn_layer_params *layer
                             .sinks = layer->sinks != NULL,
                             .alibi = layer->alibi_slopes != NULL,
                             .scales = k->scales};
-    for (size_t h = 0; h < H; h++) {
-        p[h] = layer->sinks ? layer->sinks[h] : 0.0f;
-        p[H + h] = layer->alibi_slopes ? layer->alibi_slopes[h] : 0.0f;
-    }
+    attn__kd_att_params(layer, p);
     for (size_t h = 0; h < 2 * KVH; h++)
-        p[2 * H + h] = k->scales[h] = 1.0f;
-    st = attn__ocl_alloc(o, sizeof(float) * (2 * H + 2 * KVH), &k->params);
-    if (st == ATTN_OK)
-        st = attn__ocl_copy_in(o, k->params, 0, p, sizeof(float) * (2 * H + 2 * KVH));
+        k->scales[h] = 1.0f;
+    st = attn__ocl_alloc(o, sizeof(float) * n, &k->params);
+    if (st == ATTN_OK) st = attn__ocl_copy_in(o, k->params, 0, p, sizeof(float) * n);
     free(p);
     if (st != ATTN_OK) {
         attn__ocl_kernel_destroy(k);
@@ -276,47 +211,6 @@ static attn_status update_scales(attn__ocl_kernel *k, const attn_kv_view *kv)
     return st;
 }
 
-static attn_status launch_attention(attn__ocl_kernel *k, const attn__ocl_fwd *f, int flags)
-{
-    const attn__ocl_step *s = f->step;
-    const attn_layer_params *l = f->layer;
-    const attn_kv_view *kv = f->kv;
-    attn__kd_attention x = {.plan = &s->plan,
-                            .meta = s->meta,
-                            .hp = k->params,
-                            .q = f->q,
-                            .kv = kv->data,
-                            .out = f->out,
-                            .lse = f->lse,
-                            .part = k->o->part,
-                            .q_off = f->q_offset,
-                            .out_off = f->out_offset,
-                            .lse_off = f->lse_offset,
-                            .H = s->H,
-                            .KVH = s->KVH,
-                            .D = s->D,
-                            .Dv = s->Dv,
-                            .bn = s->bn,
-                            .q_elem = (int)attn_dtype_elem(l->dtype),
-                            .kv_elem = (int)kv->elem,
-                            .bs = kv->block_size,
-                            .window = l->sliding_window,
-                            .flags = flags,
-                            .k_off = kv->k_offset,
-                            .v_off = kv->v_offset,
-                            .s_blk = kv->stride_block,
-                            .s_tok = kv->stride_token,
-                            .s_head = kv->stride_head,
-                            .scale = attn__fwd_scale(l),
-                            .softcap = l->logits_soft_cap};
-    attn__kd_args a;
-    attn__kd_args_attention(&a, &x);
-    attn_status st = attn__ocl_run(k->o, &a);
-    if (st != ATTN_OK || s->plan.nsplit == 1) return st;
-    attn__kd_args_merge(&a, &x);
-    return attn__ocl_run(k->o, &a);
-}
-
 attn_status attn__ocl_forward(attn__ocl_kernel *k, const attn__ocl_fwd *f)
 {
     ATTN__CHECK_NULL(k);
@@ -335,21 +229,15 @@ attn_status attn__ocl_forward(attn__ocl_kernel *k, const attn__ocl_fwd *f)
         return attn__fail(ATTN_INVALID_ARGUMENT,
                           "OPENCL_ATTN: the call's layer is not the kernel's (heads, head sizes, "
                           "attention type, sinks and ALiBi are fixed at create)");
-    const attn__ocl_step *s = f->step;
-    const attn__kd_plan *p = &s->plan;
-    if (p->ntok == 0) return ATTN_OK;
+    const attn__kd_att *s = &f->step->kd;
+    if (s->plan.ntok == 0) return ATTN_OK;
     st = update_scales(k, f->kv);
     if (st != ATTN_OK) return st;
-    if (p->nsplit > 1) {
-        size_t bytes = 0;
-        if (!attn__mul_size((size_t)p->ntiles * (size_t)s->KVH, (size_t)p->nsplit, &bytes) ||
-            !attn__mul_size(bytes, (size_t)KD_ROWS * (size_t)(s->Dv + 2) * sizeof(float), &bytes))
-            return attn__fail(ATTN_OUT_OF_MEMORY, "OPENCL_ATTN: split-KV scratch overflows");
-        st = attn__ocl_scratch(o, &o->part, bytes);
-        if (st != ATTN_OK) return st;
-    }
     attn_forward_args a = {.layer = l, .common = f->common};
-    int flags = (attn__fwd_causal(&a) ? KD_F_CAUSAL : 0) | (k->sinks ? KD_F_SINKS : 0) |
-                (k->alibi ? KD_F_ALIBI : 0) | (f->lse ? KD_F_LSE : 0);
-    return launch_attention(k, f, flags);
+    attn__kd_att_io io = io_of(f);
+    io.hp = k->params;
+    io.flags = (attn__fwd_causal(&a) ? KD_F_CAUSAL : 0) | (k->sinks ? KD_F_SINKS : 0) |
+               (k->alibi ? KD_F_ALIBI : 0) | (f->lse ? KD_F_LSE : 0);
+    attn__kd_rt rt = attn__ocl_kd_rt(o, WHO);
+    return attn__kd_att_run(s, &rt, &io);
 }

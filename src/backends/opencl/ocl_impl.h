@@ -9,6 +9,7 @@
 #include "backends/devkern/kd_launch.h"
 #include "backends/devkern/kd_params.h"
 #include "backends/devkern/kd_plan.h"
+#include "backends/devkern/kd_step.h"
 #include "backends/opencl/ocl_api.h"
 #include "backends/opencl/opencl.h"
 
@@ -73,5 +74,14 @@ attn_status attn__ocl_run(attn__ocl *o, const attn__kd_args *l);
  * head_size and, when dv > 0, its V rows of dv elements. False on overflow
  * or a malformed view. */
 bool attn__ocl_view_extent(const attn_kv_view *kv, int dv, int64_t *elems);
+
+/* m's elements [off, off + elems) of esz bytes lie in it, and m is on o's
+ * device; who prefixes the message. */
+attn_status attn__ocl_check_mem(const attn__ocl *o, const char *who, const attn__ocl_mem *m,
+                                int64_t off, int64_t elems, size_t esz, const char *what);
+
+/* The instance's operations for the shared steps; who prefixes their
+ * messages. */
+attn__kd_rt attn__ocl_kd_rt(attn__ocl *o, const char *who);
 
 #endif

@@ -342,3 +342,80 @@ bool attn__ocl_view_extent(const attn_kv_view *kv, int dv, int64_t *elems)
 {
     return attn__kd_view_extent(kv, dv, elems);
 }
+
+attn_status attn__ocl_check_mem(const attn__ocl *o, const char *who, const attn__ocl_mem *m,
+                                int64_t off, int64_t elems, size_t esz, const char *what)
+{
+    int64_t end = 0, bytes = 0;
+    if (m->dev != o->dev)
+        return attn__fail(ATTN_INVALID_ARGUMENT, "%s: %s is on another device", who, what);
+    if (off < 0 || !attn__add_i64(off, elems, &end) || !attn__mul_i64(end, (int64_t)esz, &bytes) ||
+        (uint64_t)bytes > m->size)
+        return attn__fail(ATTN_OUT_OF_RANGE,
+                          "%s: %s needs elements [%lld, %lld + %lld) of %zu bytes each; the "
+                          "buffer has %zu bytes",
+                          who, what, (long long)off, (long long)off, (long long)elems, esz,
+                          m->size);
+    return ATTN_OK;
+}
+
+/* ---- the runtime's operations for the shared steps (kd_step.h) ------------------ */
+
+static attn_status rt_fail(attn_status st, const char *msg)
+{
+    return attn__fail(st, "%s", msg);
+}
+
+static attn_status rt_scratch(void *ctx, void **slot, size_t bytes)
+{
+    attn__ocl_mem *m = *slot;
+    attn_status st = attn__ocl_scratch(ctx, &m, bytes);
+    *slot = m;
+    return st;
+}
+
+static attn_status rt_part(void *ctx, size_t bytes, void **part)
+{
+    attn__ocl *o = ctx;
+    attn_status st = attn__ocl_scratch(o, &o->part, bytes);
+    *part = o->part;
+    return st;
+}
+
+static attn_status rt_upload(void *ctx, void **meta, const attn__kd_plan *p)
+{
+    attn__ocl_mem *m = *meta;
+    attn_status st = attn__ocl_upload_words(ctx, &m, p);
+    *meta = m;
+    return st;
+}
+
+static attn_status rt_run(void *ctx, const attn__kd_args *a)
+{
+    return attn__ocl_run(ctx, a);
+}
+
+static void rt_release(void *mem)
+{
+    attn__ocl_free(mem);
+}
+
+static attn_status rt_check(void *ctx, const char *who, const void *mem, int64_t off, int64_t elems,
+                            size_t esz, const char *what)
+{
+    return attn__ocl_check_mem(ctx, who, mem, off, elems, esz, what);
+}
+
+attn__kd_rt attn__ocl_kd_rt(attn__ocl *o, const char *who)
+{
+    return (attn__kd_rt){.ctx = o,
+                         .who = who,
+                         .compute_units = o->dev->compute_units,
+                         .fail = rt_fail,
+                         .scratch = rt_scratch,
+                         .part = rt_part,
+                         .upload = rt_upload,
+                         .run = rt_run,
+                         .release = rt_release,
+                         .check = rt_check};
+}
