@@ -9,6 +9,7 @@
  * a time, so the lock is uncontended). Host-visible devices skip the
  * lookups on the copy path: their handles are host pointers and may be
  * memory the caller owns. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -320,4 +321,71 @@ attn_status attn__device_view_range(const attn_kv_view *kv, const char *who)
     char what[96];
     snprintf(what, sizeof what, "%s: the KV view's memory", who);
     return attn__device_range(d, kv->data, 0, (uint64_t)n * esz, what);
+}
+
+/* ---- cache views ------------------------------------------------------------- */
+
+static bool elem_is_fp8(attn_elem e)
+{
+    return e == ATTN_ELEM_FP8_E4M3 || e == ATTN_ELEM_FP8_E5M2;
+}
+
+static bool elem_storable(attn_elem e)
+{
+    return e == ATTN_ELEM_F32 || e == ATTN_ELEM_F16 || e == ATTN_ELEM_BF16 || elem_is_fp8(e);
+}
+
+attn_status attn__kv_view_check(const attn_kv_view *kv)
+{
+    if (!kv->data) return attn__fail(ATTN_INVALID_ARGUMENT, "KV view has no memory (data is NULL)");
+    if (!elem_storable(kv->elem))
+        return attn__fail(ATTN_UNSUPPORTED, "KV cache element %s cannot be written",
+                          attn_elem_name(kv->elem));
+    if (kv->num_blocks < 1 || kv->block_size < 1 || kv->num_kv_heads < 1 || kv->head_size < 1 ||
+        kv->head_size_v < 0 || kv->k_offset < 0 || kv->v_offset < 0 || kv->stride_block < 1 ||
+        kv->stride_token < 1 || kv->stride_head < 0)
+        return attn__fail(ATTN_INVALID_ARGUMENT,
+                          "KV view is malformed (blocks %d, block size %d, heads %d, head size "
+                          "%d/%d, strides %lld/%lld/%lld)",
+                          kv->num_blocks, kv->block_size, kv->num_kv_heads, kv->head_size,
+                          kv->head_size_v, (long long)kv->stride_block, (long long)kv->stride_token,
+                          (long long)kv->stride_head);
+    if (elem_is_fp8(kv->elem)) {
+        if (!(isfinite(kv->k_scale) && kv->k_scale > 0) ||
+            !(isfinite(kv->v_scale) && kv->v_scale > 0))
+            return attn__fail(ATTN_INVALID_ARGUMENT, "FP8 KV scales must be finite and > 0");
+        for (int h = 0; kv->k_scale_per_head && h < kv->num_kv_heads; h++)
+            if (!(kv->k_scale_per_head[h] > 0) || !isfinite(kv->k_scale_per_head[h]))
+                return attn__fail(ATTN_INVALID_ARGUMENT, "FP8 per-head K scale of head %d", h);
+        for (int h = 0; kv->v_scale_per_head && h < kv->num_kv_heads; h++)
+            if (!(kv->v_scale_per_head[h] > 0) || !isfinite(kv->v_scale_per_head[h]))
+                return attn__fail(ATTN_INVALID_ARGUMENT, "FP8 per-head V scale of head %d", h);
+    }
+    return ATTN_OK;
+}
+
+attn_status attn__latent_view_check(const char *who, const attn_kv_view *kv)
+{
+    if (!kv->data)
+        return attn__fail(ATTN_NULL_ARGUMENT, "%s: the KV view has no memory (data is NULL)", who);
+    if (kv->num_blocks <= 0 || kv->block_size <= 0 || kv->head_size <= 0)
+        return attn__fail(ATTN_INVALID_ARGUMENT,
+                          "%s: the KV view needs num_blocks, block_size and head_size > 0 "
+                          "(got %d, %d, %d)",
+                          who, kv->num_blocks, kv->block_size, kv->head_size);
+    if (!elem_storable(kv->elem))
+        return attn__fail(ATTN_UNSUPPORTED,
+                          "%s: latent cache element %s is not supported (f32, f16, bf16, "
+                          "fp8_e4m3, fp8_e5m2)",
+                          who, attn_elem_name(kv->elem));
+    if (kv->stride_token < kv->head_size || kv->stride_block < 0 || kv->k_offset < 0)
+        return attn__fail(ATTN_INVALID_ARGUMENT,
+                          "%s: the latent rows overlap (stride_token %lld < head_size %d) or a "
+                          "stride is negative",
+                          who, (long long)kv->stride_token, kv->head_size);
+    if (elem_is_fp8(kv->elem) && !(isfinite(kv->k_scale) && kv->k_scale > 0.0f))
+        return attn__fail(ATTN_INVALID_ARGUMENT,
+                          "%s: an fp8 latent cache needs a finite k_scale > 0 (got %g)", who,
+                          (double)kv->k_scale);
+    return ATTN_OK;
 }

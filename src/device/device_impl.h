@@ -47,6 +47,12 @@ bool attn__view_extent(const attn_kv_view *kv, int64_t *elems);
  * the host and on host-visible devices). */
 attn_status attn__device_view_range(const attn_kv_view *kv, const char *who);
 
+/* A K/V cache view that a write may address: memory, a storable element,
+ * sane geometry and finite fp8 scales (every device's kv_write runs it). */
+attn_status attn__kv_view_check(const attn_kv_view *kv);
+/* The same for an MLA latent cache view; `who` prefixes the message. */
+attn_status attn__latent_view_check(const char *who, const attn_kv_view *kv);
+
 /* The host device's cache writes (also what attn_kv_write and
  * attn_mla_write_latent run for a view without a device). Inputs are
  * checked by the caller. */

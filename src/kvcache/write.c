@@ -15,44 +15,9 @@
 #include "util/error.h"
 #include "util/numeric.h"
 
-static bool attn__elem_storable(attn_elem e)
-{
-    return e == ATTN_ELEM_F32 || e == ATTN_ELEM_F16 || e == ATTN_ELEM_BF16 ||
-           e == ATTN_ELEM_FP8_E4M3 || e == ATTN_ELEM_FP8_E5M2;
-}
-
 static bool attn__elem_is_fp8(attn_elem e)
 {
     return e == ATTN_ELEM_FP8_E4M3 || e == ATTN_ELEM_FP8_E5M2;
-}
-
-static attn_status attn__view_check(const attn_kv_view *kv)
-{
-    if (!kv->data) return attn__fail(ATTN_INVALID_ARGUMENT, "KV view has no memory (data is NULL)");
-    if (!attn__elem_storable(kv->elem))
-        return attn__fail(ATTN_UNSUPPORTED, "KV cache element %s cannot be written",
-                          attn_elem_name(kv->elem));
-    if (kv->num_blocks < 1 || kv->block_size < 1 || kv->num_kv_heads < 1 || kv->head_size < 1 ||
-        kv->head_size_v < 0 || kv->k_offset < 0 || kv->v_offset < 0 || kv->stride_block < 1 ||
-        kv->stride_token < 1 || kv->stride_head < 0)
-        return attn__fail(ATTN_INVALID_ARGUMENT,
-                          "KV view is malformed (blocks %d, block size %d, heads %d, head size "
-                          "%d/%d, strides %lld/%lld/%lld)",
-                          kv->num_blocks, kv->block_size, kv->num_kv_heads, kv->head_size,
-                          kv->head_size_v, (long long)kv->stride_block, (long long)kv->stride_token,
-                          (long long)kv->stride_head);
-    if (attn__elem_is_fp8(kv->elem)) {
-        if (!(isfinite(kv->k_scale) && kv->k_scale > 0) ||
-            !(isfinite(kv->v_scale) && kv->v_scale > 0))
-            return attn__fail(ATTN_INVALID_ARGUMENT, "FP8 KV scales must be finite and > 0");
-        for (int h = 0; kv->k_scale_per_head && h < kv->num_kv_heads; h++)
-            if (!(kv->k_scale_per_head[h] > 0) || !isfinite(kv->k_scale_per_head[h]))
-                return attn__fail(ATTN_INVALID_ARGUMENT, "FP8 per-head K scale of head %d", h);
-        for (int h = 0; kv->v_scale_per_head && h < kv->num_kv_heads; h++)
-            if (!(kv->v_scale_per_head[h] > 0) || !isfinite(kv->v_scale_per_head[h]))
-                return attn__fail(ATTN_INVALID_ARGUMENT, "FP8 per-head V scale of head %d", h);
-    }
-    return ATTN_OK;
 }
 
 static inline size_t attn__row_offset(const attn_kv_view *kv, int64_t slot, int head, bool value)
@@ -98,7 +63,7 @@ attn_status attn_kv_write_at(const attn_kv_view *kv, const int64_t *slot_mapping
     if (num_tokens == 0) return ATTN_OK;
     ATTN__CHECK_NULL(slot_mapping);
     ATTN__CHECK_NULL(k);
-    attn_status st = attn__view_check(kv);
+    attn_status st = attn__kv_view_check(kv);
     if (st != ATTN_OK) return st;
     if (src != ATTN_ELEM_F32 && src != ATTN_ELEM_F16 && src != ATTN_ELEM_BF16)
         return attn__fail(ATTN_INVALID_ARGUMENT, "KV write: source element %s is not f32/f16/bf16",
@@ -142,7 +107,7 @@ attn_status attn_kv_read(const attn_kv_view *kv, int64_t slot, int head, bool va
 {
     ATTN__CHECK_NULL(kv);
     ATTN__CHECK_NULL(out);
-    attn_status st = attn__view_check(kv);
+    attn_status st = attn__kv_view_check(kv);
     if (st != ATTN_OK) return st;
     int64_t nslots = (int64_t)kv->num_blocks * kv->block_size;
     if (slot < 0 || slot >= nslots)

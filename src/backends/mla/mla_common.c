@@ -28,12 +28,6 @@ static const char *attn__bname(const attn_backend *b)
 
 /* ---- small helpers ---------------------------------------------------------- */
 
-static bool attn__kv_elem_ok(attn_elem e)
-{
-    return e == ATTN_ELEM_F32 || e == ATTN_ELEM_F16 || e == ATTN_ELEM_BF16 ||
-           e == ATTN_ELEM_FP8_E4M3 || e == ATTN_ELEM_FP8_E5M2;
-}
-
 static bool attn__is_fp8(attn_elem e)
 {
     return e == ATTN_ELEM_FP8_E4M3 || e == ATTN_ELEM_FP8_E5M2;
@@ -54,32 +48,6 @@ int attn_mla_view_latent_dim(const attn_kv_view *kv)
 }
 
 /* ---- the latent cache write ---------------------------------------------------- */
-
-static attn_status attn__check_view(const char *who, const attn_kv_view *kv)
-{
-    if (!kv->data)
-        return attn__fail(ATTN_NULL_ARGUMENT, "%s: the KV view has no memory (data is NULL)", who);
-    if (kv->num_blocks <= 0 || kv->block_size <= 0 || kv->head_size <= 0)
-        return attn__fail(ATTN_INVALID_ARGUMENT,
-                          "%s: the KV view needs num_blocks, block_size and head_size > 0 "
-                          "(got %d, %d, %d)",
-                          who, kv->num_blocks, kv->block_size, kv->head_size);
-    if (!attn__kv_elem_ok(kv->elem))
-        return attn__fail(ATTN_UNSUPPORTED,
-                          "%s: latent cache element %s is not supported (f32, f16, bf16, "
-                          "fp8_e4m3, fp8_e5m2)",
-                          who, attn_elem_name(kv->elem));
-    if (kv->stride_token < kv->head_size || kv->stride_block < 0 || kv->k_offset < 0)
-        return attn__fail(ATTN_INVALID_ARGUMENT,
-                          "%s: the latent rows overlap (stride_token %lld < head_size %d) or a "
-                          "stride is negative",
-                          who, (long long)kv->stride_token, kv->head_size);
-    if (attn__is_fp8(kv->elem) && !(isfinite(kv->k_scale) && kv->k_scale > 0.0f))
-        return attn__fail(ATTN_INVALID_ARGUMENT,
-                          "%s: an fp8 latent cache needs a finite k_scale > 0 (got %g)", who,
-                          (double)kv->k_scale);
-    return ATTN_OK;
-}
 
 attn_status attn_mla_write_latent(const attn_kv_view *kv, const int64_t *slot_mapping,
                                   int num_tokens, const void *latent, const void *k_rope,
@@ -112,7 +80,7 @@ attn_status attn_mla_write_latent_at(const attn_kv_view *kv, const int64_t *slot
     if ((unsigned)dtype >= ATTN_DTYPE_COUNT)
         return attn__fail(ATTN_INVALID_ARGUMENT, "attn_mla_write_latent: unknown dtype %d",
                           (int)dtype);
-    attn_status st = attn__check_view("attn_mla_write_latent", kv);
+    attn_status st = attn__latent_view_check("attn_mla_write_latent", kv);
     if (st != ATTN_OK) return st;
     if (num_tokens == 0) return ATTN_OK;
     ATTN__CHECK_NULL(slot_mapping);
@@ -431,7 +399,7 @@ attn_status attn__mla_prepare(const char *who, const attn_mla_args *a, attn__mla
     if (st == ATTN_OK) st = attn__check_sinks(who, L, c->H);
     if (st != ATTN_OK) return st;
     const attn_kv_view *kv = a->kv;
-    st = attn__check_view(who, kv);
+    st = attn__latent_view_check(who, kv);
     if (st != ATTN_OK) return st;
     if (kv->head_size != c->D)
         return attn__fail(ATTN_INVALID_ARGUMENT,

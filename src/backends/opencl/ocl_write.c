@@ -9,6 +9,7 @@
 #include <stdlib.h>
 
 #include "backends/opencl/ocl_impl.h"
+#include "device/device_impl.h"
 #include "util/error.h"
 #include "util/numeric.h"
 
@@ -20,36 +21,6 @@ static bool is_fp8(attn_elem e)
 static bool storable(attn_elem e)
 {
     return e == ATTN_ELEM_F32 || e == ATTN_ELEM_F16 || e == ATTN_ELEM_BF16 || is_fp8(e);
-}
-
-/* The host K/V write's view check. */
-static attn_status check_kv_view(const attn_kv_view *kv)
-{
-    if (!kv->data) return attn__fail(ATTN_INVALID_ARGUMENT, "KV view has no memory (data is NULL)");
-    if (!storable(kv->elem))
-        return attn__fail(ATTN_UNSUPPORTED, "KV cache element %s cannot be written",
-                          attn_elem_name(kv->elem));
-    if (kv->num_blocks < 1 || kv->block_size < 1 || kv->num_kv_heads < 1 || kv->head_size < 1 ||
-        kv->head_size_v < 0 || kv->k_offset < 0 || kv->v_offset < 0 || kv->stride_block < 1 ||
-        kv->stride_token < 1 || kv->stride_head < 0)
-        return attn__fail(ATTN_INVALID_ARGUMENT,
-                          "KV view is malformed (blocks %d, block size %d, heads %d, head size "
-                          "%d/%d, strides %lld/%lld/%lld)",
-                          kv->num_blocks, kv->block_size, kv->num_kv_heads, kv->head_size,
-                          kv->head_size_v, (long long)kv->stride_block, (long long)kv->stride_token,
-                          (long long)kv->stride_head);
-    if (is_fp8(kv->elem)) {
-        if (!(isfinite(kv->k_scale) && kv->k_scale > 0) ||
-            !(isfinite(kv->v_scale) && kv->v_scale > 0))
-            return attn__fail(ATTN_INVALID_ARGUMENT, "FP8 KV scales must be finite and > 0");
-        for (int h = 0; kv->k_scale_per_head && h < kv->num_kv_heads; h++)
-            if (!(kv->k_scale_per_head[h] > 0) || !isfinite(kv->k_scale_per_head[h]))
-                return attn__fail(ATTN_INVALID_ARGUMENT, "FP8 per-head K scale of head %d", h);
-        for (int h = 0; kv->v_scale_per_head && h < kv->num_kv_heads; h++)
-            if (!(kv->v_scale_per_head[h] > 0) || !isfinite(kv->v_scale_per_head[h]))
-                return attn__fail(ATTN_INVALID_ARGUMENT, "FP8 per-head V scale of head %d", h);
-    }
-    return ATTN_OK;
 }
 
 /* Device-side sizes: the cache buffer holds every element the view
@@ -144,7 +115,7 @@ attn_status attn__ocl_kv_write(attn__ocl *o, const attn_kv_view *kv, const int64
     if (num_tokens == 0) return ATTN_OK;
     ATTN__CHECK_NULL(slot_mapping);
     ATTN__CHECK_NULL(k);
-    attn_status st = check_kv_view(kv);
+    attn_status st = attn__kv_view_check(kv);
     if (st != ATTN_OK) return st;
     if (src != ATTN_ELEM_F32 && src != ATTN_ELEM_F16 && src != ATTN_ELEM_BF16)
         return attn__fail(ATTN_INVALID_ARGUMENT, "KV write: source element %s is not f32/f16/bf16",
@@ -187,34 +158,6 @@ attn_status attn__ocl_kv_write(attn__ocl *o, const attn_kv_view *kv, const int64
     return st;
 }
 
-/* attn_mla_write_latent's view check. */
-static attn_status check_mla_view(const attn_kv_view *kv)
-{
-    const char *who = "attn_mla_write_latent";
-    if (!kv->data)
-        return attn__fail(ATTN_NULL_ARGUMENT, "%s: the KV view has no memory (data is NULL)", who);
-    if (kv->num_blocks <= 0 || kv->block_size <= 0 || kv->head_size <= 0)
-        return attn__fail(ATTN_INVALID_ARGUMENT,
-                          "%s: the KV view needs num_blocks, block_size and head_size > 0 "
-                          "(got %d, %d, %d)",
-                          who, kv->num_blocks, kv->block_size, kv->head_size);
-    if (!storable(kv->elem))
-        return attn__fail(ATTN_UNSUPPORTED,
-                          "%s: latent cache element %s is not supported (f32, f16, bf16, "
-                          "fp8_e4m3, fp8_e5m2)",
-                          who, attn_elem_name(kv->elem));
-    if (kv->stride_token < kv->head_size || kv->stride_block < 0 || kv->k_offset < 0)
-        return attn__fail(ATTN_INVALID_ARGUMENT,
-                          "%s: the latent rows overlap (stride_token %lld < head_size %d) or a "
-                          "stride is negative",
-                          who, (long long)kv->stride_token, kv->head_size);
-    if (is_fp8(kv->elem) && !(isfinite(kv->k_scale) && kv->k_scale > 0.0f))
-        return attn__fail(ATTN_INVALID_ARGUMENT,
-                          "%s: an fp8 latent cache needs a finite k_scale > 0 (got %g)", who,
-                          (double)kv->k_scale);
-    return ATTN_OK;
-}
-
 attn_status attn__ocl_mla_write(attn__ocl *o, const attn_kv_view *kv, const int64_t *slot_mapping,
                                 int num_tokens, const attn__ocl_mem *latent, int64_t latent_offset,
                                 const attn__ocl_mem *rope, int64_t rope_offset, int latent_dim,
@@ -229,7 +172,7 @@ attn_status attn__ocl_mla_write(attn__ocl *o, const attn_kv_view *kv, const int6
         return attn__fail(ATTN_INVALID_ARGUMENT,
                           "attn_mla_write_latent: source element %s is not f32/f16/bf16",
                           attn_elem_name(src));
-    attn_status st = check_mla_view(kv);
+    attn_status st = attn__latent_view_check("attn_mla_write_latent", kv);
     if (st != ATTN_OK || num_tokens == 0) return st;
     ATTN__CHECK_NULL(slot_mapping);
     ATTN__CHECK_NULL(latent);
